@@ -1,0 +1,3 @@
+/* Builds flashattn.h as an ordinary library. */
+#define FLASHATTN_IMPLEMENTATION
+#include "flashattn.h"
