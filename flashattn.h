@@ -88,9 +88,9 @@ FLASHATTN_API const char *fa_status_string(fa_status s);
 FLASHATTN_API const char *fa_last_error(void);
 
 typedef enum fa_dtype {
-    FA_DTYPE_F32 = 0,
+    FA_DTYPE_BF16 = 0,        /* zero: the default activation dtype */
     FA_DTYPE_F16 = 1,
-    FA_DTYPE_BF16 = 2,
+    FA_DTYPE_F32 = 2,
     FA_DTYPE_FP8_E4M3 = 3,    /* OCP float8_e4m3fn, max 448 */
     FA_DTYPE_FP8_E5M2 = 4,    /* OCP float8_e5m2, max 57344 */
     FA_DTYPE_I32 = 5,
@@ -148,7 +148,7 @@ typedef struct fa_model_config {
     int32_t num_heads_q;          /* query heads on this rank (required) */
     int32_t num_heads_kv;         /* KV heads on this rank; 0 = num_heads_q */
     int32_t head_size;            /* required; multiple of 8, <= 256 */
-    fa_dtype dtype;               /* activation dtype; 0 (F32) -> BF16. F16, BF16 (F32 on CPU only) */
+    fa_dtype dtype;               /* activation dtype; BF16 (zero). F16, BF16 (F32 on CPU only) */
     int32_t hybrid_mamba_f32;     /* 1 = hybrid model whose mamba state is float32: blocks {16,32,64} */
 } fa_model_config;
 
@@ -476,6 +476,10 @@ typedef struct fa_backend_ops {
     fa_status (*free)(void *ctx, void *ptr);
     fa_status (*synchronize)(void *ctx);                       /* NULL-able; tests and tools */
     const char *(*last_error)(void *ctx);                      /* NULL-able; detail of last failure */
+    /* NULL-able; rows x width_bytes from src (row pitch spitch) to dst (pitch dpitch), async.
+       Needed only by DCP when q is not packed [T, H, D] (e.g. a slice of a fused QKV). */
+    fa_status (*copy_2d)(void *ctx, void *dst, size_t dpitch, const void *src, size_t spitch,
+                         size_t width_bytes, size_t rows, fa_copy_kind kind);
 } fa_backend_ops;
 
 typedef struct fa_device_info {
@@ -608,7 +612,7 @@ typedef struct fa_layer_desc {
     int32_t num_kv_heads;             /* 0 -> num_heads */
     int32_t head_size;                /* required */
     float scale;                      /* 0 -> 1/sqrt(head_size) */
-    fa_dtype dtype;                   /* activations; 0 (F32) -> BF16 */
+    fa_dtype dtype;                   /* activations; BF16 (zero) */
     fa_attn_type attn_type;           /* DECODER */
     int32_t sliding_window;           /* 0 = none */
     float logits_soft_cap;            /* 0 = none */
@@ -652,3 +656,1719 @@ FLASHATTN_API fa_status fa_forward(const fa_layer *layer, const fa_backend *be,
 #endif
 
 #endif /* FLASHATTN_H */
+
+/* ========================================================================================== */
+// >>impl
+#ifdef FLASHATTN_IMPLEMENTATION
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef FA_ASSERT
+#include <assert.h>
+#define FA_ASSERT(x) assert(x)
+#endif
+
+#if defined(__cplusplus) && __cplusplus >= 201103L
+#define FA__TLS thread_local
+#elif defined(_MSC_VER)
+#define FA__TLS __declspec(thread)
+#elif defined(__GNUC__) || defined(__clang__)
+#define FA__TLS __thread
+#else
+#define FA__TLS /* no thread-local storage: the message is shared between threads */
+#endif
+
+#ifdef FLASHATTN_STATIC
+#define FA__DEF static
+#else
+#define FA__DEF
+#endif
+
+/* The one piece of mutable state: the failure reason of the last call, per thread (stb). */
+static FA__TLS char fa__err[256];
+
+static void fa__clear(void) { fa__err[0] = '\0'; }
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static fa_status fa__fail(fa_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(fa__err, sizeof fa__err, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+#define FA__CHECK_PTR(fn, p) \
+    do { if ((p) == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: %s is NULL", fn, #p); } while (0)
+
+static int32_t fa__cdiv(int32_t a, int32_t b) { return (a + b - 1) / b; }
+static int64_t fa__cdiv64(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int32_t fa__min(int32_t a, int32_t b) { return a < b ? a : b; }
+static int32_t fa__max(int32_t a, int32_t b) { return a > b ? a : b; }
+
+FA__DEF const char *fa_status_string(fa_status s)
+{
+    switch (s) {
+    case FA_OK: return "ok";
+    case FA_ERR_INVALID_ARG: return "invalid argument";
+    case FA_ERR_UNSUPPORTED: return "unsupported";
+    case FA_ERR_WORKSPACE: return "workspace too small";
+    case FA_ERR_BACKEND: return "backend error";
+    case FA_ERR_OUT_OF_MEMORY: return "out of memory";
+    }
+    return "unknown status";
+}
+
+FA__DEF const char *fa_last_error(void) { return fa__err; }
+
+FA__DEF size_t fa_dtype_size(fa_dtype t)
+{
+    switch (t) {
+    case FA_DTYPE_F32: case FA_DTYPE_I32: return 4;
+    case FA_DTYPE_F16: case FA_DTYPE_BF16: return 2;
+    case FA_DTYPE_FP8_E4M3: case FA_DTYPE_FP8_E5M2: return 1;
+    case FA_DTYPE_I64: return 8;
+    default: return 0;
+    }
+}
+
+FA__DEF const char *fa_dtype_name(fa_dtype t)
+{
+    switch (t) {
+    case FA_DTYPE_F32: return "f32";
+    case FA_DTYPE_F16: return "f16";
+    case FA_DTYPE_BF16: return "bf16";
+    case FA_DTYPE_FP8_E4M3: return "fp8_e4m3";
+    case FA_DTYPE_FP8_E5M2: return "fp8_e5m2";
+    case FA_DTYPE_I32: return "i32";
+    case FA_DTYPE_I64: return "i64";
+    default: return "unknown";
+    }
+}
+
+static int fa__is_activation(fa_dtype t)
+{
+    return t == FA_DTYPE_F32 || t == FA_DTYPE_F16 || t == FA_DTYPE_BF16;
+}
+
+// >>tensor impl
+FA__DEF fa_tensor fa_tensor_make(void *data, fa_dtype dtype, int32_t rank, const int64_t *shape)
+{
+    fa_tensor t;
+    int32_t i;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.dtype = dtype;
+    if (rank < 0 || rank > FA_MAX_RANK || (rank > 0 && shape == NULL)) return t; /* rank 0 = invalid */
+    t.rank = rank;
+    for (i = 0; i < rank; ++i) t.shape[i] = shape[i];
+    if (rank > 0) {
+        t.stride[rank - 1] = 1;
+        for (i = rank - 2; i >= 0; --i) t.stride[i] = t.stride[i + 1] * t.shape[i + 1];
+    }
+    return t;
+}
+
+// >>caps impl
+FA__DEF int fa_supports_head_size(int32_t head_size)
+{
+    return head_size >= 8 && head_size <= 256 && head_size % 8 == 0;
+}
+
+FA__DEF fa_block_sizes fa_supported_kernel_block_sizes(int hybrid_mamba_f32)
+{
+    fa_block_sizes r;
+    memset(&r, 0, sizeof r);
+    if (hybrid_mamba_f32) {
+        r.count = 3;
+        r.sizes[0] = 16; r.sizes[1] = 32; r.sizes[2] = 64;
+    } else {
+        r.multiple_of = 16;
+    }
+    return r;
+}
+
+FA__DEF int fa_supports_block_size(int32_t block_size, int hybrid_mamba_f32)
+{
+    if (block_size <= 0) return 0;
+    if (hybrid_mamba_f32) return block_size == 16 || block_size == 32 || block_size == 64;
+    return block_size % 16 == 0;
+}
+
+FA__DEF int fa_supports_kv_cache_dtype(fa_cache_dtype cache_dtype)
+{
+    return (int)cache_dtype >= 0 && cache_dtype < FA_CACHE_DTYPE_COUNT_;
+}
+
+FA__DEF int fa_supports_compute_capability(int32_t major, int32_t minor)
+{
+    return major * 10 + minor >= 80;
+}
+
+FA__DEF fa_dtype fa_cache_storage_dtype(fa_cache_dtype cache_dtype, fa_dtype activation)
+{
+    switch (cache_dtype) {
+    case FA_CACHE_FP8: case FA_CACHE_FP8_E4M3: return FA_DTYPE_FP8_E4M3;
+    case FA_CACHE_FP8_E5M2: return FA_DTYPE_FP8_E5M2;
+    default: return activation;
+    }
+}
+
+FA__DEF const char *fa_check_combination(int32_t head_size, fa_dtype dtype,
+                                         fa_cache_dtype cache_dtype, int32_t block_size,
+                                         int use_sinks, int hybrid_mamba_f32,
+                                         int32_t cc_major, int32_t cc_minor)
+{
+    (void)use_sinks; /* sinks run on every architecture and backend */
+    if (!fa_supports_head_size(head_size)) return "head_size must be a multiple of 8 in [8, 256]";
+    if (!fa__is_activation(dtype)) return "dtype must be f16, bf16 or f32";
+    if (!fa_supports_kv_cache_dtype(cache_dtype)) return "unknown kv cache dtype";
+    if (!fa_supports_block_size(block_size, hybrid_mamba_f32))
+        return hybrid_mamba_f32 ? "block_size must be 16, 32 or 64 for a hybrid model with float32 mamba state"
+                                : "block_size must be a positive multiple of 16";
+    if (cc_major != 0 || cc_minor != 0) {
+        if (!fa_supports_compute_capability(cc_major, cc_minor))
+            return "compute capability must be 8.0 or newer";
+        if (dtype == FA_DTYPE_F32) return "f32 activations are supported on the CPU backend only";
+    }
+    return NULL;
+}
+
+FA__DEF fa_status fa_kv_cache_shape(int64_t num_blocks, int32_t block_size, int32_t num_heads_kv,
+                                    int32_t head_size, int64_t shape_out[5])
+{
+    fa__clear();
+    FA__CHECK_PTR("fa_kv_cache_shape", shape_out);
+    if (num_blocks <= 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "fa_kv_cache_shape: num_blocks %lld must be > 0", (long long)num_blocks);
+    if (block_size <= 0 || block_size % 16 != 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "fa_kv_cache_shape: block_size %d is not a positive multiple of 16", block_size);
+    if (num_heads_kv <= 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "fa_kv_cache_shape: num_heads_kv %d must be > 0", num_heads_kv);
+    if (!fa_supports_head_size(head_size))
+        return fa__fail(FA_ERR_INVALID_ARG, "fa_kv_cache_shape: head_size %d is not a multiple of 8 in [8, 256]", head_size);
+    shape_out[0] = 2; shape_out[1] = num_blocks; shape_out[2] = block_size;
+    shape_out[3] = num_heads_kv; shape_out[4] = head_size;
+    return FA_OK;
+}
+
+FA__DEF fa_status fa_kv_cache_stride_order(fa_kv_layout layout, int include_num_layers,
+                                           int32_t order_out[6], int32_t *rank_out)
+{
+    static const int32_t nhd5[5] = {0, 1, 2, 3, 4}, hnd5[5] = {0, 1, 3, 2, 4};
+    static const int32_t nhd6[6] = {2, 0, 1, 3, 4, 5}, hnd6[6] = {2, 4, 0, 1, 3, 5};
+    const int32_t *src;
+    int32_t n, i;
+    fa__clear();
+    FA__CHECK_PTR("fa_kv_cache_stride_order", order_out);
+    FA__CHECK_PTR("fa_kv_cache_stride_order", rank_out);
+    if (layout != FA_LAYOUT_NHD && layout != FA_LAYOUT_HND)
+        return fa__fail(FA_ERR_INVALID_ARG, "fa_kv_cache_stride_order: layout %d is not NHD (0) or HND (1)", (int)layout);
+    if (include_num_layers) { src = layout == FA_LAYOUT_NHD ? nhd6 : hnd6; n = 6; }
+    else { src = layout == FA_LAYOUT_NHD ? nhd5 : hnd5; n = 5; }
+    for (i = 0; i < n; ++i) order_out[i] = src[i];
+    *rank_out = n;
+    return FA_OK;
+}
+
+FA__DEF fa_status fa_kv_cache_strides(fa_kv_layout layout, int64_t num_blocks, int32_t block_size,
+                                      int32_t num_heads_kv, int32_t head_size, int64_t strides_out[5])
+{
+    int64_t shape[5], phys_stride[5];
+    int32_t order[6], rank, i;
+    fa_status s;
+    fa__clear();
+    FA__CHECK_PTR("fa_kv_cache_strides", strides_out);
+    s = fa_kv_cache_shape(num_blocks, block_size, num_heads_kv, head_size, shape);
+    if (s != FA_OK) return s;
+    s = fa_kv_cache_stride_order(layout, 0, order, &rank);
+    if (s != FA_OK) return s;
+    /* physical dim i holds logical dim order[i]; contiguous in physical order */
+    phys_stride[4] = 1;
+    for (i = 3; i >= 0; --i) phys_stride[i] = phys_stride[i + 1] * shape[order[i + 1]];
+    for (i = 0; i < 5; ++i) strides_out[order[i]] = phys_stride[i];
+    return FA_OK;
+}
+
+// >>config impl
+FA__DEF fa_status fa_config_resolve(const fa_config *in, fa_config *out)
+{
+    fa_config c;
+    fa__clear();
+    FA__CHECK_PTR("fa_config_resolve", in);
+    FA__CHECK_PTR("fa_config_resolve", out);
+    c = *in;
+    if (c.model.num_heads_kv == 0) c.model.num_heads_kv = c.model.num_heads_q;
+    if (c.cache.block_size == 0) c.cache.block_size = 16;
+    if (c.parallel.dcp_world_size == 0) c.parallel.dcp_world_size = 1;
+    if (c.parallel.cp_kv_cache_interleave_size == 0) c.parallel.cp_kv_cache_interleave_size = 1;
+    if (c.compilation.max_cudagraph_capture_size == 0) c.compilation.max_cudagraph_capture_size = 512;
+    if (c.compilation.max_num_splits_for_cuda_graph == 0) c.compilation.max_num_splits_for_cuda_graph = 32;
+    if (c.compilation.max_num_splits == 0) c.compilation.max_num_splits = 32;
+    if (c.scheduler.max_num_seqs == 0) c.scheduler.max_num_seqs = 256;
+    if (c.scheduler.max_num_batched_tokens == 0) c.scheduler.max_num_batched_tokens = 8192;
+
+    if (c.model.num_heads_q <= 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "config: model.num_heads_q %d must be > 0", c.model.num_heads_q);
+    if (c.model.num_heads_kv <= 0 || c.model.num_heads_q % c.model.num_heads_kv != 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "config: model.num_heads_q %d is not divisible by num_heads_kv %d",
+                        c.model.num_heads_q, c.model.num_heads_kv);
+    if (!fa_supports_head_size(c.model.head_size))
+        return fa__fail(FA_ERR_INVALID_ARG, "config: model.head_size %d is not a multiple of 8 in [8, 256]", c.model.head_size);
+    if (!fa__is_activation(c.model.dtype))
+        return fa__fail(FA_ERR_INVALID_ARG, "config: model.dtype %d is not f16, bf16 or f32", (int)c.model.dtype);
+    if (!fa_supports_block_size(c.cache.block_size, c.model.hybrid_mamba_f32))
+        return fa__fail(FA_ERR_INVALID_ARG, c.model.hybrid_mamba_f32
+                        ? "config: cache.block_size %d must be 16, 32 or 64 (hybrid model, float32 mamba state)"
+                        : "config: cache.block_size %d is not a positive multiple of 16", c.cache.block_size);
+    if (!fa_supports_kv_cache_dtype(c.cache.cache_dtype))
+        return fa__fail(FA_ERR_INVALID_ARG, "config: cache.cache_dtype %d is unknown", (int)c.cache.cache_dtype);
+    if (c.cache.layout != FA_LAYOUT_NHD && c.cache.layout != FA_LAYOUT_HND)
+        return fa__fail(FA_ERR_INVALID_ARG, "config: cache.layout %d is unknown", (int)c.cache.layout);
+    if (c.parallel.dcp_world_size < 1)
+        return fa__fail(FA_ERR_INVALID_ARG, "config: parallel.dcp_world_size %d must be >= 1", c.parallel.dcp_world_size);
+    if (c.parallel.dcp_rank < 0 || c.parallel.dcp_rank >= c.parallel.dcp_world_size)
+        return fa__fail(FA_ERR_INVALID_ARG, "config: parallel.dcp_rank %d is outside [0, %d)",
+                        c.parallel.dcp_rank, c.parallel.dcp_world_size);
+    if (c.parallel.cp_kv_cache_interleave_size < 1 ||
+        c.cache.block_size % c.parallel.cp_kv_cache_interleave_size != 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "config: parallel.cp_kv_cache_interleave_size %d does not divide block_size %d",
+                        c.parallel.cp_kv_cache_interleave_size, c.cache.block_size);
+    if (c.compilation.max_num_splits < 1 || c.compilation.max_num_splits > 128)
+        return fa__fail(FA_ERR_INVALID_ARG, "config: compilation.max_num_splits %d is outside [1, 128]", c.compilation.max_num_splits);
+    if (c.compilation.max_num_splits_for_cuda_graph < 1)
+        return fa__fail(FA_ERR_INVALID_ARG, "config: compilation.max_num_splits_for_cuda_graph %d must be >= 1",
+                        c.compilation.max_num_splits_for_cuda_graph);
+    if (c.compilation.max_cudagraph_capture_size < 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "config: compilation.max_cudagraph_capture_size %d must be >= 0",
+                        c.compilation.max_cudagraph_capture_size);
+    if (c.scheduler.max_num_seqs < 1)
+        return fa__fail(FA_ERR_INVALID_ARG, "config: scheduler.max_num_seqs %d must be >= 1", c.scheduler.max_num_seqs);
+    if (c.scheduler.max_num_batched_tokens < 1)
+        return fa__fail(FA_ERR_INVALID_ARG, "config: scheduler.max_num_batched_tokens %d must be >= 1",
+                        c.scheduler.max_num_batched_tokens);
+    if (c.scheduler.attention_chunk_size < 0 ||
+        (c.scheduler.attention_chunk_size > 0 && c.scheduler.attention_chunk_size % c.cache.block_size != 0))
+        return fa__fail(FA_ERR_INVALID_ARG, "config: scheduler.attention_chunk_size %d is not a multiple of block_size %d",
+                        c.scheduler.attention_chunk_size, c.cache.block_size);
+    *out = c;
+    return FA_OK;
+}
+
+// >>plan impl
+FA__DEF fa_window fa_sliding_window_config(int32_t sliding_window, fa_attn_type type)
+{
+    fa_window w;
+    w.left = -1; w.right = -1;
+    if (sliding_window > 0) {
+        w.left = sliding_window - 1;
+        w.right = type == FA_ATTN_ENCODER_ONLY ? sliding_window - 1 : 0;
+    }
+    return w;
+}
+
+FA__DEF fa_status fa_aot_sliding_window(const fa_window *layer_windows, int32_t n, fa_window *out,
+                                        int *aot_enabled)
+{
+    int32_t i;
+    fa__clear();
+    FA__CHECK_PTR("fa_aot_sliding_window", out);
+    FA__CHECK_PTR("fa_aot_sliding_window", aot_enabled);
+    if (n < 0) return fa__fail(FA_ERR_INVALID_ARG, "fa_aot_sliding_window: n %d must be >= 0", n);
+    if (n > 0) FA__CHECK_PTR("fa_aot_sliding_window", layer_windows);
+    out->left = -1; out->right = -1;
+    *aot_enabled = 1;
+    for (i = 1; i < n; ++i) {
+        if (layer_windows[i].left != layer_windows[0].left ||
+            layer_windows[i].right != layer_windows[0].right) {
+            *aot_enabled = 0;
+            return FA_OK;
+        }
+    }
+    if (n > 0) *out = layer_windows[0];
+    return FA_OK;
+}
+
+// >>cascade impl
+FA__DEF int fa_use_cascade_attention(int32_t common_prefix_len, const int32_t *query_lens,
+                                     int32_t num_reqs, int32_t num_heads_q, int32_t num_heads_kv,
+                                     int use_alibi, int use_sliding_window, int use_local_attention,
+                                     int32_t num_sms, int32_t dcp_world_size)
+{
+    int32_t i, g, tiles;
+    int64_t cascade_time, fd_time;
+    int flash_decoding;
+    /* Cascade pays only for a long shared prefix and enough requests to share it. */
+    if (common_prefix_len < 256) return 0;
+    if (use_alibi || use_sliding_window || use_local_attention) return 0;
+    if (num_reqs < 8) return 0;
+    if (dcp_world_size > 1) return 0;
+    if (query_lens == NULL || num_heads_kv <= 0 || num_heads_q <= 0 || num_sms <= 0) return 0;
+    g = num_heads_q / num_heads_kv;
+    /* Flash-decoding (all queries single-token, GQA) already reads K/V once per KV head:
+       compare the two schedules' waves then. */
+    flash_decoding = g > 1;
+    for (i = 0; i < num_reqs && flash_decoding; ++i)
+        if (query_lens[i] != 1) flash_decoding = 0;
+    if (!flash_decoding) return 1;
+    tiles = fa__cdiv(common_prefix_len, 128);
+    cascade_time = fa__cdiv64((int64_t)num_heads_q * fa__cdiv(num_reqs, 128), num_sms) * tiles;
+    fd_time = fa__cdiv64((int64_t)num_reqs * num_heads_kv * fa__cdiv(g, 128) * tiles, num_sms);
+    return cascade_time < fd_time;
+}
+
+FA__DEF fa_status fa_cascade_prefix_len(const fa_cascade_query *q, int32_t *prefix_len_out)
+{
+    int32_t p, i;
+    fa__clear();
+    FA__CHECK_PTR("fa_cascade_prefix_len", q);
+    FA__CHECK_PTR("fa_cascade_prefix_len", prefix_len_out);
+    if (q->num_common_prefix_blocks < 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "fa_cascade_prefix_len: num_common_prefix_blocks %d must be >= 0",
+                        q->num_common_prefix_blocks);
+    if (q->block_size <= 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "fa_cascade_prefix_len: block_size %d must be > 0", q->block_size);
+    if (q->num_reqs < 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "fa_cascade_prefix_len: num_reqs %d must be >= 0", q->num_reqs);
+    *prefix_len_out = 0;
+    if (q->num_common_prefix_blocks == 0 || q->encoder_only || q->num_reqs == 0) return FA_OK;
+    FA__CHECK_PTR("fa_cascade_prefix_len", q->num_computed_tokens);
+    FA__CHECK_PTR("fa_cascade_prefix_len", q->query_lens);
+    p = q->num_common_prefix_blocks * q->block_size;
+    for (i = 0; i < q->num_reqs; ++i) {
+        if (q->num_computed_tokens[i] < 0)
+            return fa__fail(FA_ERR_INVALID_ARG, "fa_cascade_prefix_len: num_computed_tokens[%d] = %d is negative",
+                            i, q->num_computed_tokens[i]);
+        p = fa__min(p, q->num_computed_tokens[i]);
+    }
+    p = p / q->block_size * q->block_size;
+    if (fa_use_cascade_attention(p, q->query_lens, q->num_reqs, q->num_heads_q, q->num_heads_kv,
+                                 q->use_alibi, q->use_sliding_window, q->use_local_attention,
+                                 q->num_sms, q->dcp_world_size))
+        *prefix_len_out = p;
+    return FA_OK;
+}
+
+FA__DEF fa_status fa_cascade_block_tables(const int32_t *block_table, int64_t row_stride,
+                                          int32_t common_prefix_len, int32_t block_size,
+                                          const int32_t **prefix_table, const int32_t **suffix_table)
+{
+    fa__clear();
+    FA__CHECK_PTR("fa_cascade_block_tables", block_table);
+    FA__CHECK_PTR("fa_cascade_block_tables", prefix_table);
+    FA__CHECK_PTR("fa_cascade_block_tables", suffix_table);
+    if (block_size <= 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "fa_cascade_block_tables: block_size %d must be > 0", block_size);
+    if (common_prefix_len <= 0 || common_prefix_len % block_size != 0)
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "fa_cascade_block_tables: common_prefix_len %d is not a positive multiple of block_size %d",
+                        common_prefix_len, block_size);
+    if (row_stride < common_prefix_len / block_size)
+        return fa__fail(FA_ERR_INVALID_ARG, "fa_cascade_block_tables: row_stride %lld is narrower than the %d prefix blocks",
+                        (long long)row_stride, common_prefix_len / block_size);
+    *prefix_table = block_table;
+    *suffix_table = block_table + common_prefix_len / block_size;
+    return FA_OK;
+}
+
+// >>local impl
+static fa_status fa__check_qsl(const char *fn, const int32_t *query_start_loc, const int32_t *seq_lens,
+                               int32_t num_reqs)
+{
+    int32_t b;
+    FA_ASSERT(query_start_loc != NULL);
+    if (query_start_loc[0] != 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: query_start_loc[0] = %d must be 0", fn, query_start_loc[0]);
+    for (b = 0; b < num_reqs; ++b) {
+        int32_t ql = query_start_loc[b + 1] - query_start_loc[b];
+        if (ql < 0)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: query_start_loc is not monotone at %d (%d > %d)",
+                            fn, b, query_start_loc[b], query_start_loc[b + 1]);
+        if (seq_lens != NULL && seq_lens[b] < ql)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: seq_lens[%d] = %d is less than its query length %d",
+                            fn, b, seq_lens[b], ql);
+    }
+    return FA_OK;
+}
+
+/* Per request: tokens of the first (partial) chunk touched by the queries, and the count of
+   virtual batches. */
+static int32_t fa__local_first(int32_t c, int32_t q, int32_t s) { return fa__min(c - ((s - q) % c), q); }
+static int32_t fa__local_nblk(int32_t c, int32_t q, int32_t s)
+{
+    int32_t first = fa__local_first(c, q, s);
+    return 1 + fa__cdiv(q - first, c);
+}
+
+FA__DEF fa_status fa_local_virtual_batches_count(int32_t chunk_size, const int32_t *query_start_loc,
+                                                 const int32_t *seq_lens, int32_t num_reqs,
+                                                 int32_t *num_virtual_out)
+{
+    int32_t b, v = 0;
+    fa_status s;
+    fa__clear();
+    FA__CHECK_PTR("fa_local_virtual_batches_count", query_start_loc);
+    FA__CHECK_PTR("fa_local_virtual_batches_count", seq_lens);
+    FA__CHECK_PTR("fa_local_virtual_batches_count", num_virtual_out);
+    if (chunk_size <= 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "fa_local_virtual_batches_count: chunk_size %d must be > 0", chunk_size);
+    if (num_reqs < 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "fa_local_virtual_batches_count: num_reqs %d must be >= 0", num_reqs);
+    s = fa__check_qsl("fa_local_virtual_batches_count", query_start_loc, seq_lens, num_reqs);
+    if (s != FA_OK) return s;
+    for (b = 0; b < num_reqs; ++b) {
+        int32_t q = query_start_loc[b + 1] - query_start_loc[b];
+        if (q > 0) v += fa__local_nblk(chunk_size, q, seq_lens[b]);
+    }
+    *num_virtual_out = v;
+    return FA_OK;
+}
+
+FA__DEF fa_status fa_make_local_virtual_batches(int32_t chunk_size, int32_t block_size,
+                                                const int32_t *query_start_loc, const int32_t *seq_lens,
+                                                int32_t num_reqs, const int32_t *block_table,
+                                                int64_t row_stride, int32_t max_blocks,
+                                                int32_t capacity, fa_local_batches *out)
+{
+    const char *fn = "fa_make_local_virtual_batches";
+    int32_t b, v = 0, need = 0, pages;
+    fa_status s;
+    fa__clear();
+    FA__CHECK_PTR(fn, query_start_loc);
+    FA__CHECK_PTR(fn, seq_lens);
+    FA__CHECK_PTR(fn, block_table);
+    FA__CHECK_PTR(fn, out);
+    if (block_size <= 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: block_size %d must be > 0", fn, block_size);
+    if (chunk_size <= 0 || chunk_size % block_size != 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: chunk_size %d is not a positive multiple of block_size %d",
+                        fn, chunk_size, block_size);
+    if (max_blocks <= 0 || row_stride < max_blocks)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: max_blocks %d must be in [1, row_stride %lld]",
+                        fn, max_blocks, (long long)row_stride);
+    FA__CHECK_PTR(fn, out->seqlens_q);
+    FA__CHECK_PTR(fn, out->cu_seqlens_q);
+    FA__CHECK_PTR(fn, out->seqused_k);
+    FA__CHECK_PTR(fn, out->block_table);
+    s = fa_local_virtual_batches_count(chunk_size, query_start_loc, seq_lens, num_reqs, &need);
+    if (s != FA_OK) return s;
+    if (need > capacity)
+        return fa__fail(FA_ERR_WORKSPACE, "%s: capacity %d is less than the %d virtual batches needed",
+                        fn, capacity, need);
+    pages = chunk_size / block_size;
+    out->pages_per_virtual = pages;
+    out->max_query_len = 0;
+    out->max_seq_len = 0;
+    out->cu_seqlens_q[0] = 0;
+    for (b = 0; b < num_reqs; ++b) {
+        int32_t q = query_start_loc[b + 1] - query_start_loc[b], sl = seq_lens[b];
+        int32_t first, last, nblk, a;
+        if (q == 0) continue;
+        first = fa__local_first(chunk_size, q, sl);
+        last = sl % chunk_size == 0 ? chunk_size : sl % chunk_size;
+        nblk = 1 + fa__cdiv(q - first, chunk_size);
+        for (a = 0; a < nblk; ++a, ++v) {
+            int32_t r = nblk - 1 - a, ql, kl, k_start, t;
+            ql = a == 0 ? first : fa__min(q - first - chunk_size * (a - 1), chunk_size);
+            kl = a == nblk - 1 ? last : chunk_size;
+            k_start = sl - (r * chunk_size + last);
+            out->seqlens_q[v] = ql;
+            out->cu_seqlens_q[v + 1] = out->cu_seqlens_q[v] + ql;
+            out->seqused_k[v] = kl;
+            out->max_query_len = fa__max(out->max_query_len, ql);
+            out->max_seq_len = fa__max(out->max_seq_len, kl);
+            for (t = 0; t < pages; ++t) {
+                int32_t col = fa__min(k_start / block_size + t, max_blocks - 1);
+                out->block_table[(int64_t)v * pages + t] = block_table[(int64_t)b * row_stride + col];
+            }
+        }
+    }
+    out->num_virtual = v;
+    return FA_OK;
+}
+
+// >>dcp impl
+FA__DEF int32_t fa_dcp_local_seq_len(int32_t seq_len, int32_t world_size, int32_t rank, int32_t interleave)
+{
+    int32_t base, rem;
+    if (seq_len <= 0 || world_size <= 0 || interleave <= 0 || rank < 0 || rank >= world_size) return 0;
+    /* Whole rounds of world_size * interleave tokens give every rank `interleave` each; the
+       remainder is dealt out in runs of `interleave` from rank 0. */
+    base = seq_len / interleave / world_size * interleave;
+    rem = seq_len - base * world_size;
+    return base + fa__max(0, fa__min(rem - rank * interleave, interleave));
+}
+
+FA__DEF fa_status fa_dcp_local_seq_lens(const int32_t *seq_lens, int32_t n, int32_t world_size,
+                                        int32_t rank, int32_t interleave, int32_t *out)
+{
+    const char *fn = "fa_dcp_local_seq_lens";
+    int32_t i;
+    fa__clear();
+    FA__CHECK_PTR(fn, seq_lens);
+    FA__CHECK_PTR(fn, out);
+    if (n < 0) return fa__fail(FA_ERR_INVALID_ARG, "%s: n %d must be >= 0", fn, n);
+    if (world_size < 1) return fa__fail(FA_ERR_INVALID_ARG, "%s: world_size %d must be >= 1", fn, world_size);
+    if (rank < 0 || rank >= world_size)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: rank %d is outside [0, %d)", fn, rank, world_size);
+    if (interleave < 1) return fa__fail(FA_ERR_INVALID_ARG, "%s: interleave %d must be >= 1", fn, interleave);
+    for (i = 0; i < n; ++i)
+        if (seq_lens[i] < 0)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: seq_lens[%d] = %d is negative", fn, i, seq_lens[i]);
+    for (i = 0; i < n; ++i) out[i] = fa_dcp_local_seq_len(seq_lens[i], world_size, rank, interleave);
+    return FA_OK;
+}
+
+FA__DEF fa_status fa_dcp_slot_mapping(const int32_t *block_table, int64_t row_stride, int32_t max_blocks,
+                                      int32_t block_size, const int32_t *req_of_token,
+                                      const int32_t *positions, int32_t num_tokens, int32_t world_size,
+                                      int32_t rank, int32_t interleave, int64_t *slot_mapping_out)
+{
+    const char *fn = "fa_dcp_slot_mapping";
+    int32_t t;
+    int64_t vbs;
+    fa__clear();
+    FA__CHECK_PTR(fn, block_table);
+    FA__CHECK_PTR(fn, req_of_token);
+    FA__CHECK_PTR(fn, positions);
+    FA__CHECK_PTR(fn, slot_mapping_out);
+    if (block_size <= 0) return fa__fail(FA_ERR_INVALID_ARG, "%s: block_size %d must be > 0", fn, block_size);
+    if (world_size < 1) return fa__fail(FA_ERR_INVALID_ARG, "%s: world_size %d must be >= 1", fn, world_size);
+    if (rank < 0 || rank >= world_size)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: rank %d is outside [0, %d)", fn, rank, world_size);
+    if (interleave < 1 || block_size % interleave != 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: interleave %d does not divide block_size %d", fn, interleave, block_size);
+    if (max_blocks <= 0 || row_stride < max_blocks)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: max_blocks %d must be in [1, row_stride %lld]",
+                        fn, max_blocks, (long long)row_stride);
+    if (num_tokens < 0) return fa__fail(FA_ERR_INVALID_ARG, "%s: num_tokens %d must be >= 0", fn, num_tokens);
+    vbs = (int64_t)block_size * world_size;
+    for (t = 0; t < num_tokens; ++t) {
+        int64_t p = positions[t];
+        if (p < 0 || req_of_token[t] < 0)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: token %d has negative position %lld or request %d",
+                            fn, t, (long long)p, req_of_token[t]);
+        if (p / vbs >= max_blocks)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: position %lld of token %d needs block column %lld >= max_blocks %d",
+                            fn, (long long)p, t, (long long)(p / vbs), max_blocks);
+    }
+    for (t = 0; t < num_tokens; ++t) {
+        int64_t p = positions[t], vb = p / vbs, vo = p % vbs;
+        if ((vo / interleave) % world_size == rank) {
+            int64_t local_off = vo / ((int64_t)world_size * interleave) * interleave + vo % interleave;
+            slot_mapping_out[t] = (int64_t)block_table[(int64_t)req_of_token[t] * row_stride + vb] * block_size + local_off;
+        } else {
+            slot_mapping_out[t] = -1;
+        }
+    }
+    return FA_OK;
+}
+
+// >>plan splits impl
+FA__DEF int32_t fa_num_splits_heuristic(int64_t total_mblocks, int32_t num_sms, int32_t num_n_blocks,
+                                        int32_t max_splits)
+{
+    float eff[128], best = 0.f;
+    int32_t s, max_s;
+    if (num_sms <= 0 || max_splits <= 1 || num_n_blocks <= 0) return 1;
+    /* The grid already fills the machine: splitting only adds combine work. */
+    if ((double)total_mblocks >= 0.8 * num_sms) return 1;
+    if (num_n_blocks <= 4) return 1;
+    max_s = fa__min(fa__min(max_splits, 128), fa__min(num_sms, num_n_blocks));
+    for (s = 1; s <= max_s; ++s) {
+        double w = (double)total_mblocks * s / num_sms;
+        eff[s - 1] = (float)(w / ceil(w));
+        if (eff[s - 1] > best) best = eff[s - 1];
+    }
+    for (s = 1; s <= max_s; ++s)
+        if (eff[s - 1] >= 0.85f * best) return s;
+    return 1;
+}
+
+FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_t plan_len)
+{
+    const char *fn = "fa_plan_splits";
+    int32_t b, g, tile_n, max_q = 0, max_k = 0, num_n_blocks, s_static, cap;
+    int64_t total_mblocks = 0, total_blocks = 0, blocks_per_sm;
+    fa__clear();
+    FA__CHECK_PTR(fn, p);
+    FA__CHECK_PTR(fn, plan);
+    if (p->num_reqs < 0) return fa__fail(FA_ERR_INVALID_ARG, "%s: num_reqs %d must be >= 0", fn, p->num_reqs);
+    if (plan_len < 1 + p->num_reqs)
+        return fa__fail(FA_ERR_WORKSPACE, "%s: plan_len %d is less than 1 + num_reqs (%d)", fn, plan_len, 1 + p->num_reqs);
+    if (p->num_heads_q <= 0 || p->num_heads_kv <= 0 || p->num_heads_q % p->num_heads_kv != 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: num_heads_q %d is not a positive multiple of num_heads_kv %d",
+                        fn, p->num_heads_q, p->num_heads_kv);
+    if (!fa_supports_head_size(p->head_size))
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: head_size %d is not a multiple of 8 in [8, 256]", fn, p->head_size);
+    if (p->num_reqs > 0) {
+        FA__CHECK_PTR(fn, p->cu_seqlens_q);
+        FA__CHECK_PTR(fn, p->seqused_k);
+    }
+    for (b = 0; b < p->num_reqs; ++b) {
+        int32_t lq = p->cu_seqlens_q[b + 1] - p->cu_seqlens_q[b];
+        if (lq < 0) return fa__fail(FA_ERR_INVALID_ARG, "%s: cu_seqlens_q is not monotone at %d", fn, b);
+        if (p->seqused_k[b] < 0)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: seqused_k[%d] = %d is negative", fn, b, p->seqused_k[b]);
+    }
+    memset(plan, 0, (size_t)plan_len * sizeof *plan);
+    cap = p->batch_invariant ? 1 : fa__min(p->max_num_splits, 128);
+    g = p->num_heads_q / p->num_heads_kv;
+    tile_n = FA_TILE_N(p->head_size);
+    for (b = 0; b < p->num_reqs; ++b) {
+        int32_t lq = p->cu_seqlens_q[b + 1] - p->cu_seqlens_q[b], lk = p->seqused_k[b];
+        max_q = fa__max(max_q, lq);
+        if (p->window.left >= 0) /* keys a tile can see through a window */
+            lk = fa__min(lk, p->window.left + (p->causal ? 0 : fa__max(p->window.right, 0)) + 1 + FA_TILE_M);
+        max_k = fa__max(max_k, lk);
+        total_mblocks += (int64_t)p->num_heads_kv * fa__cdiv(fa__max(lq, 1) * g, FA_TILE_M);
+        total_blocks += (int64_t)fa__cdiv(fa__max(lq, 1) * g, FA_TILE_M) * fa__cdiv(lk, tile_n);
+    }
+    (void)max_q;
+    num_n_blocks = fa__cdiv(max_k, tile_n);
+    s_static = cap <= 1 ? 1 : fa_num_splits_heuristic(total_mblocks, p->num_sms, num_n_blocks, cap);
+    plan[0] = s_static;
+    if (s_static <= 1) {
+        for (b = 0; b < p->num_reqs; ++b) plan[1 + b] = 1;
+        return FA_OK;
+    }
+    /* Dynamic per request: spread the tiles evenly over the SMs, ~10% slack. */
+    blocks_per_sm = (int64_t)ceil((double)total_blocks * 1.1 * p->num_heads_kv / p->num_sms);
+    if (blocks_per_sm < 1) blocks_per_sm = 1;
+    for (b = 0; b < p->num_reqs; ++b) {
+        int32_t lk = p->seqused_k[b], nb, sp;
+        if (p->window.left >= 0)
+            lk = fa__min(lk, p->window.left + (p->causal ? 0 : fa__max(p->window.right, 0)) + 1 + FA_TILE_M);
+        nb = fa__cdiv(lk, tile_n);
+        sp = (int32_t)fa__cdiv64(nb, blocks_per_sm);
+        plan[1 + b] = fa__max(1, fa__min(sp, s_static));
+    }
+    return FA_OK;
+}
+
+// >>builder impl
+struct fa_builder {
+    const fa_backend *be;
+    const fa_comm *comm;
+    fa_config cfg;
+    int32_t max_seqs, max_tokens, max_virtual, pages_per_virtual;
+    int32_t max_splits;              /* workspace cap on splits */
+    int64_t split_floats;            /* capacity of split_out in floats */
+    int32_t heads_all;               /* query heads an attention call can see (Hq * DCP) */
+    fa_window aot_window;
+    int aot_enabled;
+    /* int32 metadata: one host staging region mirrored by one device region (one upload) */
+    int32_t *host_ints, *dev_ints;
+    size_t n_ints;
+    size_t off_qsl, off_seq, off_plan, off_cu_prefix, off_prefix_kv, off_prefix_plan, off_suffix,
+        off_dcp, off_local_cu, off_local_k, off_local_plan, off_local_bt;
+    int32_t *host_local_q;           /* [max_virtual] host scratch */
+    /* device float/activation workspace */
+    void *dev_ws;
+    size_t ws_bytes;
+    float *split_out, *split_lse;
+    void *prefix_out, *suffix_out;
+    float *prefix_lse, *suffix_lse;
+    void *dcp_q_all, *dcp_ctx_out, *dcp_rs_out, *dcp_qpart_out;
+    float *dcp_ctx_lse, *dcp_lse_all, *dcp_lse_glob, *dcp_qpart_lse;
+};
+
+/* Sizes of everything the builder owns, computed in one place for create() and the size query. */
+typedef struct fa__layout {
+    int32_t max_seqs, max_tokens, max_virtual, pages, max_splits, heads_all, split_tokens;
+    size_t n_ints;
+    size_t off[12];
+    size_t ws_off[14];
+    size_t ws_bytes;
+} fa__layout;
+
+static size_t fa__align256(size_t x) { return (x + 255u) & ~(size_t)255u; }
+
+static void fa__compute_layout(const fa_config *c, fa__layout *L)
+{
+    size_t o = 0, w = 0, act;
+    int64_t T, H, D, N;
+    int i;
+    memset(L, 0, sizeof *L);
+    L->max_seqs = c->scheduler.max_num_seqs;
+    L->max_tokens = c->scheduler.max_num_batched_tokens;
+    L->pages = c->scheduler.attention_chunk_size > 0 ? c->scheduler.attention_chunk_size / c->cache.block_size : 0;
+    /* every virtual batch holds >= 1 query token; a request adds at most 2 + q / chunk */
+    L->max_virtual = c->scheduler.attention_chunk_size > 0
+        ? fa__min(L->max_tokens, 2 * L->max_seqs + L->max_tokens / c->scheduler.attention_chunk_size + 1) : 0;
+    L->max_splits = c->compilation.batch_invariant ? 1 : c->compilation.max_num_splits;
+    L->heads_all = c->model.num_heads_q * c->parallel.dcp_world_size;
+    /* splits pay only when the grid is small; size partials for max_num_seqs rows */
+    L->split_tokens = fa__min(L->max_tokens, L->max_seqs);
+    /* int region, in this order (local last so plain steps upload less) */
+    L->off[0] = o; o += (size_t)L->max_seqs + 1;      /* qsl */
+    L->off[1] = o; o += (size_t)L->max_seqs;          /* seq_lens */
+    L->off[2] = o; o += (size_t)L->max_seqs + 1;      /* plan (main / suffix / dcp) */
+    L->off[3] = o; o += 2;                            /* cu_prefix_query_lens */
+    L->off[4] = o; o += 2;                            /* prefix_kv_lens (+pad) */
+    L->off[5] = o; o += 2;                            /* prefix plan */
+    L->off[6] = o; o += (size_t)L->max_seqs;          /* suffix_kv_lens */
+    L->off[7] = o; o += (size_t)L->max_seqs;          /* dcp_context_kv_lens */
+    L->off[8] = o; o += (size_t)L->max_virtual + 1;   /* local cu_seqlens_q */
+    L->off[9] = o; o += (size_t)L->max_virtual;       /* local seqused_k */
+    L->off[10] = o; o += (size_t)L->max_virtual + 1;  /* local plan */
+    L->off[11] = o; o += (size_t)L->max_virtual * (size_t)L->pages; /* local block table */
+    L->n_ints = o;
+    /* device workspace */
+    T = L->max_tokens; H = c->model.num_heads_q; D = c->model.head_size; N = c->parallel.dcp_world_size;
+    act = fa_dtype_size(c->model.dtype);
+    for (i = 0; i < 14; ++i) L->ws_off[i] = 0;
+    L->ws_off[0] = w; w += fa__align256(sizeof(int32_t) * L->n_ints);                          /* ints */
+    if (L->max_splits > 1) {
+        L->ws_off[1] = w; w += fa__align256(sizeof(float) * (size_t)L->max_splits * L->split_tokens * L->heads_all * D);
+        L->ws_off[2] = w; w += fa__align256(sizeof(float) * (size_t)L->max_splits * L->split_tokens * L->heads_all);
+    }
+    if (N == 1) { /* cascade partials */
+        L->ws_off[3] = w; w += fa__align256(act * (size_t)(T * H * D));
+        L->ws_off[4] = w; w += fa__align256(act * (size_t)(T * H * D));
+        L->ws_off[5] = w; w += fa__align256(sizeof(float) * (size_t)(T * H));
+        L->ws_off[6] = w; w += fa__align256(sizeof(float) * (size_t)(T * H));
+    } else {       /* DCP buffers */
+        L->ws_off[7] = w; w += fa__align256(act * (size_t)(N * T * H * D));     /* q_all [N,T,H,D] */
+        L->ws_off[8] = w; w += fa__align256(act * (size_t)(N * H * T * D));     /* ctx_out [N*H,T,D] */
+        L->ws_off[9] = w; w += fa__align256(act * (size_t)(H * T * D));         /* rs_out [H,T,D] */
+        L->ws_off[10] = w; w += fa__align256(act * (size_t)(T * H * D));        /* qpart_out [T,H,D] */
+        L->ws_off[11] = w; w += fa__align256(sizeof(float) * (size_t)(N * H * T)); /* ctx_lse [N*H,T] */
+        L->ws_off[12] = w; w += fa__align256(sizeof(float) * (size_t)(N * N * H * T)); /* lse_all */
+        L->ws_off[13] = w; w += fa__align256(sizeof(float) * (size_t)(N * H * T + H * T)); /* glob + qpart */
+    }
+    L->ws_bytes = w;
+}
+
+FA__DEF fa_status fa_builder_workspace_size(const fa_config *cfg, size_t *bytes_out)
+{
+    fa_config c;
+    fa__layout L;
+    fa_status s;
+    fa__clear();
+    FA__CHECK_PTR("fa_builder_workspace_size", cfg);
+    FA__CHECK_PTR("fa_builder_workspace_size", bytes_out);
+    s = fa_config_resolve(cfg, &c);
+    if (s != FA_OK) return s;
+    fa__compute_layout(&c, &L);
+    *bytes_out = L.ws_bytes;
+    return FA_OK;
+}
+
+static fa_status fa__check_backend(const char *fn, const fa_backend *be)
+{
+    if (be == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: backend is NULL", fn);
+    if (be->api_version != FA_BACKEND_API_VERSION)
+        return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' has api_version %u, this header needs %u", fn,
+                        be->name ? be->name : "?", (unsigned)be->api_version, (unsigned)FA_BACKEND_API_VERSION);
+    return FA_OK;
+}
+
+#define FA__NEED_OP(fn, be, op)                                                                  \
+    do {                                                                                         \
+        if ((be)->ops.op == NULL)                                                                \
+            return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' does not implement op '%s'",  \
+                            fn, (be)->name ? (be)->name : "?", #op);                             \
+    } while (0)
+
+/* Wraps a backend op's failure with the backend's own detail message. */
+static fa_status fa__backend_fail(const fa_backend *be, const char *op, fa_status s)
+{
+    const char *detail = be->ops.last_error ? be->ops.last_error(be->ctx) : NULL;
+    return fa__fail(s, "backend '%s' op '%s' failed (%s): %s", be->name ? be->name : "?", op,
+                    fa_status_string(s), detail ? detail : "");
+}
+
+#define FA__CALL(be, op, ...)                                                                    \
+    do {                                                                                         \
+        fa_status fa__s = (be)->ops.op((be)->ctx, __VA_ARGS__);                                  \
+        if (fa__s != FA_OK) return fa__backend_fail((be), #op, fa__s);                           \
+    } while (0)
+
+FA__DEF fa_status fa_builder_create(const fa_backend *be, const fa_config *cfg, const fa_comm *comm,
+                                    fa_builder **out)
+{
+    const char *fn = "fa_builder_create";
+    fa_builder *b;
+    fa__layout L;
+    fa_config c;
+    fa_status s;
+    char *base;
+    fa__clear();
+    FA__CHECK_PTR(fn, out);
+    FA__CHECK_PTR(fn, cfg);
+    s = fa__check_backend(fn, be);
+    if (s != FA_OK) return s;
+    FA__NEED_OP(fn, be, alloc);
+    FA__NEED_OP(fn, be, free);
+    FA__NEED_OP(fn, be, copy);
+    s = fa_config_resolve(cfg, &c);
+    if (s != FA_OK) return s;
+    if (c.parallel.dcp_world_size > 1) {
+        if (comm == NULL)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: comm is NULL but parallel.dcp_world_size is %d", fn,
+                            c.parallel.dcp_world_size);
+        if (comm->api_version != FA_BACKEND_API_VERSION)
+            return fa__fail(FA_ERR_UNSUPPORTED, "%s: comm api_version %u, this header needs %u", fn,
+                            (unsigned)comm->api_version, (unsigned)FA_BACKEND_API_VERSION);
+        if (comm->world_size != c.parallel.dcp_world_size || comm->rank != c.parallel.dcp_rank)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: comm world_size %d / rank %d differ from the config's %d / %d", fn,
+                            comm->world_size, comm->rank, c.parallel.dcp_world_size, c.parallel.dcp_rank);
+        if (comm->all_gather == NULL || comm->reduce_scatter == NULL)
+            return fa__fail(FA_ERR_UNSUPPORTED, "%s: comm lacks all_gather or reduce_scatter", fn);
+    }
+    fa__compute_layout(&c, &L);
+    b = (fa_builder *)calloc(1, sizeof *b);
+    if (b == NULL) return fa__fail(FA_ERR_OUT_OF_MEMORY, "%s: no memory for the builder", fn);
+    b->be = be;
+    b->comm = c.parallel.dcp_world_size > 1 ? comm : NULL;
+    b->cfg = c;
+    b->max_seqs = L.max_seqs;
+    b->max_tokens = L.max_tokens;
+    b->max_virtual = L.max_virtual;
+    b->pages_per_virtual = L.pages;
+    b->max_splits = L.max_splits;
+    b->split_floats = L.max_splits > 1 ? (int64_t)L.max_splits * L.split_tokens * L.heads_all * c.model.head_size : 0;
+    b->heads_all = L.heads_all;
+    b->aot_window.left = -1;
+    b->aot_window.right = -1;
+    b->aot_enabled = 1;
+    b->n_ints = L.n_ints;
+    b->off_qsl = L.off[0]; b->off_seq = L.off[1]; b->off_plan = L.off[2]; b->off_cu_prefix = L.off[3];
+    b->off_prefix_kv = L.off[4]; b->off_prefix_plan = L.off[5]; b->off_suffix = L.off[6]; b->off_dcp = L.off[7];
+    b->off_local_cu = L.off[8]; b->off_local_k = L.off[9]; b->off_local_plan = L.off[10]; b->off_local_bt = L.off[11];
+    b->host_ints = (int32_t *)calloc(L.n_ints, sizeof(int32_t));
+    b->host_local_q = (int32_t *)calloc((size_t)L.max_virtual + 1, sizeof(int32_t));
+    if (b->host_ints == NULL || b->host_local_q == NULL) {
+        fa_builder_destroy(b);
+        return fa__fail(FA_ERR_OUT_OF_MEMORY, "%s: no memory for %zu metadata ints", fn, L.n_ints);
+    }
+    s = be->ops.alloc(be->ctx, L.ws_bytes, &b->dev_ws);
+    if (s != FA_OK) {
+        b->dev_ws = NULL;
+        fa_builder_destroy(b);
+        return fa__backend_fail(be, "alloc", s == FA_ERR_OUT_OF_MEMORY ? s : FA_ERR_OUT_OF_MEMORY);
+    }
+    b->ws_bytes = L.ws_bytes;
+    base = (char *)b->dev_ws;
+    b->dev_ints = (int32_t *)(base + L.ws_off[0]);
+    if (L.max_splits > 1) {
+        b->split_out = (float *)(base + L.ws_off[1]);
+        b->split_lse = (float *)(base + L.ws_off[2]);
+    }
+    if (c.parallel.dcp_world_size == 1) {
+        b->prefix_out = base + L.ws_off[3];
+        b->suffix_out = base + L.ws_off[4];
+        b->prefix_lse = (float *)(base + L.ws_off[5]);
+        b->suffix_lse = (float *)(base + L.ws_off[6]);
+    } else {
+        int64_t HT = (int64_t)c.model.num_heads_q * L.max_tokens;
+        b->dcp_q_all = base + L.ws_off[7];
+        b->dcp_ctx_out = base + L.ws_off[8];
+        b->dcp_rs_out = base + L.ws_off[9];
+        b->dcp_qpart_out = base + L.ws_off[10];
+        b->dcp_ctx_lse = (float *)(base + L.ws_off[11]);
+        b->dcp_lse_all = (float *)(base + L.ws_off[12]);
+        b->dcp_lse_glob = (float *)(base + L.ws_off[13]);
+        b->dcp_qpart_lse = b->dcp_lse_glob + (int64_t)c.parallel.dcp_world_size * HT;
+    }
+    /* zero the metadata region once so unused plan tails read as "no work" from the start */
+    s = be->ops.copy(be->ctx, b->dev_ints, b->host_ints, sizeof(int32_t) * L.n_ints, FA_COPY_HOST_TO_DEVICE);
+    if (s != FA_OK) {
+        fa__backend_fail(be, "copy", s);
+        fa_builder_destroy(b);
+        return s;
+    }
+    *out = b;
+    return FA_OK;
+}
+
+FA__DEF void fa_builder_destroy(fa_builder *b)
+{
+    if (b == NULL) return;
+    if (b->dev_ws != NULL) b->be->ops.free(b->be->ctx, b->dev_ws);
+    free(b->host_ints);
+    free(b->host_local_q);
+    free(b);
+}
+
+FA__DEF const fa_config *fa_builder_config(const fa_builder *b) { return b ? &b->cfg : NULL; }
+
+FA__DEF fa_status fa_builder_set_layer_windows(fa_builder *b, const fa_window *windows, int32_t n)
+{
+    fa_window w;
+    int en;
+    fa_status s;
+    fa__clear();
+    FA__CHECK_PTR("fa_builder_set_layer_windows", b);
+    s = fa_aot_sliding_window(windows, n, &w, &en);
+    if (s != FA_OK) return s;
+    b->aot_window = w;
+    b->aot_enabled = en;
+    return FA_OK;
+}
+
+static fa_status fa__check_batch(const fa_builder *b, const fa_batch *batch, int32_t *num_tokens_out)
+{
+    const char *fn = "fa_builder_build";
+    int32_t n = batch->num_reqs, t, i, max_blocks;
+    fa_status s;
+    if (n < 1 || n > b->max_seqs)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: batch.num_reqs %d is outside [1, max_num_seqs %d]", fn, n, b->max_seqs);
+    FA__CHECK_PTR(fn, batch->query_start_loc);
+    FA__CHECK_PTR(fn, batch->seq_lens);
+    s = fa__check_qsl(fn, batch->query_start_loc, batch->seq_lens, n);
+    if (s != FA_OK) return s;
+    t = batch->query_start_loc[n];
+    if (batch->num_actual_tokens != 0 && batch->num_actual_tokens != t)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: batch.num_actual_tokens %d differs from query_start_loc[%d] = %d",
+                        fn, batch->num_actual_tokens, n, t);
+    if (t < 1 || t > b->max_tokens)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: %d tokens is outside [1, max_num_batched_tokens %d]", fn, t, b->max_tokens);
+    max_blocks = batch->max_blocks ? batch->max_blocks : (int32_t)batch->block_table_stride;
+    if (batch->block_table != NULL) {
+        int64_t cap;
+        if (batch->block_table_stride <= 0 || max_blocks <= 0 || max_blocks > batch->block_table_stride)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: batch.block_table_stride %lld / max_blocks %d are inconsistent",
+                            fn, (long long)batch->block_table_stride, batch->max_blocks);
+        cap = (int64_t)max_blocks * b->cfg.cache.block_size * b->cfg.parallel.dcp_world_size;
+        for (i = 0; i < n; ++i)
+            if (batch->seq_lens[i] > cap)
+                return fa__fail(FA_ERR_INVALID_ARG, "%s: seq_lens[%d] = %d exceeds the block table's %lld tokens",
+                                fn, i, batch->seq_lens[i], (long long)cap);
+    }
+    *num_tokens_out = t;
+    return FA_OK;
+}
+
+/* Fills plan (length 1 + plan_cap) for one attention call; returns the static split count. */
+static fa_status fa__plan_call(const fa_builder *b, int32_t nreq, const int32_t *cu_q, const int32_t *lens,
+                               int32_t heads_q, int32_t causal, int32_t rows, int32_t *plan, int32_t plan_cap,
+                               int32_t *num_splits_out)
+{
+    const fa_config *c = &b->cfg;
+    fa_split_params p;
+    int32_t cap = b->max_splits;
+    int graph = c->compilation.full_cuda_graph && rows <= c->compilation.max_cudagraph_capture_size;
+    fa_status s;
+    if (graph) cap = fa__min(cap, c->compilation.max_num_splits_for_cuda_graph);
+    if (cap > 1) { /* partials must fit the workspace */
+        int64_t per_split = (int64_t)rows * heads_q * c->model.head_size;
+        int64_t fit = per_split > 0 ? b->split_floats / per_split : cap;
+        cap = (int32_t)(fit < cap ? fit : cap);
+        if (cap < 1) cap = 1;
+    }
+    memset(&p, 0, sizeof p);
+    p.num_reqs = nreq;
+    p.cu_seqlens_q = cu_q;
+    p.seqused_k = lens;
+    p.num_heads_q = heads_q;
+    p.num_heads_kv = c->model.num_heads_kv;
+    p.head_size = c->model.head_size;
+    p.causal = causal;
+    p.window = b->aot_enabled ? b->aot_window : fa_sliding_window_config(0, FA_ATTN_DECODER);
+    p.num_sms = b->be->info.num_sms > 0 ? b->be->info.num_sms : 1;
+    p.max_num_splits = cap;
+    p.batch_invariant = c->compilation.batch_invariant;
+    s = fa_plan_splits(&p, plan, 1 + plan_cap);
+    if (s != FA_OK) return s;
+    /* In a captured graph the grid must not change between replays: launch the cap. */
+    if (graph && cap > 1 && plan[0] > 1) plan[0] = cap;
+    *num_splits_out = plan[0];
+    return FA_OK;
+}
+
+FA__DEF fa_status fa_builder_cascade_prefix_len(const fa_builder *b, const fa_batch *batch,
+                                                int32_t num_common_prefix_blocks, int use_alibi,
+                                                int use_sliding_window, int32_t *prefix_len_out)
+{
+    const char *fn = "fa_builder_cascade_prefix_len";
+    int32_t i, n, t, qlens[1], *ql, *computed;
+    fa_cascade_query q;
+    fa_status s;
+    (void)qlens;
+    fa__clear();
+    FA__CHECK_PTR(fn, b);
+    FA__CHECK_PTR(fn, batch);
+    FA__CHECK_PTR(fn, prefix_len_out);
+    s = fa__check_batch(b, batch, &t);
+    if (s != FA_OK) return s;
+    n = batch->num_reqs;
+    /* scratch: the local-attention host array is free outside build() and long enough? use
+       the host int region's suffix/dcp rows, rewritten by build() anyway */
+    ql = b->host_ints + b->off_suffix;
+    computed = b->host_ints + b->off_dcp;
+    for (i = 0; i < n; ++i) {
+        ql[i] = batch->query_start_loc[i + 1] - batch->query_start_loc[i];
+        computed[i] = batch->seq_lens[i] - ql[i];
+    }
+    memset(&q, 0, sizeof q);
+    q.num_common_prefix_blocks = num_common_prefix_blocks;
+    q.block_size = b->cfg.cache.block_size;
+    q.num_computed_tokens = computed;
+    q.query_lens = ql;
+    q.num_reqs = n;
+    q.num_heads_q = b->cfg.model.num_heads_q;
+    q.num_heads_kv = b->cfg.model.num_heads_kv;
+    q.num_sms = b->be->info.num_sms;
+    q.dcp_world_size = b->cfg.parallel.dcp_world_size;
+    q.use_alibi = use_alibi;
+    q.use_sliding_window = use_sliding_window;
+    q.use_local_attention = b->cfg.scheduler.attention_chunk_size > 0;
+    return fa_cascade_prefix_len(&q, prefix_len_out);
+}
+
+FA__DEF fa_status fa_builder_build(fa_builder *b, const fa_batch *batch, int32_t common_prefix_len,
+                                   fa_metadata *md_out)
+{
+    const char *fn = "fa_builder_build";
+    const fa_config *c;
+    fa_metadata md;
+    int32_t n, t, i, max_q = 0, max_s = 0, bs, N, I, splits = 1;
+    int32_t *h, *d;
+    size_t upload;
+    fa_status s;
+    fa__clear();
+    FA__CHECK_PTR(fn, b);
+    FA__CHECK_PTR(fn, batch);
+    FA__CHECK_PTR(fn, md_out);
+    c = &b->cfg;
+    bs = c->cache.block_size;
+    N = c->parallel.dcp_world_size;
+    I = c->parallel.cp_kv_cache_interleave_size;
+    s = fa__check_batch(b, batch, &t);
+    if (s != FA_OK) return s;
+    n = batch->num_reqs;
+    for (i = 0; i < n; ++i) {
+        max_q = fa__max(max_q, batch->query_start_loc[i + 1] - batch->query_start_loc[i]);
+        max_s = fa__max(max_s, batch->seq_lens[i]);
+    }
+    if (common_prefix_len != 0) {
+        if (common_prefix_len < 0 || common_prefix_len % bs != 0)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: common_prefix_len %d is not a non-negative multiple of block_size %d",
+                            fn, common_prefix_len, bs);
+        if (N > 1)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: common_prefix_len %d with dcp_world_size %d (cascade is off under DCP)",
+                            fn, common_prefix_len, N);
+        if (batch->block_table == NULL)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: common_prefix_len %d needs batch.block_table", fn, common_prefix_len);
+        for (i = 0; i < n; ++i) {
+            int32_t ctx = batch->seq_lens[i] - (batch->query_start_loc[i + 1] - batch->query_start_loc[i]);
+            if (common_prefix_len > ctx)
+                return fa__fail(FA_ERR_INVALID_ARG, "%s: common_prefix_len %d exceeds request %d's context of %d tokens",
+                                fn, common_prefix_len, i, ctx);
+        }
+    }
+    if (c->scheduler.attention_chunk_size > 0 && batch->block_table_host == NULL)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: batch.block_table_host is NULL but chunked local attention is on", fn);
+
+    memset(&md, 0, sizeof md);
+    h = b->host_ints;
+    d = b->dev_ints;
+    memcpy(h + b->off_qsl, batch->query_start_loc, sizeof(int32_t) * (size_t)(n + 1));
+    memcpy(h + b->off_seq, batch->seq_lens, sizeof(int32_t) * (size_t)n);
+    md.builder = b;
+    md.num_actual_tokens = t;
+    md.num_reqs = n;
+    md.max_query_len = max_q;
+    md.max_seq_len = max_s;
+    md.causal = batch->causal;
+    md.query_start_loc = d + b->off_qsl;
+    md.seq_lens = d + b->off_seq;
+    md.block_table = batch->block_table;
+    md.block_table_stride = batch->block_table_stride;
+    md.slot_mapping = batch->slot_mapping;
+    md.dcp_world_size = N;
+    md.dcp_rank = c->parallel.dcp_rank;
+    md.split_plan = d + b->off_plan;
+    if (N > 1) {
+        int32_t *ctx = h + b->off_dcp;
+        for (i = 0; i < n; ++i)
+            ctx[i] = fa_dcp_local_seq_len(batch->seq_lens[i] - (batch->query_start_loc[i + 1] - batch->query_start_loc[i]),
+                                          N, c->parallel.dcp_rank, I);
+        md.dcp_context_kv_lens = d + b->off_dcp;
+        md.max_dcp_context_kv_len = fa__cdiv(max_s, N * I) * I;
+        s = fa__plan_call(b, n, batch->query_start_loc, ctx, b->heads_all, 0, t, h + b->off_plan, b->max_seqs, &splits);
+    } else if (common_prefix_len > 0) {
+        int32_t *suf = h + b->off_suffix, pre_splits = 1;
+        h[b->off_cu_prefix] = 0;
+        h[b->off_cu_prefix + 1] = t;
+        h[b->off_prefix_kv] = common_prefix_len;
+        for (i = 0; i < n; ++i) suf[i] = batch->seq_lens[i] - common_prefix_len;
+        md.use_cascade = 1;
+        md.common_prefix_len = common_prefix_len;
+        md.cu_prefix_query_lens = d + b->off_cu_prefix;
+        md.prefix_kv_lens = d + b->off_prefix_kv;
+        md.suffix_kv_lens = d + b->off_suffix;
+        md.prefix_split_plan = d + b->off_prefix_plan;
+        s = fa__plan_call(b, 1, h + b->off_cu_prefix, h + b->off_prefix_kv, c->model.num_heads_q, 0, t,
+                          h + b->off_prefix_plan, 1, &pre_splits);
+        if (s != FA_OK) return s;
+        md.prefix_num_splits = pre_splits;
+        s = fa__plan_call(b, n, batch->query_start_loc, suf, c->model.num_heads_q, 1, t, h + b->off_plan,
+                          b->max_seqs, &splits);
+    } else {
+        s = fa__plan_call(b, n, batch->query_start_loc, batch->seq_lens, c->model.num_heads_q, batch->causal, t,
+                          h + b->off_plan, b->max_seqs, &splits);
+    }
+    if (s != FA_OK) return s;
+    md.num_splits = splits;
+    upload = b->off_local_cu;
+    if (c->scheduler.attention_chunk_size > 0) {
+        fa_local_batches lb;
+        int32_t max_blocks = batch->max_blocks ? batch->max_blocks : (int32_t)batch->block_table_stride, lsplits = 1;
+        memset(&lb, 0, sizeof lb);
+        lb.seqlens_q = b->host_local_q;
+        lb.cu_seqlens_q = h + b->off_local_cu;
+        lb.seqused_k = h + b->off_local_k;
+        lb.block_table = h + b->off_local_bt;
+        s = fa_make_local_virtual_batches(c->scheduler.attention_chunk_size, bs, batch->query_start_loc,
+                                          batch->seq_lens, n, batch->block_table_host, batch->block_table_stride,
+                                          max_blocks, b->max_virtual, &lb);
+        if (s != FA_OK) return s;
+        s = fa__plan_call(b, lb.num_virtual, lb.cu_seqlens_q, lb.seqused_k, c->model.num_heads_q, 1, t,
+                          h + b->off_local_plan, b->max_virtual, &lsplits);
+        if (s != FA_OK) return s;
+        md.has_local = 1;
+        md.local.num_virtual = lb.num_virtual;
+        md.local.max_query_len = lb.max_query_len;
+        md.local.max_seq_len = lb.max_seq_len;
+        md.local.cu_seqlens_q = d + b->off_local_cu;
+        md.local.seqused_k = d + b->off_local_k;
+        md.local.block_table = d + b->off_local_bt;
+        md.local.block_table_stride = b->pages_per_virtual;
+        md.local.split_plan = d + b->off_local_plan;
+        md.local.num_splits = lsplits;
+        upload = b->off_local_bt + (size_t)lb.num_virtual * (size_t)b->pages_per_virtual;
+    }
+    FA__CALL(b->be, copy, d, h, sizeof(int32_t) * upload, FA_COPY_HOST_TO_DEVICE);
+    *md_out = md;
+    return FA_OK;
+}
+
+// >>layer impl
+FA__DEF fa_status fa_layer_init(fa_layer *layer, const fa_layer_desc *desc)
+{
+    const char *fn = "fa_layer_init";
+    fa_layer_desc d;
+    fa__clear();
+    FA__CHECK_PTR(fn, layer);
+    FA__CHECK_PTR(fn, desc);
+    d = *desc;
+    if (d.num_kv_heads == 0) d.num_kv_heads = d.num_heads;
+    if (d.dcp_world_size == 0) d.dcp_world_size = 1;
+    if (d.scale == 0.f && fa_supports_head_size(d.head_size)) d.scale = (float)(1.0 / sqrt((double)d.head_size));
+    if (d.k_scale == 0.f) d.k_scale = 1.f;
+    if (d.v_scale == 0.f) d.v_scale = 1.f;
+    if (d.num_heads <= 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: num_heads %d must be > 0", fn, d.num_heads);
+    if (d.num_kv_heads <= 0 || d.num_heads % d.num_kv_heads != 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: num_heads %d is not divisible by num_kv_heads %d", fn,
+                        d.num_heads, d.num_kv_heads);
+    if (!fa_supports_head_size(d.head_size))
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: head_size %d is not a multiple of 8 in [8, 256]", fn, d.head_size);
+    if (!fa__is_activation(d.dtype))
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: dtype %d is not f16, bf16 or f32", fn, (int)d.dtype);
+    if ((int)d.attn_type < 0 || d.attn_type > FA_ATTN_ENCODER_DECODER)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: attn_type %d is unknown", fn, (int)d.attn_type);
+    if (!(d.scale > 0.f) || !isfinite(d.scale))
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: scale %g must be finite and > 0", fn, (double)d.scale);
+    if (d.sliding_window < 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: sliding_window %d must be >= 0", fn, d.sliding_window);
+    if (!(d.logits_soft_cap >= 0.f) || !isfinite(d.logits_soft_cap))
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: logits_soft_cap %g must be finite and >= 0", fn, (double)d.logits_soft_cap);
+    if ((d.alibi_slopes != NULL) != (d.num_alibi_slopes != 0) ||
+        (d.alibi_slopes != NULL && d.num_alibi_slopes != d.num_heads))
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: alibi_slopes has length %d, expected num_heads %d", fn,
+                        d.num_alibi_slopes, d.alibi_slopes ? d.num_heads : 0);
+    if ((d.sinks != NULL) != (d.num_sinks != 0) || (d.sinks != NULL && d.num_sinks != d.num_heads))
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: sinks has length %d, expected num_heads %d", fn, d.num_sinks,
+                        d.sinks ? d.num_heads : 0);
+    if (!fa_supports_kv_cache_dtype(d.kv_cache_dtype))
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache_dtype %d is unknown", fn, (int)d.kv_cache_dtype);
+    if (!(d.k_scale > 0.f) || !(d.v_scale > 0.f) || !isfinite(d.k_scale) || !isfinite(d.v_scale))
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: k_scale %g / v_scale %g must be finite and > 0", fn,
+                        (double)d.k_scale, (double)d.v_scale);
+    if (d.attention_chunk_size < 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: attention_chunk_size %d must be >= 0", fn, d.attention_chunk_size);
+    if (d.dcp_world_size < 1)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: dcp_world_size %d must be >= 1", fn, d.dcp_world_size);
+    if (d.dcp_world_size > 1 && (d.sliding_window > 0 || d.alibi_slopes != NULL || d.attention_chunk_size > 0))
+        return fa__fail(FA_ERR_UNSUPPORTED,
+                        "%s: dcp_world_size %d with sliding_window %d / alibi %s / attention_chunk_size %d "
+                        "(positions are rank-local under DCP)", fn, d.dcp_world_size, d.sliding_window,
+                        d.alibi_slopes ? "on" : "off", d.attention_chunk_size);
+    if ((d.attn_type == FA_ATTN_ENCODER || d.attn_type == FA_ATTN_ENCODER_ONLY) && d.kv_cache_dtype != FA_CACHE_AUTO)
+        return fa__fail(FA_ERR_UNSUPPORTED, "%s: kv_cache_dtype %d with attn_type %d (encoder attention has no cache)",
+                        fn, (int)d.kv_cache_dtype, (int)d.attn_type);
+    if ((d.attn_type == FA_ATTN_ENCODER || d.attn_type == FA_ATTN_ENCODER_ONLY) && d.attention_chunk_size > 0)
+        return fa__fail(FA_ERR_UNSUPPORTED, "%s: attention_chunk_size %d with encoder attn_type %d", fn,
+                        d.attention_chunk_size, (int)d.attn_type);
+    memset(layer, 0, sizeof *layer);
+    layer->desc = d;
+    layer->window = fa_sliding_window_config(d.sliding_window, d.attn_type);
+    layer->scale = d.scale;
+    layer->softcap = d.logits_soft_cap;
+    layer->k_scale = d.k_scale;
+    layer->v_scale = d.v_scale;
+    return FA_OK;
+}
+
+// >>forward impl
+static fa_status fa__check_rows(const char *name, const fa_tensor *x, int32_t rows, int32_t heads,
+                                int32_t d, fa_dtype dt)
+{
+    const char *fn = "fa_forward";
+    if (x->data == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: %s.data is NULL", fn, name);
+    if (x->rank != 3)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: %s has rank %d, expected 3 [tokens, heads, head_size]", fn, name, x->rank);
+    if (x->dtype != dt)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: %s dtype %s, expected %s", fn, name, fa_dtype_name(x->dtype), fa_dtype_name(dt));
+    if (x->shape[0] < rows || x->shape[1] != heads || x->shape[2] != d)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: %s shape [%lld, %lld, %lld], expected [>= %d, %d, %d]", fn, name,
+                        (long long)x->shape[0], (long long)x->shape[1], (long long)x->shape[2], rows, heads, d);
+    if (x->stride[2] != 1 || x->stride[1] < d || x->stride[0] < 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: %s strides (%lld, %lld, %lld): head_size dim must be contiguous", fn,
+                        name, (long long)x->stride[0], (long long)x->stride[1], (long long)x->stride[2]);
+    return FA_OK;
+}
+
+static fa_status fa__zero_rows(const fa_backend *be, const fa_tensor *out)
+{
+    size_t es = fa_dtype_size(out->dtype);
+    int64_t h;
+    if (out->stride[1] == out->shape[2]) {
+        FA__CALL(be, fill, out->data, (size_t)out->stride[0] * es, 0, (size_t)(out->shape[1] * out->shape[2]) * es,
+                 (size_t)out->shape[0]);
+    } else {
+        for (h = 0; h < out->shape[1]; ++h)
+            FA__CALL(be, fill, (char *)out->data + (size_t)(h * out->stride[1]) * es, (size_t)out->stride[0] * es, 0,
+                     (size_t)out->shape[2] * es, (size_t)out->shape[0]);
+    }
+    return FA_OK;
+}
+
+/* Fields every attention call of a layer shares. */
+static void fa__attn_base(fa_attn_args *a, const fa_layer *L, const fa_tensor *q, int32_t num_tokens)
+{
+    memset(a, 0, sizeof *a);
+    a->q = q->data;
+    a->q_token_stride = q->stride[0];
+    a->q_head_stride = q->stride[1];
+    a->q_dtype = q->dtype;
+    a->num_tokens = num_tokens;
+    a->num_heads_q = L->desc.num_heads;
+    a->num_heads_kv = L->desc.num_kv_heads;
+    a->head_size = L->desc.head_size;
+    a->softmax_scale = L->scale;
+    a->softcap = L->softcap;
+    a->window_left = L->window.left;
+    a->window_right = L->window.right;
+    a->alibi_slopes = L->desc.alibi_slopes;
+    a->k_scale = 1.f;
+    a->v_scale = 1.f;
+    a->num_splits = 1;
+}
+
+static void fa__attn_out(fa_attn_args *a, void *out, int64_t token_stride, int64_t head_stride, float *lse,
+                         int64_t lse_head_stride)
+{
+    a->out = out;
+    a->out_token_stride = token_stride;
+    a->out_head_stride = head_stride;
+    a->lse = lse;
+    a->lse_head_stride = lse_head_stride;
+}
+
+static void fa__attn_paged(fa_attn_args *a, const fa_layer *L, const fa_tensor *kv_cache, fa_dtype kv_dtype)
+{
+    size_t es = fa_dtype_size(kv_dtype);
+    a->k = kv_cache->data;
+    a->v = (const char *)kv_cache->data + (size_t)kv_cache->stride[0] * es;
+    a->k_block_stride = a->v_block_stride = kv_cache->stride[1];
+    a->k_row_stride = a->v_row_stride = kv_cache->stride[2];
+    a->k_head_stride = a->v_head_stride = kv_cache->stride[3];
+    a->kv_dtype = kv_dtype;
+    a->block_size = (int32_t)kv_cache->shape[2];
+    if (kv_dtype == FA_DTYPE_FP8_E4M3 || kv_dtype == FA_DTYPE_FP8_E5M2) {
+        a->k_scale = L->k_scale;
+        a->v_scale = L->v_scale;
+    }
+}
+
+static void fa__attn_dense(fa_attn_args *a, const fa_tensor *k, const fa_tensor *v, const int32_t *cu_k)
+{
+    a->k = k->data;
+    a->v = v->data;
+    a->k_row_stride = k->stride[0];
+    a->k_head_stride = k->stride[1];
+    a->v_row_stride = v->stride[0];
+    a->v_head_stride = v->stride[1];
+    a->kv_dtype = k->dtype;
+    a->cu_seqlens_k = cu_k;
+}
+
+static void fa__attn_splits(fa_attn_args *a, const fa_builder *b, int32_t num_splits, const int32_t *plan)
+{
+    a->num_splits = num_splits;
+    if (num_splits > 1) {
+        a->split_plan = plan;
+        a->split_out = b->split_out;
+        a->split_lse = b->split_lse;
+    }
+}
+
+static void fa__merge(fa_merge_args *m, void *out, int64_t ots, int64_t ohs, const void *p, int64_t pts,
+                      int64_t phs, const float *plse, int64_t plhs, const void *s, int64_t sts, int64_t shs,
+                      const float *slse, int64_t slhs, fa_dtype dt, int32_t tokens, int32_t heads, int32_t d)
+{
+    memset(m, 0, sizeof *m);
+    m->out = out; m->out_token_stride = ots; m->out_head_stride = ohs;
+    m->prefix_out = p; m->prefix_token_stride = pts; m->prefix_head_stride = phs;
+    m->prefix_lse = plse; m->prefix_lse_head_stride = plhs;
+    m->suffix_out = s; m->suffix_token_stride = sts; m->suffix_head_stride = shs;
+    m->suffix_lse = slse; m->suffix_lse_head_stride = slhs;
+    m->dtype = dt; m->num_tokens = tokens; m->num_heads = heads; m->head_size = d;
+}
+
+static fa_status fa__comm_call(const fa_comm *cm, const char *op, fa_status s)
+{
+    const char *detail;
+    if (s == FA_OK) return s;
+    detail = cm->last_error ? cm->last_error(cm->ctx) : NULL;
+    return fa__fail(s, "comm op '%s' failed (%s): %s", op, fa_status_string(s), detail ? detail : "");
+}
+
+/* DCP: gather queries, attend this rank's cache shard, correct by the global LSE and
+   reduce-scatter over heads, attend the new tokens (with the sink), merge. */
+static fa_status fa__forward_dcp(const fa_layer *L, const fa_backend *be, const fa_tensor *q, const fa_tensor *k,
+                                 const fa_tensor *v, const fa_tensor *kv_cache, fa_dtype cache_dt,
+                                 const fa_metadata *md, const fa_tensor *out)
+{
+    const fa_builder *b = md->builder;
+    const fa_comm *cm = b->comm;
+    int32_t T = md->num_actual_tokens, H = L->desc.num_heads, D = L->desc.head_size, N = md->dcp_world_size;
+    int32_t r = md->dcp_rank, HT = H * T;
+    fa_dtype dt = q->dtype;
+    size_t es = fa_dtype_size(dt);
+    int64_t h;
+    fa_attn_args a;
+    fa_dcp_correct_args c;
+    fa_merge_args m;
+    char *qpack = (char *)b->dcp_qpart_out; /* staging for the packed local q, reused below */
+    if (k == NULL || v == NULL)
+        return fa__fail(FA_ERR_INVALID_ARG, "fa_forward: DCP needs the new tokens' k and v (got NULL)");
+    /* 1. all-gather q: pack local q as [T, H, D] contiguous, gather to [N, T, H, D] */
+    if (q->stride[0] == (int64_t)H * D && q->stride[1] == D) {
+        qpack = (char *)q->data;
+    } else if (q->stride[1] == D) { /* token-strided slice (fused QKV): one 2-D copy */
+        FA__NEED_OP("fa_forward", be, copy_2d);
+        FA__CALL(be, copy_2d, qpack, (size_t)H * D * es, q->data, (size_t)q->stride[0] * es, (size_t)H * D * es,
+                 (size_t)T, FA_COPY_DEVICE_TO_DEVICE);
+    } else {
+        FA__NEED_OP("fa_forward", be, copy_2d);
+        for (h = 0; h < H; ++h)
+            FA__CALL(be, copy_2d, qpack + (size_t)h * D * es, (size_t)H * D * es,
+                     (const char *)q->data + (size_t)(h * q->stride[1]) * es, (size_t)q->stride[0] * es,
+                     (size_t)D * es, (size_t)T, FA_COPY_DEVICE_TO_DEVICE);
+    }
+    {
+        fa_status s = cm->all_gather(cm->ctx, qpack, b->dcp_q_all, (size_t)HT * D, dt);
+        if (s != FA_OK) return fa__comm_call(cm, "all_gather", s);
+    }
+    /* 2. context part over all N*H heads: non-causal, LSE, no sink */
+    fa__attn_base(&a, L, q, T);
+    a.q = b->dcp_q_all;
+    a.q_token_stride = (int64_t)H * D;
+    a.q_head_stride = D;
+    a.q_head_group = H;
+    a.q_group_stride = (int64_t)T * H * D;
+    a.num_heads_q = N * H;
+    fa__attn_paged(&a, L, kv_cache, cache_dt);
+    fa__attn_out(&a, b->dcp_ctx_out, D, (int64_t)T * D, b->dcp_ctx_lse, T);
+    a.cu_seqlens_q = md->query_start_loc;
+    a.seqused_k = md->dcp_context_kv_lens;
+    a.block_table = md->block_table;
+    a.block_table_stride = md->block_table_stride;
+    a.num_seqs = md->num_reqs;
+    a.max_seqlen_q = md->max_query_len;
+    a.max_seqlen_k = md->max_dcp_context_kv_len;
+    a.causal = 0;
+    fa__attn_splits(&a, b, md->num_splits, md->split_plan);
+    FA__CALL(be, attention, &a);
+    /* 3. gather every rank's LSE [N*H, T] -> [N, N*H, T]; correct; reduce-scatter heads */
+    {
+        fa_status s = cm->all_gather(cm->ctx, b->dcp_ctx_lse, b->dcp_lse_all, (size_t)N * HT, FA_DTYPE_F32);
+        if (s != FA_OK) return fa__comm_call(cm, "all_gather", s);
+    }
+    memset(&c, 0, sizeof c);
+    c.out = b->dcp_ctx_out;
+    c.out_token_stride = D;
+    c.out_head_stride = (int64_t)T * D;
+    c.dtype = dt;
+    c.lse_all = b->dcp_lse_all;
+    c.lse_out = b->dcp_lse_glob;
+    c.world_size = N;
+    c.rank = r;
+    c.num_tokens = T;
+    c.num_heads = N * H;
+    c.head_size = D;
+    FA__CALL(be, dcp_correct, &c);
+    {
+        fa_status s = cm->reduce_scatter(cm->ctx, b->dcp_ctx_out, b->dcp_rs_out, (size_t)HT * D, dt);
+        if (s != FA_OK) return fa__comm_call(cm, "reduce_scatter", s);
+    }
+    /* 4. the new tokens among themselves: dense, causal per the batch, LSE, the sink (once) */
+    fa__attn_base(&a, L, q, T);
+    fa__attn_dense(&a, k, v, md->query_start_loc);
+    fa__attn_out(&a, b->dcp_qpart_out, (int64_t)H * D, D, b->dcp_qpart_lse, T);
+    a.cu_seqlens_q = md->query_start_loc;
+    a.num_seqs = md->num_reqs;
+    a.max_seqlen_q = md->max_query_len;
+    a.max_seqlen_k = md->max_query_len;
+    a.causal = md->causal;
+    a.sinks = L->desc.sinks;
+    FA__CALL(be, attention, &a);
+    /* 5. merge: context [H, T, D] with LSE rows r*H.. of the global L; query part [T, H, D] */
+    fa__merge(&m, out->data, out->stride[0], out->stride[1], b->dcp_rs_out, D, (int64_t)T * D,
+              b->dcp_lse_glob + (int64_t)r * HT, T, b->dcp_qpart_out, (int64_t)H * D, D, b->dcp_qpart_lse, T, dt, T,
+              H, D);
+    FA__CALL(be, merge_states, &m);
+    return FA_OK;
+}
+
+FA__DEF fa_status fa_forward(const fa_layer *L, const fa_backend *be, const fa_tensor *q, const fa_tensor *k,
+                             const fa_tensor *v, const fa_tensor *kv_cache, const fa_metadata *md,
+                             const fa_tensor *out)
+{
+    const char *fn = "fa_forward";
+    const fa_builder *b;
+    int32_t T, Hq, Hkv, D, bs;
+    int encoder;
+    fa_dtype dt, cache_dt;
+    fa_attn_args a;
+    fa_status s;
+    fa__clear();
+    FA__CHECK_PTR(fn, L);
+    FA__CHECK_PTR(fn, q);
+    FA__CHECK_PTR(fn, out);
+    s = fa__check_backend(fn, be);
+    if (s != FA_OK) return s;
+    Hq = L->desc.num_heads;
+    Hkv = L->desc.num_kv_heads;
+    D = L->desc.head_size;
+    dt = L->desc.dtype;
+    if (Hq <= 0 || D <= 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: layer is not initialised (num_heads %d, head_size %d)", fn, Hq, D);
+    /* >>profiling run: no metadata, zero the output */
+    if (md == NULL) {
+        s = fa__check_rows("out", out, 0, Hq, D, out->dtype);
+        if (s != FA_OK) return s;
+        FA__NEED_OP(fn, be, fill);
+        return fa__zero_rows(be, out);
+    }
+    b = md->builder;
+    if (b == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: md->builder is NULL (metadata not from fa_builder_build)", fn);
+    if (b->be != be)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: backend '%s' is not the one the builder was created with ('%s')", fn,
+                        be->name ? be->name : "?", b->be->name ? b->be->name : "?");
+    T = md->num_actual_tokens;
+    if (Hq != b->cfg.model.num_heads_q || Hkv != b->cfg.model.num_heads_kv || D != b->cfg.model.head_size)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: layer heads %d/%d head_size %d differ from the builder's %d/%d %d", fn,
+                        Hq, Hkv, D, b->cfg.model.num_heads_q, b->cfg.model.num_heads_kv, b->cfg.model.head_size);
+    s = fa__check_rows("q", q, T, Hq, D, dt);
+    if (s == FA_OK) s = fa__check_rows("out", out, T, Hq, D, dt);
+    if (s == FA_OK && k != NULL) s = fa__check_rows("k", k, T, Hkv, D, dt);
+    if (s == FA_OK && v != NULL) s = fa__check_rows("v", v, T, Hkv, D, dt);
+    if (s != FA_OK) return s;
+    if ((k == NULL) != (v == NULL))
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: k is %s but v is %s (give both or neither)", fn, k ? "set" : "NULL",
+                        v ? "set" : "NULL");
+    FA__NEED_OP(fn, be, attention);
+    encoder = L->desc.attn_type == FA_ATTN_ENCODER || L->desc.attn_type == FA_ATTN_ENCODER_ONLY;
+
+    /* >>encoder: dense bidirectional attention within each sequence, no cache */
+    if (encoder) {
+        if (k == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: encoder attention needs k and v (got NULL)", fn);
+        fa__attn_base(&a, L, q, T);
+        fa__attn_dense(&a, k, v, md->query_start_loc);
+        fa__attn_out(&a, out->data, out->stride[0], out->stride[1], NULL, 0);
+        a.cu_seqlens_q = md->query_start_loc;
+        a.num_seqs = md->num_reqs;
+        a.max_seqlen_q = md->max_query_len;
+        a.max_seqlen_k = md->max_query_len;
+        a.causal = 0;
+        a.sinks = L->desc.sinks;
+        FA__CALL(be, attention, &a);
+        return FA_OK;
+    }
+
+    /* decoder / cross-attention: the paged cache */
+    FA__CHECK_PTR(fn, kv_cache);
+    cache_dt = fa_cache_storage_dtype(L->desc.kv_cache_dtype, dt);
+    bs = b->cfg.cache.block_size;
+    if (kv_cache->data == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache.data is NULL", fn);
+    if (kv_cache->rank != 5 || kv_cache->shape[0] != 2 || kv_cache->shape[2] != bs || kv_cache->shape[3] != Hkv ||
+        kv_cache->shape[4] != D || kv_cache->shape[1] <= 0)
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "%s: kv_cache shape (rank %d) [%lld, %lld, %lld, %lld, %lld], expected [2, blocks, %d, %d, %d]",
+                        fn, kv_cache->rank, (long long)kv_cache->shape[0], (long long)kv_cache->shape[1],
+                        (long long)kv_cache->shape[2], (long long)kv_cache->shape[3], (long long)kv_cache->shape[4],
+                        bs, Hkv, D);
+    if (kv_cache->stride[4] != 1)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache last-dim stride %lld, expected 1 (contiguous)", fn,
+                        (long long)kv_cache->stride[4]);
+    if (kv_cache->dtype != cache_dt)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache dtype %s, expected %s for kv_cache_dtype %d", fn,
+                        fa_dtype_name(kv_cache->dtype), fa_dtype_name(cache_dt), (int)L->desc.kv_cache_dtype);
+    if (md->block_table == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: md->block_table is NULL", fn);
+
+    /* >>cache write (skipped for a layer sharing another's cache, or with no new k/v) */
+    if (!L->desc.kv_sharing && k != NULL) {
+        fa_cache_write_args w;
+        FA__NEED_OP(fn, be, reshape_and_cache);
+        if (md->slot_mapping == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: md->slot_mapping is NULL", fn);
+        memset(&w, 0, sizeof w);
+        w.key = k->data;
+        w.value = v->data;
+        w.key_token_stride = k->stride[0];
+        w.value_token_stride = v->stride[0];
+        if (k->stride[1] != D || v->stride[1] != D)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: k/v head strides %lld/%lld, expected %d (heads packed)", fn,
+                            (long long)k->stride[1], (long long)v->stride[1], D);
+        w.kv_dtype = dt;
+        w.key_cache = kv_cache->data;
+        w.value_cache = (char *)kv_cache->data + (size_t)kv_cache->stride[0] * fa_dtype_size(cache_dt);
+        w.cache_block_stride = kv_cache->stride[1];
+        w.cache_page_stride = kv_cache->stride[2];
+        w.cache_head_stride = kv_cache->stride[3];
+        w.cache_dtype = cache_dt;
+        w.slot_mapping = md->slot_mapping;
+        w.num_tokens = T;
+        w.num_heads_kv = Hkv;
+        w.head_size = D;
+        w.block_size = bs;
+        w.k_scale = L->k_scale;
+        w.v_scale = L->v_scale;
+        FA__CALL(be, reshape_and_cache, &w);
+    }
+
+    /* >>dcp */
+    if (md->dcp_world_size > 1) {
+        if (L->desc.dcp_world_size != md->dcp_world_size)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: layer dcp_world_size %d differs from the metadata's %d", fn,
+                            L->desc.dcp_world_size, md->dcp_world_size);
+        FA__NEED_OP(fn, be, dcp_correct);
+        FA__NEED_OP(fn, be, merge_states);
+        return fa__forward_dcp(L, be, q, k, v, kv_cache, cache_dt, md, out);
+    }
+
+    fa__attn_base(&a, L, q, T);
+    fa__attn_paged(&a, L, kv_cache, cache_dt);
+    a.sinks = L->desc.sinks;
+
+    /* >>local: chunked local attention over the virtual batches */
+    if (L->desc.attention_chunk_size > 0) {
+        if (!md->has_local || b->cfg.scheduler.attention_chunk_size != L->desc.attention_chunk_size)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: layer attention_chunk_size %d but the builder's is %d", fn,
+                            L->desc.attention_chunk_size, b->cfg.scheduler.attention_chunk_size);
+        fa__attn_out(&a, out->data, out->stride[0], out->stride[1], NULL, 0);
+        a.cu_seqlens_q = md->local.cu_seqlens_q;
+        a.seqused_k = md->local.seqused_k;
+        a.block_table = md->local.block_table;
+        a.block_table_stride = md->local.block_table_stride;
+        a.num_seqs = md->local.num_virtual;
+        a.max_seqlen_q = md->local.max_query_len;
+        a.max_seqlen_k = md->local.max_seq_len;
+        a.causal = 1;
+        fa__attn_splits(&a, b, md->local.num_splits, md->local.split_plan);
+        FA__CALL(be, attention, &a);
+        return FA_OK;
+    }
+
+    /* >>cascade: shared prefix once for all rows, then each request's own suffix, merged */
+    if (md->use_cascade) {
+        fa_merge_args m;
+        int32_t P = md->common_prefix_len;
+        if (L->window.left >= 0 || L->window.right >= 0 || L->desc.alibi_slopes != NULL)
+            return fa__fail(FA_ERR_INVALID_ARG,
+                            "%s: cascade (common_prefix_len %d) with sliding_window %d / alibi %s is not exact", fn, P,
+                            L->desc.sliding_window, L->desc.alibi_slopes ? "on" : "off");
+        FA__NEED_OP(fn, be, merge_states);
+        fa__attn_out(&a, b->prefix_out, (int64_t)Hq * D, D, b->prefix_lse, T);
+        a.cu_seqlens_q = md->cu_prefix_query_lens;
+        a.seqused_k = md->prefix_kv_lens;
+        a.block_table = md->block_table;
+        a.block_table_stride = md->block_table_stride;
+        a.num_seqs = 1;
+        a.max_seqlen_q = T;
+        a.max_seqlen_k = P;
+        a.causal = 0;
+        fa__attn_splits(&a, b, md->prefix_num_splits, md->prefix_split_plan);
+        FA__CALL(be, attention, &a);
+        fa__attn_out(&a, b->suffix_out, (int64_t)Hq * D, D, b->suffix_lse, T);
+        a.cu_seqlens_q = md->query_start_loc;
+        a.seqused_k = md->suffix_kv_lens;
+        a.block_table = md->block_table + P / bs;
+        a.num_seqs = md->num_reqs;
+        a.max_seqlen_q = md->max_query_len;
+        a.max_seqlen_k = md->max_seq_len - P;
+        a.causal = 1;
+        a.sinks = NULL;
+        fa__attn_splits(&a, b, md->num_splits, md->split_plan);
+        FA__CALL(be, attention, &a);
+        fa__merge(&m, out->data, out->stride[0], out->stride[1], b->prefix_out, (int64_t)Hq * D, D, b->prefix_lse, T,
+                  b->suffix_out, (int64_t)Hq * D, D, b->suffix_lse, T, dt, T, Hq, D);
+        FA__CALL(be, merge_states, &m);
+        return FA_OK;
+    }
+
+    /* plain paged attention */
+    fa__attn_out(&a, out->data, out->stride[0], out->stride[1], NULL, 0);
+    a.cu_seqlens_q = md->query_start_loc;
+    a.seqused_k = md->seq_lens;
+    a.block_table = md->block_table;
+    a.block_table_stride = md->block_table_stride;
+    a.num_seqs = md->num_reqs;
+    a.max_seqlen_q = md->max_query_len;
+    a.max_seqlen_k = md->max_seq_len;
+    a.causal = md->causal;
+    fa__attn_splits(&a, b, md->num_splits, md->split_plan);
+    FA__CALL(be, attention, &a);
+    return FA_OK;
+}
+
+#endif /* FLASHATTN_IMPLEMENTATION */
+
+/*
+------------------------------------------------------------------------------
+MIT License
+
+Copyright (c) 2026 the flashattn authors
+
+Permission is hereby granted, free of charge, to any person obtaining a copy of
+this software and associated documentation files (the "Software"), to deal in
+the Software without restriction, including without limitation the rights to
+use, copy, modify, merge, publish, distribute, sublicense, and/or sell copies
+of the Software, and to permit persons to whom the Software is furnished to do
+so, subject to the following conditions:
+
+The above copyright notice and this permission notice shall be included in all
+copies or substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+SOFTWARE.
+------------------------------------------------------------------------------
+*/
