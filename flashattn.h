@@ -659,7 +659,8 @@ FLASHATTN_API fa_status fa_forward(const fa_layer *layer, const fa_backend *be,
 
 /* ========================================================================================== */
 // >>impl
-#ifdef FLASHATTN_IMPLEMENTATION
+#if defined(FLASHATTN_IMPLEMENTATION) && !defined(FLASHATTN_IMPLEMENTATION_DONE)
+#define FLASHATTN_IMPLEMENTATION_DONE /* a second include in the same file adds nothing */
 
 #include <math.h>
 #include <stdarg.h>
@@ -2345,7 +2346,7 @@ FA__DEF fa_status fa_forward(const fa_layer *L, const fa_backend *be, const fa_t
     return FA_OK;
 }
 
-#endif /* FLASHATTN_IMPLEMENTATION */
+#endif /* FLASHATTN_IMPLEMENTATION && !FLASHATTN_IMPLEMENTATION_DONE */
 
 /*
 ------------------------------------------------------------------------------
