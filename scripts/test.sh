@@ -1,0 +1,20 @@
+#!/bin/sh
+# Builds flashattn with its tests and runs them all: the Criterion unit suite (CPU), the
+# compile tests, and the GPU suite when a GPU is present. Ends with "N passed, M failed",
+# counting individual test cases. Extra arguments go to `meson setup` (e.g. -Db_sanitize=...).
+# BUILD_DIR selects the build directory (default build-test).
+set -e
+cd "$(dirname "$0")/.."
+sh scripts/deps.sh tests
+dir="${BUILD_DIR:-build-test}"
+[ -d "$dir" ] || meson setup "$dir" "$@" >/dev/null
+ninja -C "$dir" >/dev/null
+suites="--suite unit"
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && [ -d "$dir/tests/gpu" ]; then
+  suites="$suites --suite gpu"
+fi
+rc=0
+meson test -C "$dir" $suites --print-errorlogs --num-processes 2 >"$dir/test-output.txt" 2>&1 || rc=$?
+tail -n 25 "$dir/test-output.txt"
+python3 scripts/count_cases.py "$dir/meson-logs/testlog.json"
+exit $rc
