@@ -84,7 +84,8 @@ typedef enum fa_status {
 FLASHATTN_API const char *fa_status_string(fa_status s);
 
 /* Detail message of the last failing call on this thread (names argument and value).
-   Empty string when the last call succeeded or nothing failed yet. */
+   Every function returning fa_status clears it on entry, so it is "" after one that returned
+   FA_OK; functions returning other types leave it as it was. */
 FLASHATTN_API const char *fa_last_error(void);
 
 typedef enum fa_dtype {
@@ -270,7 +271,8 @@ FLASHATTN_API int fa_use_cascade_attention(int32_t common_prefix_len, const int3
                                            int use_sliding_window, int use_local_attention,
                                            int32_t num_sms, int32_t dcp_world_size);
 
-/* Inputs of the common-prefix choice; zero fields are "no" / defaults. */
+/* Inputs of the common-prefix choice. Flags: zero = no. block_size must be > 0; num_sms <= 0
+   makes the heuristic decline. */
 typedef struct fa_cascade_query {
     int32_t num_common_prefix_blocks; /* blocks shared by every request's block-table row */
     int32_t block_size;
@@ -593,8 +595,9 @@ FLASHATTN_API fa_status fa_builder_set_layer_windows(fa_builder *b, const fa_win
                                                      int32_t n);
 
 /* Common prefix length for cascade: the engine's shared-block count -> P or 0 (heuristic).
-   num_computed_tokens derived as seq_lens - query lens. */
-FLASHATTN_API fa_status fa_builder_cascade_prefix_len(const fa_builder *b, const fa_batch *batch,
+   num_computed_tokens derived as seq_lens - query lens. Uses the builder's host scratch: do not
+   run it concurrently with fa_builder_build on the same builder. */
+FLASHATTN_API fa_status fa_builder_cascade_prefix_len(fa_builder *b, const fa_batch *batch,
                                                       int32_t num_common_prefix_blocks,
                                                       int use_alibi, int use_sliding_window,
                                                       int32_t *prefix_len_out);
@@ -624,7 +627,8 @@ typedef struct fa_layer_desc {
     float k_scale, v_scale;           /* fp8 cache scales; 0 -> 1 */
     int32_t kv_sharing;               /* 1 = reads another layer's cache: never writes it */
     int32_t attention_chunk_size;     /* chunked local attention; 0 = off */
-    int32_t dcp_world_size;           /* 0 -> 1; windows / ALiBi are rejected with DCP > 1 */
+    int32_t dcp_world_size;           /* 0 -> 1; windows, ALiBi and chunked local attention are
+                                         rejected with DCP > 1; must match the metadata's */
 } fa_layer_desc;
 
 /* A validated layer (transparent; caller-allocated). */
@@ -643,9 +647,11 @@ FLASHATTN_API fa_status fa_layer_init(fa_layer *layer, const fa_layer_desc *desc
    md == NULL: profiling run, out is zeroed. Encoder types: dense attention over q/k/v, no cache.
    Otherwise k/v (NULL-able: no new tokens) are written into kv_cache unless the layer shares
    another's cache, then paged attention runs: plain, cascade, DCP or chunked local.
-   q [T_pad, Hq, D], k/v [T_pad, Hkv, D] (last dim contiguous, heads packed),
-   kv_cache rank 5 logical [2, num_blocks, block_size, Hkv, D] any strides (last dim 1),
-   out [T_pad, Hq, D]. Only the first num_actual_tokens rows are touched. */
+   q [T_pad, Hq, D], k/v [T_pad, Hkv, D], out [T_pad, Hq, D]: head_size dim contiguous, any
+   token and head strides (k/v heads packed, stride D, when they are written to the cache);
+   kv_cache rank 5 logical [2, num_blocks, block_size, Hkv, D] any strides (last dim 1).
+   With metadata only the first num_actual_tokens rows of out are written; the profiling run
+   zeroes all T_pad rows. Every check runs before the first op: on error nothing is written. */
 FLASHATTN_API fa_status fa_forward(const fa_layer *layer, const fa_backend *be,
                                    const fa_tensor *q, const fa_tensor *k, const fa_tensor *v,
                                    const fa_tensor *kv_cache, const fa_metadata *md,
@@ -888,7 +894,7 @@ FA__DEF fa_status fa_kv_cache_strides(fa_kv_layout layout, int64_t num_blocks, i
     fa__clear();
     FA__CHECK_PTR("fa_kv_cache_strides", strides_out);
     s = fa_kv_cache_shape(num_blocks, block_size, num_heads_kv, head_size, shape);
-    if (s != FA_OK) return s;
+    if (s != FA_OK) return fa__fail(s, "fa_kv_cache_strides: %s", fa_last_error() + strlen("fa_kv_cache_shape: "));
     s = fa_kv_cache_stride_order(layout, 0, order, &rank);
     if (s != FA_OK) return s;
     /* physical dim i holds logical dim order[i]; contiguous in physical order */
@@ -1038,8 +1044,10 @@ FA__DEF fa_status fa_cascade_prefix_len(const fa_cascade_query *q, int32_t *pref
         return fa__fail(FA_ERR_INVALID_ARG, "fa_cascade_prefix_len: block_size %d must be > 0", q->block_size);
     if (q->num_reqs < 0)
         return fa__fail(FA_ERR_INVALID_ARG, "fa_cascade_prefix_len: num_reqs %d must be >= 0", q->num_reqs);
-    *prefix_len_out = 0;
-    if (q->num_common_prefix_blocks == 0 || q->encoder_only || q->num_reqs == 0) return FA_OK;
+    if (q->num_common_prefix_blocks == 0 || q->encoder_only || q->num_reqs == 0) {
+        *prefix_len_out = 0;
+        return FA_OK;
+    }
     FA__CHECK_PTR("fa_cascade_prefix_len", q->num_computed_tokens);
     FA__CHECK_PTR("fa_cascade_prefix_len", q->query_lens);
     p = q->num_common_prefix_blocks * q->block_size;
@@ -1049,6 +1057,7 @@ FA__DEF fa_status fa_cascade_prefix_len(const fa_cascade_query *q, int32_t *pref
                             i, q->num_computed_tokens[i]);
         p = fa__min(p, q->num_computed_tokens[i]);
     }
+    *prefix_len_out = 0;
     p = p / q->block_size * q->block_size;
     if (fa_use_cascade_attention(p, q->query_lens, q->num_reqs, q->num_heads_q, q->num_heads_kv,
                                  q->use_alibi, q->use_sliding_window, q->use_local_attention,
@@ -1525,6 +1534,14 @@ FA__DEF fa_status fa_builder_create(const fa_backend *be, const fa_config *cfg, 
         if (comm->all_gather == NULL || comm->reduce_scatter == NULL)
             return fa__fail(FA_ERR_UNSUPPORTED, "%s: comm lacks all_gather or reduce_scatter", fn);
     }
+    {
+        const char *why = fa_check_combination(c.model.head_size, c.model.dtype, c.cache.cache_dtype,
+                                               c.cache.block_size, 0, c.model.hybrid_mamba_f32,
+                                               be->info.cc_major, be->info.cc_minor);
+        if (why != NULL)
+            return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' (compute capability %d.%d): %s", fn,
+                            be->name ? be->name : "?", be->info.cc_major, be->info.cc_minor, why);
+    }
     fa__compute_layout(&c, &L);
     b = (fa_builder *)calloc(1, sizeof *b);
     if (b == NULL) return fa__fail(FA_ERR_OUT_OF_MEMORY, "%s: no memory for the builder", fn);
@@ -1555,7 +1572,7 @@ FA__DEF fa_status fa_builder_create(const fa_backend *be, const fa_config *cfg, 
     if (s != FA_OK) {
         b->dev_ws = NULL;
         fa_builder_destroy(b);
-        return fa__backend_fail(be, "alloc", s == FA_ERR_OUT_OF_MEMORY ? s : FA_ERR_OUT_OF_MEMORY);
+        return fa__backend_fail(be, "alloc", s);
     }
     b->ws_bytes = L.ws_bytes;
     base = (char *)b->dev_ws;
@@ -1610,15 +1627,15 @@ FA__DEF fa_status fa_builder_set_layer_windows(fa_builder *b, const fa_window *w
     fa__clear();
     FA__CHECK_PTR("fa_builder_set_layer_windows", b);
     s = fa_aot_sliding_window(windows, n, &w, &en);
-    if (s != FA_OK) return s;
+    if (s != FA_OK) return fa__fail(s, "fa_builder_set_layer_windows: %s", fa_last_error() + strlen("fa_aot_sliding_window: "));
     b->aot_window = w;
     b->aot_enabled = en;
     return FA_OK;
 }
 
-static fa_status fa__check_batch(const fa_builder *b, const fa_batch *batch, int32_t *num_tokens_out)
+static fa_status fa__check_batch(const char *fn, const fa_builder *b, const fa_batch *batch,
+                                 int32_t *num_tokens_out)
 {
-    const char *fn = "fa_builder_build";
     int32_t n = batch->num_reqs, t, i, max_blocks;
     fa_status s;
     if (n < 1 || n > b->max_seqs)
@@ -1686,7 +1703,7 @@ static fa_status fa__plan_call(const fa_builder *b, int32_t nreq, const int32_t 
     return FA_OK;
 }
 
-FA__DEF fa_status fa_builder_cascade_prefix_len(const fa_builder *b, const fa_batch *batch,
+FA__DEF fa_status fa_builder_cascade_prefix_len(fa_builder *b, const fa_batch *batch,
                                                 int32_t num_common_prefix_blocks, int use_alibi,
                                                 int use_sliding_window, int32_t *prefix_len_out)
 {
@@ -1699,7 +1716,7 @@ FA__DEF fa_status fa_builder_cascade_prefix_len(const fa_builder *b, const fa_ba
     FA__CHECK_PTR(fn, b);
     FA__CHECK_PTR(fn, batch);
     FA__CHECK_PTR(fn, prefix_len_out);
-    s = fa__check_batch(b, batch, &t);
+    s = fa__check_batch(fn, b, batch, &t);
     if (s != FA_OK) return s;
     n = batch->num_reqs;
     /* scratch: the local-attention host array is free outside build() and long enough? use
@@ -1744,7 +1761,7 @@ FA__DEF fa_status fa_builder_build(fa_builder *b, const fa_batch *batch, int32_t
     bs = c->cache.block_size;
     N = c->parallel.dcp_world_size;
     I = c->parallel.cp_kv_cache_interleave_size;
-    s = fa__check_batch(b, batch, &t);
+    s = fa__check_batch(fn, b, batch, &t);
     if (s != FA_OK) return s;
     n = batch->num_reqs;
     for (i = 0; i < n; ++i) {
@@ -2064,17 +2081,13 @@ static fa_status fa__forward_dcp(const fa_layer *L, const fa_backend *be, const 
     fa_dcp_correct_args c;
     fa_merge_args m;
     char *qpack = (char *)b->dcp_qpart_out; /* staging for the packed local q, reused below */
-    if (k == NULL || v == NULL)
-        return fa__fail(FA_ERR_INVALID_ARG, "fa_forward: DCP needs the new tokens' k and v (got NULL)");
     /* 1. all-gather q: pack local q as [T, H, D] contiguous, gather to [N, T, H, D] */
     if (q->stride[0] == (int64_t)H * D && q->stride[1] == D) {
         qpack = (char *)q->data;
     } else if (q->stride[1] == D) { /* token-strided slice (fused QKV): one 2-D copy */
-        FA__NEED_OP("fa_forward", be, copy_2d);
         FA__CALL(be, copy_2d, qpack, (size_t)H * D * es, q->data, (size_t)q->stride[0] * es, (size_t)H * D * es,
                  (size_t)T, FA_COPY_DEVICE_TO_DEVICE);
     } else {
-        FA__NEED_OP("fa_forward", be, copy_2d);
         for (h = 0; h < H; ++h)
             FA__CALL(be, copy_2d, qpack + (size_t)h * D * es, (size_t)H * D * es,
                      (const char *)q->data + (size_t)(h * q->stride[1]) * es, (size_t)q->stride[0] * es,
@@ -2170,7 +2183,7 @@ FA__DEF fa_status fa_forward(const fa_layer *L, const fa_backend *be, const fa_t
         return fa__fail(FA_ERR_INVALID_ARG, "%s: layer is not initialised (num_heads %d, head_size %d)", fn, Hq, D);
     /* >>profiling run: no metadata, zero the output */
     if (md == NULL) {
-        s = fa__check_rows("out", out, 0, Hq, D, out->dtype);
+        s = fa__check_rows("out", out, 0, Hq, D, dt);
         if (s != FA_OK) return s;
         FA__NEED_OP(fn, be, fill);
         return fa__zero_rows(be, out);
@@ -2181,6 +2194,9 @@ FA__DEF fa_status fa_forward(const fa_layer *L, const fa_backend *be, const fa_t
         return fa__fail(FA_ERR_INVALID_ARG, "%s: backend '%s' is not the one the builder was created with ('%s')", fn,
                         be->name ? be->name : "?", b->be->name ? b->be->name : "?");
     T = md->num_actual_tokens;
+    if (dt != b->cfg.model.dtype)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: layer dtype %s differs from the builder's %s", fn, fa_dtype_name(dt),
+                        fa_dtype_name(b->cfg.model.dtype));
     if (Hq != b->cfg.model.num_heads_q || Hkv != b->cfg.model.num_heads_kv || D != b->cfg.model.head_size)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: layer heads %d/%d head_size %d differ from the builder's %d/%d %d", fn,
                         Hq, Hkv, D, b->cfg.model.num_heads_q, b->cfg.model.num_heads_kv, b->cfg.model.head_size);
@@ -2231,19 +2247,41 @@ FA__DEF fa_status fa_forward(const fa_layer *L, const fa_backend *be, const fa_t
                         fa_dtype_name(kv_cache->dtype), fa_dtype_name(cache_dt), (int)L->desc.kv_cache_dtype);
     if (md->block_table == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: md->block_table is NULL", fn);
 
+    /* every path's checks run before the cache write: on error nothing is written */
+    if (md->dcp_world_size > 1 || L->desc.dcp_world_size > 1) {
+        if (L->desc.dcp_world_size != md->dcp_world_size)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: layer dcp_world_size %d differs from the metadata's %d", fn,
+                            L->desc.dcp_world_size, md->dcp_world_size);
+        FA__NEED_OP(fn, be, dcp_correct);
+        FA__NEED_OP(fn, be, merge_states);
+        if (k == NULL)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: DCP needs the new tokens' k and v (got NULL)", fn);
+        if (!(q->stride[0] == (int64_t)Hq * D && q->stride[1] == D)) FA__NEED_OP(fn, be, copy_2d);
+    } else if (L->desc.attention_chunk_size > 0) {
+        if (!md->has_local || b->cfg.scheduler.attention_chunk_size != L->desc.attention_chunk_size)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: layer attention_chunk_size %d but the builder's is %d", fn,
+                            L->desc.attention_chunk_size, b->cfg.scheduler.attention_chunk_size);
+    } else if (md->use_cascade) {
+        if (L->window.left >= 0 || L->window.right >= 0 || L->desc.alibi_slopes != NULL)
+            return fa__fail(FA_ERR_INVALID_ARG,
+                            "%s: cascade (common_prefix_len %d) with sliding_window %d / alibi %s is not exact", fn,
+                            md->common_prefix_len, L->desc.sliding_window, L->desc.alibi_slopes ? "on" : "off");
+        FA__NEED_OP(fn, be, merge_states);
+    }
+
     /* >>cache write (skipped for a layer sharing another's cache, or with no new k/v) */
     if (!L->desc.kv_sharing && k != NULL) {
         fa_cache_write_args w;
         FA__NEED_OP(fn, be, reshape_and_cache);
         if (md->slot_mapping == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: md->slot_mapping is NULL", fn);
+        if (k->stride[1] != D || v->stride[1] != D)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: k/v head strides %lld/%lld, expected %d (heads packed)", fn,
+                            (long long)k->stride[1], (long long)v->stride[1], D);
         memset(&w, 0, sizeof w);
         w.key = k->data;
         w.value = v->data;
         w.key_token_stride = k->stride[0];
         w.value_token_stride = v->stride[0];
-        if (k->stride[1] != D || v->stride[1] != D)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: k/v head strides %lld/%lld, expected %d (heads packed)", fn,
-                            (long long)k->stride[1], (long long)v->stride[1], D);
         w.kv_dtype = dt;
         w.key_cache = kv_cache->data;
         w.value_cache = (char *)kv_cache->data + (size_t)kv_cache->stride[0] * fa_dtype_size(cache_dt);
@@ -2262,14 +2300,8 @@ FA__DEF fa_status fa_forward(const fa_layer *L, const fa_backend *be, const fa_t
     }
 
     /* >>dcp */
-    if (md->dcp_world_size > 1) {
-        if (L->desc.dcp_world_size != md->dcp_world_size)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: layer dcp_world_size %d differs from the metadata's %d", fn,
-                            L->desc.dcp_world_size, md->dcp_world_size);
-        FA__NEED_OP(fn, be, dcp_correct);
-        FA__NEED_OP(fn, be, merge_states);
+    if (md->dcp_world_size > 1)
         return fa__forward_dcp(L, be, q, k, v, kv_cache, cache_dt, md, out);
-    }
 
     fa__attn_base(&a, L, q, T);
     fa__attn_paged(&a, L, kv_cache, cache_dt);
@@ -2277,9 +2309,6 @@ FA__DEF fa_status fa_forward(const fa_layer *L, const fa_backend *be, const fa_t
 
     /* >>local: chunked local attention over the virtual batches */
     if (L->desc.attention_chunk_size > 0) {
-        if (!md->has_local || b->cfg.scheduler.attention_chunk_size != L->desc.attention_chunk_size)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: layer attention_chunk_size %d but the builder's is %d", fn,
-                            L->desc.attention_chunk_size, b->cfg.scheduler.attention_chunk_size);
         fa__attn_out(&a, out->data, out->stride[0], out->stride[1], NULL, 0);
         a.cu_seqlens_q = md->local.cu_seqlens_q;
         a.seqused_k = md->local.seqused_k;
@@ -2298,11 +2327,6 @@ FA__DEF fa_status fa_forward(const fa_layer *L, const fa_backend *be, const fa_t
     if (md->use_cascade) {
         fa_merge_args m;
         int32_t P = md->common_prefix_len;
-        if (L->window.left >= 0 || L->window.right >= 0 || L->desc.alibi_slopes != NULL)
-            return fa__fail(FA_ERR_INVALID_ARG,
-                            "%s: cascade (common_prefix_len %d) with sliding_window %d / alibi %s is not exact", fn, P,
-                            L->desc.sliding_window, L->desc.alibi_slopes ? "on" : "off");
-        FA__NEED_OP(fn, be, merge_states);
         fa__attn_out(&a, b->prefix_out, (int64_t)Hq * D, D, b->prefix_lse, T);
         a.cu_seqlens_q = md->cu_prefix_query_lens;
         a.seqused_k = md->prefix_kv_lens;
