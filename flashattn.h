@@ -1621,8 +1621,8 @@ FA__DEF const fa_config *fa_builder_config(const fa_builder *b) { return b ? &b-
 
 FA__DEF fa_status fa_builder_set_layer_windows(fa_builder *b, const fa_window *windows, int32_t n)
 {
-    fa_window w;
-    int en;
+    fa_window w = {-1, -1};
+    int en = 1;
     fa_status s;
     fa__clear();
     FA__CHECK_PTR("fa_builder_set_layer_windows", b);
