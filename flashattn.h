@@ -429,7 +429,7 @@ typedef struct fa_attn_args {
     float *split_lse;                 /* [S, Hq, num_tokens] float32 workspace */
 } fa_attn_args;
 
-/* out = merge of two partial attentions through their LSEs (±inf LSE = empty). */
+/* out = merge of two partial attentions through their LSEs (a non-finite LSE = empty). */
 typedef struct fa_merge_args {
     void *out;                        /* [num_tokens, H, D] */
     int64_t out_token_stride, out_head_stride;
@@ -469,7 +469,8 @@ typedef struct fa_backend_ops {
     fa_status (*attention)(void *ctx, const fa_attn_args *a);
     fa_status (*merge_states)(void *ctx, const fa_merge_args *a);
     fa_status (*dcp_correct)(void *ctx, const fa_dcp_correct_args *a);
-    /* async on the backend's stream; a host source may be reused when the call returns */
+    /* async on the backend's stream. A pageable host source may be reused when the call
+       returns (the builder's staging is pageable); never captured in a graph by the header */
     fa_status (*copy)(void *ctx, void *dst, const void *src, size_t bytes, fa_copy_kind kind);
     /* rows x width_bytes at dst with row pitch, every byte = value */
     fa_status (*fill)(void *ctx, void *dst, size_t pitch, int value, size_t width_bytes,

@@ -27,7 +27,6 @@ static float frand(void)
     rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
     return (float)((rng_state >> 40) * (1.0 / 8388608.0)) - 1.f;
 }
-static uint32_t urand(uint32_t n) { return (uint32_t)((frand() + 1.f) * 0.5f * (float)n) % n; }
 
 #define OK(call)                                                                                  \
     do {                                                                                          \

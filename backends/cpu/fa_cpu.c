@@ -1,0 +1,910 @@
+/* fa_cpu.c - the CPU reference backend of flashattn. See fa_cpu.h.
+
+   Semantics: docs SEMANTICS.md (the decision table first, then sections 2.2 cache write,
+   3.2 attention, 4 merge, 7.3 DCP correction, 9.4 split combine). Everything is plain loops;
+   attention sums are accumulated in double and rounded once to the output dtype.
+
+   Contents
+     // >>convert    fp8 / f16 / bf16 encode and decode (one generic RNE encoder)
+     // >>ctx        backend context, error messages, element load / store
+     // >>cache      reshape_and_cache
+     // >>attention  attention (paged and dense, split-KV with real partials and a combine)
+     // >>merge      merge_states, dcp_correct
+     // >>memory     copy, copy_2d, fill, alloc, free, synchronize
+     // >>create     the vtable and the constructor
+*/
+#include "fa_cpu.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------------------------ */
+// >>convert
+
+/* A small binary floating-point format: 1 sign bit, ebits exponent bits, mbits mantissa bits. */
+typedef struct fa__cpu_fmt {
+    int ebits, mbits;
+    int bias;
+    int emin;           /* unbiased exponent of the smallest normal number */
+    int emax;           /* unbiased exponent of the largest finite number */
+    int max_mant;       /* largest mantissa field at emax */
+    int ieee_special;   /* 1: all-ones exponent = inf (mantissa 0) / NaN; 0: only all-ones = NaN */
+    int saturate;       /* 1: overflow and inf clamp to +-max finite; 0: overflow to +-inf */
+    unsigned nan_code;  /* positive quiet NaN */
+    unsigned inf_code;  /* positive infinity (unused when saturating) */
+} fa__cpu_fmt;
+
+static const fa__cpu_fmt fa__cpu_e4m3 = {4, 3, 7, -6, 8, 6, 0, 1, 0x7Fu, 0x7Fu};
+static const fa__cpu_fmt fa__cpu_e5m2 = {5, 2, 15, -14, 15, 3, 1, 1, 0x7Fu, 0x7Cu};
+static const fa__cpu_fmt fa__cpu_f16 = {5, 10, 15, -14, 15, 1023, 1, 0, 0x7E00u, 0x7C00u};
+static const fa__cpu_fmt fa__cpu_bf16 = {8, 7, 127, -126, 127, 127, 1, 0, 0x7FC0u, 0x7F80u};
+
+/* Round a non-negative double to the nearest integer, ties to even. */
+static double fa__cpu_rne(double y)
+{
+    double fl = floor(y);
+    double frac = y - fl;   /* exact */
+    if (frac > 0.5 || (frac == 0.5 && fmod(fl, 2.0) != 0.0))
+        fl += 1.0;
+    return fl;
+}
+
+/* x -> code of `f`, rounding once to nearest even. */
+static unsigned fa__cpu_encode(double x, const fa__cpu_fmt *f)
+{
+    unsigned sign = signbit(x) ? 1u << (f->ebits + f->mbits) : 0u;
+    unsigned max_code = ((unsigned)(f->emax + f->bias) << f->mbits) | (unsigned)f->max_mant;
+    double a = fabs(x), r, one = ldexp(1.0, f->mbits);
+    int e;
+
+    if (isnan(x))
+        return sign | f->nan_code;
+    if (isinf(a))
+        return sign | (f->saturate ? max_code : f->inf_code);
+    if (a == 0.0)
+        return sign;
+    (void)frexp(a, &e);   /* a = m * 2^e, m in [0.5, 1): unbiased exponent e - 1 */
+    e -= 1;
+    if (e < f->emin)
+        e = f->emin;      /* subnormal range: fixed quantum 2^(emin - mbits) */
+    r = fa__cpu_rne(ldexp(a, f->mbits - e));   /* the mantissa with its implicit bit */
+    if (r >= 2.0 * one) { /* rounded up to the next binade */
+        r *= 0.5;
+        e += 1;
+    }
+    if (r < one)          /* subnormal (or zero): exponent field 0 */
+        return sign | (unsigned)r;
+    if (e > f->emax || (e == f->emax && (int)(r - one) > f->max_mant))
+        return sign | (f->saturate ? max_code : f->inf_code);
+    return sign | ((unsigned)(e + f->bias) << f->mbits) | (unsigned)(r - one);
+}
+
+static double fa__cpu_decode(unsigned code, const fa__cpu_fmt *f)
+{
+    unsigned mmask = (1u << f->mbits) - 1u, emask = (1u << f->ebits) - 1u;
+    unsigned mant = code & mmask, ef = (code >> f->mbits) & emask;
+    int neg = (code >> (f->ebits + f->mbits)) & 1u;
+    double v;
+
+    if (ef == emask && (f->ieee_special || mant == mmask)) {
+        if (f->ieee_special && mant == 0)
+            v = INFINITY;
+        else
+            return NAN;
+    } else if (ef == 0) {
+        v = ldexp((double)mant, f->emin - f->mbits);
+    } else {
+        v = ldexp((double)((1u << f->mbits) + mant), (int)ef - f->bias - f->mbits);
+    }
+    return neg ? -v : v;
+}
+
+uint8_t fa_cpu_float_to_fp8(float x, fa_dtype fmt)
+{
+    if (fmt == FA_DTYPE_FP8_E4M3)
+        return (uint8_t)fa__cpu_encode((double)x, &fa__cpu_e4m3);
+    if (fmt == FA_DTYPE_FP8_E5M2)
+        return (uint8_t)fa__cpu_encode((double)x, &fa__cpu_e5m2);
+    return 0;
+}
+
+float fa_cpu_fp8_to_float(uint8_t v, fa_dtype fmt)
+{
+    if (fmt == FA_DTYPE_FP8_E4M3)
+        return (float)fa__cpu_decode(v, &fa__cpu_e4m3);
+    if (fmt == FA_DTYPE_FP8_E5M2)
+        return (float)fa__cpu_decode(v, &fa__cpu_e5m2);
+    return NAN;
+}
+
+uint16_t fa_cpu_float_to_half(float x) { return (uint16_t)fa__cpu_encode((double)x, &fa__cpu_f16); }
+float fa_cpu_half_to_float(uint16_t h) { return (float)fa__cpu_decode(h, &fa__cpu_f16); }
+uint16_t fa_cpu_float_to_bf16(float x) { return (uint16_t)fa__cpu_encode((double)x, &fa__cpu_bf16); }
+
+float fa_cpu_bf16_to_float(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+// >>ctx
+
+typedef struct fa__cpu_ctx {
+    char err[512];
+    float half_table[65536];   /* f16 code -> float */
+    float e4m3_table[256];
+    float e5m2_table[256];
+} fa__cpu_ctx;
+
+typedef struct fa__cpu_backend {
+    fa_backend be;             /* first member: the fa_backend pointer is the allocation */
+    fa__cpu_ctx ctx;
+} fa__cpu_backend;
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static fa_status fa__cpu_fail(fa__cpu_ctx *c, fa_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+static size_t fa__cpu_dtype_size(fa_dtype t)
+{
+    switch (t) {
+    case FA_DTYPE_F32: case FA_DTYPE_I32: return 4;
+    case FA_DTYPE_F16: case FA_DTYPE_BF16: return 2;
+    case FA_DTYPE_FP8_E4M3: case FA_DTYPE_FP8_E5M2: return 1;
+    case FA_DTYPE_I64: return 8;
+    default: return 0;
+    }
+}
+
+static int fa__cpu_is_float(fa_dtype t)
+{
+    return t == FA_DTYPE_F32 || t == FA_DTYPE_F16 || t == FA_DTYPE_BF16;
+}
+
+static int fa__cpu_is_fp8(fa_dtype t)
+{
+    return t == FA_DTYPE_FP8_E4M3 || t == FA_DTYPE_FP8_E5M2;
+}
+
+static int fa__cpu_head_size_ok(int32_t d)
+{
+    return d >= 8 && d <= 256 && d % 8 == 0;
+}
+
+/* Element idx of an array of dtype t, widened to double (exact). */
+static double fa__cpu_load(const fa__cpu_ctx *c, const void *base, int64_t idx, fa_dtype t)
+{
+    switch (t) {
+    case FA_DTYPE_F32: return (double)((const float *)base)[idx];
+    case FA_DTYPE_F16: return (double)c->half_table[((const uint16_t *)base)[idx]];
+    case FA_DTYPE_BF16: return (double)fa_cpu_bf16_to_float(((const uint16_t *)base)[idx]);
+    case FA_DTYPE_FP8_E4M3: return (double)c->e4m3_table[((const uint8_t *)base)[idx]];
+    case FA_DTYPE_FP8_E5M2: return (double)c->e5m2_table[((const uint8_t *)base)[idx]];
+    default: return NAN;   /* unreachable: dtypes are validated first */
+    }
+}
+
+/* Stores v rounded once (to nearest even) to dtype t (F32, F16, BF16). */
+static void fa__cpu_store(void *base, int64_t idx, fa_dtype t, double v)
+{
+    switch (t) {
+    case FA_DTYPE_F32: ((float *)base)[idx] = (float)v; break;
+    case FA_DTYPE_F16: ((uint16_t *)base)[idx] = (uint16_t)fa__cpu_encode(v, &fa__cpu_f16); break;
+    case FA_DTYPE_BF16: ((uint16_t *)base)[idx] = (uint16_t)fa__cpu_encode(v, &fa__cpu_bf16); break;
+    default: break;        /* unreachable: dtypes are validated first */
+    }
+}
+
+static const char *fa__cpu_last_error(void *ctx)
+{
+    return ((const fa__cpu_ctx *)ctx)->err;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+// >>cache
+
+static fa_status fa__cpu_reshape_and_cache(void *ctx, const fa_cache_write_args *a)
+{
+    fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
+    const char *op = "reshape_and_cache";
+    int64_t t, packed;
+    int32_t h, d;
+    int fp8;
+
+    if (!a)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: args is NULL", op);
+    if (!fa__cpu_is_float(a->kv_dtype))
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: kv_dtype %d is not F32, F16 or BF16",
+                            op, (int)a->kv_dtype);
+    fp8 = fa__cpu_is_fp8(a->cache_dtype);
+    if (a->cache_dtype != a->kv_dtype && !fp8)
+        return fa__cpu_fail(c, FA_ERR_UNSUPPORTED,
+                            "%s: cache_dtype %d is neither kv_dtype %d nor FP8_E4M3/FP8_E5M2",
+                            op, (int)a->cache_dtype, (int)a->kv_dtype);
+    if (!fa__cpu_head_size_ok(a->head_size))
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                            "%s: head_size %d is not a multiple of 8 in [8, 256]", op,
+                            (int)a->head_size);
+    if (a->num_heads_kv <= 0)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: num_heads_kv %d must be positive", op,
+                            (int)a->num_heads_kv);
+    if (a->block_size <= 0)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: block_size %d must be positive", op,
+                            (int)a->block_size);
+    if (a->num_tokens < 0)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: num_tokens %d is negative", op,
+                            (int)a->num_tokens);
+    if (a->num_tokens == 0)
+        return FA_OK;
+    if (!a->key || !a->value || !a->key_cache || !a->value_cache || !a->slot_mapping)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: %s is NULL", op,
+                            !a->key ? "key" : !a->value ? "value" : !a->key_cache ? "key_cache"
+                            : !a->value_cache ? "value_cache" : "slot_mapping");
+    packed = (int64_t)a->num_heads_kv * a->head_size;
+    if (a->num_tokens > 1 && (a->key_token_stride < packed || a->value_token_stride < packed))
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                            "%s: %s %lld is smaller than num_heads_kv * head_size = %lld", op,
+                            a->key_token_stride < packed ? "key_token_stride" : "value_token_stride",
+                            (long long)(a->key_token_stride < packed ? a->key_token_stride
+                                                                     : a->value_token_stride),
+                            (long long)packed);
+    if (fp8 && (!(a->k_scale > 0.0f) || !isfinite(a->k_scale) || !(a->v_scale > 0.0f) ||
+                !isfinite(a->v_scale)))
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                            "%s: fp8 cache needs positive finite scales (k_scale %g, v_scale %g)",
+                            op, (double)a->k_scale, (double)a->v_scale);
+
+    for (t = 0; t < a->num_tokens; ++t) {
+        int64_t slot = a->slot_mapping[t], blk, off;
+        if (slot < 0)
+            continue;   /* padding, or a token another DCP rank stores */
+        blk = slot / a->block_size;
+        off = slot % a->block_size;
+        for (h = 0; h < a->num_heads_kv; ++h) {
+            int64_t dst = blk * a->cache_block_stride + off * a->cache_page_stride +
+                          (int64_t)h * a->cache_head_stride;
+            int64_t ks = t * a->key_token_stride + (int64_t)h * a->head_size;
+            int64_t vs = t * a->value_token_stride + (int64_t)h * a->head_size;
+            for (d = 0; d < a->head_size; ++d) {
+                if (!fp8) {   /* same dtype: a plain copy of the bits */
+                    size_t es = fa__cpu_dtype_size(a->kv_dtype);
+                    memcpy((char *)a->key_cache + (size_t)(dst + d) * es,
+                           (const char *)a->key + (size_t)(ks + d) * es, es);
+                    memcpy((char *)a->value_cache + (size_t)(dst + d) * es,
+                           (const char *)a->value + (size_t)(vs + d) * es, es);
+                } else {      /* saturate(x / scale), the division in fp32 */
+                    float kx = (float)fa__cpu_load(c, a->key, ks + d, a->kv_dtype) / a->k_scale;
+                    float vx = (float)fa__cpu_load(c, a->value, vs + d, a->kv_dtype) / a->v_scale;
+                    ((uint8_t *)a->key_cache)[dst + d] = fa_cpu_float_to_fp8(kx, a->cache_dtype);
+                    ((uint8_t *)a->value_cache)[dst + d] = fa_cpu_float_to_fp8(vx, a->cache_dtype);
+                }
+            }
+        }
+    }
+    return FA_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+// >>attention
+
+/* One sequence of an attention call. */
+typedef struct fa__cpu_seq {
+    int32_t b;
+    int64_t t0;        /* global row of its first query */
+    int64_t lq, lk;
+} fa__cpu_seq;
+
+/* The mask rule of SEMANTICS section 3.2 (bottom-right alignment; causal already folded into wr). */
+static int fa__cpu_allowed(int64_t i, int64_t j, int64_t lq, int64_t lk, int32_t wl, int32_t wr)
+{
+    int64_t diag = i + lk - lq;
+    return j >= 0 && j < lk && (wl < 0 || j >= diag - wl) && (wr < 0 || j <= diag + wr);
+}
+
+/* Element offset of (key j of sequence b, kv head g, d = 0) in K (is_v = 0) or V (is_v = 1). */
+static int64_t fa__cpu_kv_offset(const fa_attn_args *a, int32_t b, int64_t j, int32_t g, int is_v)
+{
+    int64_t row_stride = is_v ? a->v_row_stride : a->k_row_stride;
+    int64_t head_stride = is_v ? a->v_head_stride : a->k_head_stride;
+    if (a->cu_seqlens_k) {   /* dense: token cu_seqlens_k[b] + j */
+        return ((int64_t)a->cu_seqlens_k[b] + j) * row_stride + (int64_t)g * head_stride;
+    } else {                 /* paged: block_table[b, j / bs], row j % bs */
+        int64_t blk = a->block_table[(int64_t)b * a->block_table_stride + j / a->block_size];
+        int64_t block_stride = is_v ? a->v_block_stride : a->k_block_stride;
+        return blk * block_stride + (j % a->block_size) * row_stride + (int64_t)g * head_stride;
+    }
+}
+
+/* Query row i (global row s->t0 + i), head h, over the keys [j0, j1) of sequence s, with the
+   sink or not: writes the normalised partial output into acc[D] and returns its LSE (natural
+   log). No allowed key and no sink: acc = 0, LSE = -inf. q[D] is the query row; logit is
+   scratch of at least j1 - j0 doubles. Keys that are not allowed are never read. */
+static double fa__cpu_row(const fa__cpu_ctx *c, const fa_attn_args *a, const fa__cpu_seq *s,
+                          int64_t i, int32_t h, int64_t j0, int64_t j1, int with_sink,
+                          const double *q, double *logit, double *acc)
+{
+    const int32_t D = a->head_size;
+    const int32_t g = h / (a->num_heads_q / a->num_heads_kv);
+    const int32_t wl = a->window_left, wr = a->causal ? 0 : a->window_right;
+    const int fp8 = fa__cpu_is_fp8(a->kv_dtype);
+    double kscale = 1.0, vscale = 1.0, slope = 0.0, m = -INFINITY, den = 0.0, z = 0.0;
+    int64_t j;
+    int32_t d;
+
+    if (fp8) {
+        int64_t di = (int64_t)s->b * a->descale_batch_stride + (int64_t)g * a->descale_head_stride;
+        kscale = a->k_descale ? (double)a->k_descale[di] : (double)a->k_scale;
+        vscale = a->v_descale ? (double)a->v_descale[di] : (double)a->v_scale;
+    }
+    if (a->alibi_slopes)
+        slope = (double)a->alibi_slopes[(int64_t)s->b * a->alibi_batch_stride + h];
+
+    /* pass 1: logits of the allowed keys and their maximum */
+    for (j = j0; j < j1; ++j) {
+        int64_t ko;
+        double dot = 0.0, x;
+        if (!fa__cpu_allowed(i, j, s->lq, s->lk, wl, wr))
+            continue;
+        ko = fa__cpu_kv_offset(a, s->b, j, g, 0);
+        for (d = 0; d < D; ++d)
+            dot += q[d] * (fa__cpu_load(c, a->k, ko + d, a->kv_dtype) * kscale);
+        x = (double)a->softmax_scale * dot;                                  /* scale */
+        if (a->softcap > 0.0f)
+            x = (double)a->softcap * tanh(x / (double)a->softcap);          /* softcap */
+        x -= slope * fabs((double)(i + s->lk - s->lq - j));                  /* ALiBi */
+        logit[j - j0] = x;
+        if (x > m)
+            m = x;
+    }
+    if (with_sink) {   /* the sink logit: not scaled, not capped, joins the max */
+        z = (double)a->sinks[h];
+        if (z > m)
+            m = z;
+    }
+    for (d = 0; d < D; ++d)
+        acc[d] = 0.0;
+    if (m == -INFINITY)
+        return -INFINITY;   /* empty row */
+
+    /* pass 2: softmax weights and the weighted sum of V */
+    for (j = j0; j < j1; ++j) {
+        int64_t vo;
+        double p;
+        if (!fa__cpu_allowed(i, j, s->lq, s->lk, wl, wr))
+            continue;
+        p = exp(logit[j - j0] - m);
+        den += p;
+        vo = fa__cpu_kv_offset(a, s->b, j, g, 1);
+        for (d = 0; d < D; ++d)
+            acc[d] += p * (fa__cpu_load(c, a->v, vo + d, a->kv_dtype) * vscale);
+    }
+    if (with_sink)
+        den += exp(z - m);   /* counted once, no value row */
+    for (d = 0; d < D; ++d)
+        acc[d] /= den;
+    return m + log(den);
+}
+
+/* Splits of sequence b: split_plan[1 + b] (or num_splits), at most 1 without split-KV. */
+static int32_t fa__cpu_seq_splits(const fa_attn_args *a, int32_t b)
+{
+    int32_t n = a->split_plan ? a->split_plan[1 + b] : (a->num_splits > 1 ? a->num_splits : 1);
+    if (a->num_splits <= 1 && n > 1)
+        n = 1;
+    return n;
+}
+
+static fa_status fa__cpu_attention_validate(fa__cpu_ctx *c, const fa_attn_args *a)
+{
+    const char *op = "attention";
+    int32_t b;
+
+    if (!a)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: args is NULL", op);
+    if (!fa__cpu_head_size_ok(a->head_size))
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                            "%s: head_size %d is not a multiple of 8 in [8, 256]", op,
+                            (int)a->head_size);
+    if (a->num_heads_q <= 0 || a->num_heads_kv <= 0)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: %s %d must be positive", op,
+                            a->num_heads_q <= 0 ? "num_heads_q" : "num_heads_kv",
+                            (int)(a->num_heads_q <= 0 ? a->num_heads_q : a->num_heads_kv));
+    if (a->num_heads_q % a->num_heads_kv != 0)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                            "%s: num_heads_q %d is not a multiple of num_heads_kv %d", op,
+                            (int)a->num_heads_q, (int)a->num_heads_kv);
+    if (!fa__cpu_is_float(a->q_dtype))
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: q_dtype %d is not F32, F16 or BF16", op,
+                            (int)a->q_dtype);
+    if (a->kv_dtype != a->q_dtype && !fa__cpu_is_fp8(a->kv_dtype))
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                            "%s: kv_dtype %d is neither q_dtype %d nor FP8_E4M3/FP8_E5M2", op,
+                            (int)a->kv_dtype, (int)a->q_dtype);
+    if (a->num_seqs < 0 || a->num_tokens < 0)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: %s %d is negative", op,
+                            a->num_seqs < 0 ? "num_seqs" : "num_tokens",
+                            (int)(a->num_seqs < 0 ? a->num_seqs : a->num_tokens));
+    if (a->q_head_group < 0)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: q_head_group %d is negative", op,
+                            (int)a->q_head_group);
+    if (!(a->softcap >= 0.0f) || !isfinite(a->softcap))
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: softcap %g is not finite and >= 0", op,
+                            (double)a->softcap);
+    if (!isfinite(a->softmax_scale))
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: softmax_scale %g is not finite", op,
+                            (double)a->softmax_scale);
+    if (a->num_seqs == 0)
+        return FA_OK;
+    if (!a->q || !a->k || !a->v || !a->out || !a->cu_seqlens_q)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: %s is NULL", op,
+                            !a->q ? "q" : !a->k ? "k" : !a->v ? "v" : !a->out ? "out"
+                            : "cu_seqlens_q");
+    if (!a->seqused_k == !a->cu_seqlens_k)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                            "%s: exactly one of seqused_k (paged) and cu_seqlens_k (dense) must "
+                            "be given (seqused_k %s, cu_seqlens_k %s)", op,
+                            a->seqused_k ? "set" : "NULL", a->cu_seqlens_k ? "set" : "NULL");
+    if (a->seqused_k && !a->block_table)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: block_table is NULL (paged call)", op);
+    if (a->seqused_k && a->block_size <= 0)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: block_size %d must be positive", op,
+                            (int)a->block_size);
+    if (fa__cpu_is_fp8(a->kv_dtype) &&
+        ((!a->k_descale && (!(a->k_scale > 0.0f) || !isfinite(a->k_scale))) ||
+         (!a->v_descale && (!(a->v_scale > 0.0f) || !isfinite(a->v_scale)))))
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                            "%s: fp8 cache without descales needs positive finite scales "
+                            "(k_scale %g, v_scale %g)", op, (double)a->k_scale,
+                            (double)a->v_scale);
+    if (a->num_splits > 1 && (!a->split_out || !a->split_lse))
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: %s is NULL with num_splits %d", op,
+                            !a->split_out ? "split_out" : "split_lse", (int)a->num_splits);
+
+    /* the metadata lives in host memory here: check it before anything is written */
+    if (a->cu_seqlens_q[0] < 0)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: cu_seqlens_q[0] = %d is negative", op,
+                            (int)a->cu_seqlens_q[0]);
+    if (a->cu_seqlens_q[a->num_seqs] > a->num_tokens)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                            "%s: cu_seqlens_q[%d] = %d exceeds num_tokens %d", op,
+                            (int)a->num_seqs, (int)a->cu_seqlens_q[a->num_seqs],
+                            (int)a->num_tokens);
+    if (a->cu_seqlens_k && a->cu_seqlens_k[0] < 0)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: cu_seqlens_k[0] = %d is negative", op,
+                            (int)a->cu_seqlens_k[0]);
+    for (b = 0; b < a->num_seqs; ++b) {
+        int64_t lk, nblk, j;
+        int32_t ns;
+        if (a->cu_seqlens_q[b + 1] < a->cu_seqlens_q[b])
+            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                                "%s: cu_seqlens_q decreases at %d (%d -> %d)", op, (int)b,
+                                (int)a->cu_seqlens_q[b], (int)a->cu_seqlens_q[b + 1]);
+        if (a->cu_seqlens_k && a->cu_seqlens_k[b + 1] < a->cu_seqlens_k[b])
+            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                                "%s: cu_seqlens_k decreases at %d (%d -> %d)", op, (int)b,
+                                (int)a->cu_seqlens_k[b], (int)a->cu_seqlens_k[b + 1]);
+        if (a->seqused_k && a->seqused_k[b] < 0)
+            return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: seqused_k[%d] = %d is negative", op,
+                                (int)b, (int)a->seqused_k[b]);
+        ns = a->split_plan ? a->split_plan[1 + b] : 1;
+        if (ns < 0 || (a->num_splits > 1 && ns > a->num_splits))
+            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                                "%s: split_plan[1 + %d] = %d is outside [0, num_splits %d]", op,
+                                (int)b, (int)ns, (int)a->num_splits);
+        if (a->seqused_k && a->cu_seqlens_q[b + 1] > a->cu_seqlens_q[b]) {
+            lk = a->seqused_k[b];
+            nblk = (lk + a->block_size - 1) / a->block_size;
+            for (j = 0; j < nblk; ++j) {
+                int32_t id = a->block_table[(int64_t)b * a->block_table_stride + j];
+                if (id < 0)
+                    return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                                        "%s: block_table[%d, %lld] = %d is negative", op,
+                                        (int)b, (long long)j, (int)id);
+            }
+        }
+    }
+    return FA_OK;
+}
+
+static fa_status fa__cpu_attention(void *ctx, const fa_attn_args *a)
+{
+    fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
+    fa_status st = fa__cpu_attention_validate(c, a);
+    const int32_t D = a ? a->head_size : 0, Hq = a ? a->num_heads_q : 0;
+    int64_t max_lk = 1, T;
+    int32_t b, h, d, qg;
+    double *q, *acc, *logit;
+
+    if (st != FA_OK || a->num_seqs == 0)
+        return st;
+    T = a->num_tokens;
+    qg = a->q_head_group > 0 ? a->q_head_group : Hq;
+    for (b = 0; b < a->num_seqs; ++b) {
+        int64_t lk = a->seqused_k ? a->seqused_k[b] : a->cu_seqlens_k[b + 1] - a->cu_seqlens_k[b];
+        if (lk > max_lk)
+            max_lk = lk;
+    }
+    q = (double *)malloc(sizeof(double) * (size_t)(2 * D + max_lk));
+    if (!q)
+        return fa__cpu_fail(c, FA_ERR_BACKEND, "attention: out of host memory for %lld keys",
+                            (long long)max_lk);
+    acc = q + D;
+    logit = acc + D;
+
+    for (b = 0; b < a->num_seqs; ++b) {
+        fa__cpu_seq s;
+        int32_t ns = fa__cpu_seq_splits(a, b), sp;
+        int64_t i, kps = 0;
+        s.b = b;
+        s.t0 = a->cu_seqlens_q[b];
+        s.lq = (int64_t)a->cu_seqlens_q[b + 1] - a->cu_seqlens_q[b];
+        s.lk = a->seqused_k ? a->seqused_k[b] : a->cu_seqlens_k[b + 1] - a->cu_seqlens_k[b];
+        if (ns == 0)
+            continue;   /* no work planned for this sequence: its rows stay untouched */
+        if (a->num_splits > 1) {   /* keys per split: whole blocks */
+            int64_t unit = a->block_size > 0 ? a->block_size : 1;
+            int64_t nblk = (s.lk + unit - 1) / unit;
+            kps = ((nblk + ns - 1) / ns) * unit;
+        }
+        for (i = 0; i < s.lq; ++i) {
+            const int64_t t = s.t0 + i;
+            for (h = 0; h < Hq; ++h) {
+                const int64_t qo = (int64_t)(h / qg) * a->q_group_stride +
+                                   (int64_t)(h % qg) * a->q_head_stride + t * a->q_token_stride;
+                const int64_t oo = t * a->out_token_stride + (int64_t)h * a->out_head_stride;
+                double lse;
+                for (d = 0; d < D; ++d)
+                    q[d] = fa__cpu_load(c, a->q, qo + d, a->q_dtype);
+                if (a->num_splits <= 1) {
+                    lse = fa__cpu_row(c, a, &s, i, h, 0, s.lk, a->sinks != NULL, q, logit, acc);
+                } else {
+                    /* real partials into the workspace, then their combine (SEMANTICS section 9.4) */
+                    double M = -INFINITY, sum = 0.0;
+                    for (sp = 0; sp < ns; ++sp) {
+                        int64_t j0 = sp * kps, j1 = j0 + kps;
+                        float *so = a->split_out + (((int64_t)sp * T + t) * Hq + h) * D;
+                        double l;
+                        if (j0 > s.lk)
+                            j0 = s.lk;
+                        if (j1 > s.lk)
+                            j1 = s.lk;
+                        l = fa__cpu_row(c, a, &s, i, h, j0, j1, sp == 0 && a->sinks != NULL, q,
+                                        logit, acc);
+                        for (d = 0; d < D; ++d)
+                            so[d] = (float)acc[d];
+                        a->split_lse[((int64_t)sp * Hq + h) * T + t] = (float)l;
+                    }
+                    for (sp = 0; sp < ns; ++sp) {
+                        double l = (double)a->split_lse[((int64_t)sp * Hq + h) * T + t];
+                        if (l > M && isfinite(l))
+                            M = l;
+                    }
+                    if (M == -INFINITY)
+                        M = 0.0;   /* every split empty */
+                    for (sp = 0; sp < ns; ++sp) {
+                        double l = (double)a->split_lse[((int64_t)sp * Hq + h) * T + t];
+                        if (isfinite(l))
+                            sum += exp(l - M);
+                    }
+                    lse = M + log(sum);   /* -inf when every split is empty */
+                    for (d = 0; d < D; ++d)
+                        acc[d] = 0.0;
+                    if (lse != -INFINITY) {
+                        for (sp = 0; sp < ns; ++sp) {
+                            double l = (double)a->split_lse[((int64_t)sp * Hq + h) * T + t];
+                            const float *so = a->split_out + (((int64_t)sp * T + t) * Hq + h) * D;
+                            double w;
+                            if (!isfinite(l))
+                                continue;   /* an empty split adds nothing */
+                            w = exp(l - lse);
+                            for (d = 0; d < D; ++d)
+                                acc[d] += w * (double)so[d];
+                        }
+                    }
+                }
+                for (d = 0; d < D; ++d)
+                    fa__cpu_store(a->out, oo + d, a->q_dtype, acc[d]);
+                if (a->lse)
+                    a->lse[(int64_t)h * a->lse_head_stride + t] = (float)lse;
+            }
+        }
+    }
+    free(q);
+    return FA_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+// >>merge
+
+static fa_status fa__cpu_merge_states(void *ctx, const fa_merge_args *a)
+{
+    fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
+    const char *op = "merge_states";
+    int32_t t, h, d;
+
+    if (!a)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: args is NULL", op);
+    if (!fa__cpu_is_float(a->dtype))
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: dtype %d is not F32, F16 or BF16", op,
+                            (int)a->dtype);
+    if (!fa__cpu_head_size_ok(a->head_size))
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                            "%s: head_size %d is not a multiple of 8 in [8, 256]", op,
+                            (int)a->head_size);
+    if (a->num_tokens < 0 || a->num_heads <= 0)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: %s %d is out of range", op,
+                            a->num_tokens < 0 ? "num_tokens" : "num_heads",
+                            (int)(a->num_tokens < 0 ? a->num_tokens : a->num_heads));
+    if (a->num_tokens == 0)
+        return FA_OK;
+    if (!a->out || !a->prefix_out || !a->suffix_out || !a->prefix_lse || !a->suffix_lse)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: %s is NULL", op,
+                            !a->out ? "out" : !a->prefix_out ? "prefix_out"
+                            : !a->suffix_out ? "suffix_out" : !a->prefix_lse ? "prefix_lse"
+                            : "suffix_lse");
+
+    for (t = 0; t < a->num_tokens; ++t) {
+        for (h = 0; h < a->num_heads; ++h) {
+            float p = a->prefix_lse[(int64_t)h * a->prefix_lse_head_stride + t];
+            float s = a->suffix_lse[(int64_t)h * a->suffix_lse_head_stride + t];
+            int64_t oo = (int64_t)t * a->out_token_stride + (int64_t)h * a->out_head_stride;
+            int64_t po = (int64_t)t * a->prefix_token_stride + (int64_t)h * a->prefix_head_stride;
+            int64_t so = (int64_t)t * a->suffix_token_stride + (int64_t)h * a->suffix_head_stride;
+            float M, wp, ws, sum, lse;
+            if (!isfinite(p))
+                p = -INFINITY;   /* +-inf (and NaN) = empty */
+            if (!isfinite(s))
+                s = -INFINITY;
+            M = p > s ? p : s;
+            if (M == -INFINITY) {   /* both empty */
+                for (d = 0; d < a->head_size; ++d)
+                    fa__cpu_store(a->out, oo + d, a->dtype, 0.0);
+                lse = -INFINITY;
+            } else {
+                wp = p == -INFINITY ? 0.0f : expf(p - M);
+                ws = s == -INFINITY ? 0.0f : expf(s - M);
+                sum = wp + ws;
+                wp /= sum;   /* the scales first, then the products */
+                ws /= sum;
+                for (d = 0; d < a->head_size; ++d) {
+                    float v = 0.0f;   /* an empty side is skipped, never multiplied by 0 */
+                    if (p != -INFINITY)
+                        v += (float)fa__cpu_load(c, a->prefix_out, po + d, a->dtype) * wp;
+                    if (s != -INFINITY)
+                        v += (float)fa__cpu_load(c, a->suffix_out, so + d, a->dtype) * ws;
+                    fa__cpu_store(a->out, oo + d, a->dtype, (double)v);
+                }
+                lse = logf(sum) + M;
+            }
+            if (a->out_lse)
+                a->out_lse[(int64_t)h * a->out_lse_head_stride + t] = lse;
+        }
+    }
+    return FA_OK;
+}
+
+static fa_status fa__cpu_dcp_correct(void *ctx, const fa_dcp_correct_args *a)
+{
+    fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
+    const char *op = "dcp_correct";
+    int32_t t, h, d, r;
+
+    if (!a)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: args is NULL", op);
+    if (!fa__cpu_is_float(a->dtype))
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: dtype %d is not F32, F16 or BF16", op,
+                            (int)a->dtype);
+    if (!fa__cpu_head_size_ok(a->head_size))
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                            "%s: head_size %d is not a multiple of 8 in [8, 256]", op,
+                            (int)a->head_size);
+    if (a->world_size < 1)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: world_size %d must be positive", op,
+                            (int)a->world_size);
+    if (a->rank < 0 || a->rank >= a->world_size)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: rank %d is outside [0, world_size %d)",
+                            op, (int)a->rank, (int)a->world_size);
+    if (a->num_tokens < 0 || a->num_heads <= 0)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: %s %d is out of range", op,
+                            a->num_tokens < 0 ? "num_tokens" : "num_heads",
+                            (int)(a->num_tokens < 0 ? a->num_tokens : a->num_heads));
+    if (a->num_tokens == 0)
+        return FA_OK;
+    if (!a->out || !a->lse_all)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: %s is NULL", op,
+                            !a->out ? "out" : "lse_all");
+
+    for (t = 0; t < a->num_tokens; ++t) {
+        for (h = 0; h < a->num_heads; ++h) {
+            const int64_t T = a->num_tokens, H = a->num_heads;
+            int64_t oo = (int64_t)t * a->out_token_stride + (int64_t)h * a->out_head_stride;
+            float M = -INFINITY, sum = 0.0f, L, e, f;
+            for (r = 0; r < a->world_size; ++r) {
+                float l = a->lse_all[((int64_t)r * H + h) * T + t];
+                if (isnan(l) || l == INFINITY)
+                    l = -INFINITY;
+                if (l > M)
+                    M = l;
+            }
+            if (M == -INFINITY)
+                M = 0.0f;   /* every rank empty */
+            for (r = 0; r < a->world_size; ++r) {
+                float l = a->lse_all[((int64_t)r * H + h) * T + t];
+                if (isnan(l) || l == INFINITY)
+                    l = -INFINITY;
+                sum += expf(l - M);
+            }
+            L = M + logf(sum);   /* -inf when every rank is empty */
+            e = a->lse_all[((int64_t)a->rank * H + h) * T + t] - L;
+            if (isnan(e) || e == INFINITY)
+                e = -INFINITY;
+            f = expf(e);
+            for (d = 0; d < a->head_size; ++d) {
+                /* a weight of 0 writes 0: an empty rank's garbage never survives as NaN */
+                float v = f == 0.0f ? 0.0f : (float)fa__cpu_load(c, a->out, oo + d, a->dtype) * f;
+                fa__cpu_store(a->out, oo + d, a->dtype, (double)v);
+            }
+            if (a->lse_out)
+                a->lse_out[(int64_t)h * T + t] = L;
+        }
+    }
+    return FA_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+// >>memory
+
+static fa_status fa__cpu_copy(void *ctx, void *dst, const void *src, size_t bytes,
+                              fa_copy_kind kind)
+{
+    fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
+    if ((int)kind < (int)FA_COPY_HOST_TO_DEVICE || (int)kind > (int)FA_COPY_DEVICE_TO_DEVICE)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "copy: kind %d is unknown", (int)kind);
+    if (bytes == 0)
+        return FA_OK;
+    if (!dst || !src)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "copy: %s is NULL (%zu bytes)",
+                            !dst ? "dst" : "src", bytes);
+    memmove(dst, src, bytes);
+    return FA_OK;
+}
+
+static fa_status fa__cpu_copy_2d(void *ctx, void *dst, size_t dpitch, const void *src,
+                                 size_t spitch, size_t width_bytes, size_t rows, fa_copy_kind kind)
+{
+    fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
+    size_t r;
+    if ((int)kind < (int)FA_COPY_HOST_TO_DEVICE || (int)kind > (int)FA_COPY_DEVICE_TO_DEVICE)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "copy_2d: kind %d is unknown", (int)kind);
+    if (width_bytes == 0 || rows == 0)
+        return FA_OK;
+    if (!dst || !src)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "copy_2d: %s is NULL", !dst ? "dst" : "src");
+    if (rows > 1 && (dpitch < width_bytes || spitch < width_bytes))
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "copy_2d: %s %zu is smaller than width %zu",
+                            dpitch < width_bytes ? "dpitch" : "spitch",
+                            dpitch < width_bytes ? dpitch : spitch, width_bytes);
+    for (r = 0; r < rows; ++r)
+        memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width_bytes);
+    return FA_OK;
+}
+
+static fa_status fa__cpu_fill(void *ctx, void *dst, size_t pitch, int value, size_t width_bytes,
+                              size_t rows)
+{
+    fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
+    size_t r;
+    if (width_bytes == 0 || rows == 0)
+        return FA_OK;
+    if (!dst)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "fill: dst is NULL");
+    if (rows > 1 && pitch < width_bytes)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "fill: pitch %zu is smaller than width %zu",
+                            pitch, width_bytes);
+    for (r = 0; r < rows; ++r)
+        memset((char *)dst + r * pitch, value, width_bytes);
+    return FA_OK;
+}
+
+#define FA__CPU_ALIGN 256u
+
+/* Zeroed, 256-byte aligned; the malloc'ed base is stored just before the returned pointer. */
+static fa_status fa__cpu_alloc(void *ctx, size_t bytes, void **ptr)
+{
+    fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
+    size_t extra = FA__CPU_ALIGN + sizeof(void *);
+    unsigned char *base, *p;
+    if (!ptr)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "alloc: ptr is NULL");
+    *ptr = NULL;
+    if (bytes > (size_t)-1 - extra)
+        return fa__cpu_fail(c, FA_ERR_OUT_OF_MEMORY, "alloc: %zu bytes is too large", bytes);
+    base = (unsigned char *)calloc(1, bytes + extra);
+    if (!base)
+        return fa__cpu_fail(c, FA_ERR_OUT_OF_MEMORY, "alloc: out of host memory (%zu bytes)",
+                            bytes);
+    p = base + sizeof(void *);
+    p += (FA__CPU_ALIGN - (size_t)((uintptr_t)p % FA__CPU_ALIGN)) % FA__CPU_ALIGN;
+    memcpy(p - sizeof(void *), &base, sizeof(void *));
+    *ptr = p;
+    return FA_OK;
+}
+
+static fa_status fa__cpu_free(void *ctx, void *ptr)
+{
+    void *base;
+    (void)ctx;
+    if (!ptr)
+        return FA_OK;
+    memcpy(&base, (unsigned char *)ptr - sizeof(void *), sizeof(void *));
+    free(base);
+    return FA_OK;
+}
+
+static fa_status fa__cpu_synchronize(void *ctx)
+{
+    (void)ctx;   /* every op has finished when it returns */
+    return FA_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+// >>create
+
+fa_status fa_cpu_backend_create(fa_backend **out)
+{
+    fa__cpu_backend *cb;
+    unsigned i;
+    if (!out)
+        return FA_ERR_INVALID_ARG;
+    *out = NULL;
+    cb = (fa__cpu_backend *)calloc(1, sizeof *cb);
+    if (!cb)
+        return FA_ERR_OUT_OF_MEMORY;
+    for (i = 0; i < 65536u; ++i)
+        cb->ctx.half_table[i] = (float)fa__cpu_decode(i, &fa__cpu_f16);
+    for (i = 0; i < 256u; ++i) {
+        cb->ctx.e4m3_table[i] = (float)fa__cpu_decode(i, &fa__cpu_e4m3);
+        cb->ctx.e5m2_table[i] = (float)fa__cpu_decode(i, &fa__cpu_e5m2);
+    }
+    cb->be.api_version = FA_BACKEND_API_VERSION;
+    cb->be.name = "cpu";
+    cb->be.ops.reshape_and_cache = fa__cpu_reshape_and_cache;
+    cb->be.ops.attention = fa__cpu_attention;
+    cb->be.ops.merge_states = fa__cpu_merge_states;
+    cb->be.ops.dcp_correct = fa__cpu_dcp_correct;
+    cb->be.ops.copy = fa__cpu_copy;
+    cb->be.ops.fill = fa__cpu_fill;
+    cb->be.ops.alloc = fa__cpu_alloc;
+    cb->be.ops.free = fa__cpu_free;
+    cb->be.ops.synchronize = fa__cpu_synchronize;
+    cb->be.ops.last_error = fa__cpu_last_error;
+    cb->be.ops.copy_2d = fa__cpu_copy_2d;
+    cb->be.ctx = &cb->ctx;
+    strcpy(cb->be.info.name, "cpu");
+    cb->be.info.cc_major = 0;
+    cb->be.info.cc_minor = 0;
+    cb->be.info.num_sms = 132;   /* nominal, for planning */
+    cb->be.info.smem_per_block = 0;
+    cb->be.info.smem_per_sm = 0;
+    *out = &cb->be;
+    return FA_OK;
+}
+
+void fa_cpu_backend_destroy(fa_backend *be)
+{
+    free(be);   /* be is the first member of its fa__cpu_backend allocation */
+}

@@ -1,0 +1,308 @@
+/* fa_fake_comm.c - in-process fake of the comm vtable. See fa_fake_comm.h. */
+#if !defined(_POSIX_C_SOURCE) || _POSIX_C_SOURCE < 200112L
+#undef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200112L
+#endif
+
+#include "fa_fake_comm.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fa_cpu.h"
+
+/* A reusable barrier (pthread_barrier_t is optional in POSIX). */
+typedef struct fa__fake_barrier {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int32_t n, waiting;
+    unsigned long generation;
+} fa__fake_barrier;
+
+static void fa__fake_barrier_wait(fa__fake_barrier *b)
+{
+    unsigned long gen;
+    pthread_mutex_lock(&b->mu);
+    gen = b->generation;
+    if (++b->waiting == b->n) {
+        b->waiting = 0;
+        b->generation++;
+        pthread_cond_broadcast(&b->cv);
+    } else {
+        while (gen == b->generation)
+            pthread_cond_wait(&b->cv, &b->mu);
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+enum { FA__FAKE_ALL_GATHER = 1, FA__FAKE_REDUCE_SCATTER = 2 };
+
+/* What one rank brought to the current collective. */
+typedef struct fa__fake_slot {
+    int op;
+    const void *send;
+    void *recv;
+    size_t count;
+    fa_dtype dtype;
+} fa__fake_slot;
+
+struct fa__fake_group;
+
+typedef struct fa__fake_rank {
+    struct fa__fake_group *group;
+    int32_t rank;
+    char err[256];
+} fa__fake_rank;
+
+typedef struct fa__fake_group {
+    int32_t world_size;
+    fa__fake_barrier barrier;
+    fa__fake_slot *slots;    /* [world_size] */
+    fa__fake_rank *ranks;    /* [world_size] */
+} fa__fake_group;
+
+static size_t fa__fake_dtype_size(fa_dtype t)
+{
+    switch (t) {
+    case FA_DTYPE_F32: case FA_DTYPE_I32: return 4;
+    case FA_DTYPE_F16: case FA_DTYPE_BF16: return 2;
+    case FA_DTYPE_FP8_E4M3: case FA_DTYPE_FP8_E5M2: return 1;
+    case FA_DTYPE_I64: return 8;
+    default: return 0;
+    }
+}
+
+static float fa__fake_load(const void *base, size_t i, fa_dtype t)
+{
+    if (t == FA_DTYPE_F32)
+        return ((const float *)base)[i];
+    if (t == FA_DTYPE_F16)
+        return fa_cpu_half_to_float(((const uint16_t *)base)[i]);
+    return fa_cpu_bf16_to_float(((const uint16_t *)base)[i]);
+}
+
+static void fa__fake_store(void *base, size_t i, fa_dtype t, float v)
+{
+    if (t == FA_DTYPE_F32)
+        ((float *)base)[i] = v;
+    else if (t == FA_DTYPE_F16)
+        ((uint16_t *)base)[i] = fa_cpu_float_to_half(v);
+    else
+        ((uint16_t *)base)[i] = fa_cpu_float_to_bf16(v);
+}
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static fa_status fa__fake_fail(fa__fake_rank *r, fa_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->err, sizeof r->err, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* One collective: publish the arguments, meet, check that every rank agrees, move the data,
+   meet again (so no rank reuses its send buffer while another still reads it). Every path
+   passes both barriers, so a bad call fails on every rank instead of hanging. */
+static fa_status fa__fake_collective(void *ctx, int op, const void *send, void *recv,
+                                     size_t count, fa_dtype dtype)
+{
+    fa__fake_rank *me = (fa__fake_rank *)ctx;
+    fa__fake_group *g = me->group;
+    const char *name = op == FA__FAKE_ALL_GATHER ? "all_gather" : "reduce_scatter";
+    fa_status st = FA_OK;
+    size_t es = fa__fake_dtype_size(dtype), i;
+    int32_t q;
+
+    g->slots[me->rank].op = op;
+    g->slots[me->rank].send = send;
+    g->slots[me->rank].recv = recv;
+    g->slots[me->rank].count = count;
+    g->slots[me->rank].dtype = dtype;
+    fa__fake_barrier_wait(&g->barrier);
+
+    for (q = 0; q < g->world_size && st == FA_OK; ++q) {
+        const fa__fake_slot *s = &g->slots[q];
+        if (s->op != op || s->count != count || s->dtype != dtype)
+            st = fa__fake_fail(me, FA_ERR_INVALID_ARG,
+                               "%s: rank %d called %s with count %zu dtype %d, rank %d with "
+                               "count %zu dtype %d", name, (int)me->rank, name, count,
+                               (int)dtype, (int)q,
+                               s->count, (int)s->dtype);
+        else if (es == 0)
+            st = fa__fake_fail(me, FA_ERR_INVALID_ARG, "%s: dtype %d is unknown", name,
+                               (int)dtype);
+        else if (op == FA__FAKE_REDUCE_SCATTER && dtype != FA_DTYPE_F32 &&
+                 dtype != FA_DTYPE_F16 && dtype != FA_DTYPE_BF16)
+            st = fa__fake_fail(me, FA_ERR_UNSUPPORTED,
+                               "%s: dtype %d is not F32, F16 or BF16", name, (int)dtype);
+        else if (count > 0 && (!s->send || !s->recv))
+            st = fa__fake_fail(me, FA_ERR_INVALID_ARG, "%s: rank %d passed a NULL %s", name,
+                               (int)q, !s->send ? "send" : "recv");
+    }
+
+    if (st == FA_OK && count > 0) {
+        if (op == FA__FAKE_ALL_GATHER) {
+            for (q = 0; q < g->world_size; ++q) {
+                char *dst = (char *)recv + (size_t)q * count * es;
+                if (dst != (const char *)g->slots[q].send)   /* in place: already there */
+                    memcpy(dst, g->slots[q].send, count * es);
+            }
+        } else {
+            for (i = 0; i < count; ++i) {
+                float sum = 0.0f;
+                for (q = 0; q < g->world_size; ++q)
+                    sum += fa__fake_load(g->slots[q].send, (size_t)me->rank * count + i, dtype);
+                fa__fake_store(recv, i, dtype, sum);
+            }
+        }
+    }
+    fa__fake_barrier_wait(&g->barrier);
+    return st;
+}
+
+static fa_status fa__fake_all_gather(void *ctx, const void *send, void *recv, size_t count,
+                                     fa_dtype dtype)
+{
+    return fa__fake_collective(ctx, FA__FAKE_ALL_GATHER, send, recv, count, dtype);
+}
+
+static fa_status fa__fake_reduce_scatter(void *ctx, const void *send, void *recv, size_t count,
+                                         fa_dtype dtype)
+{
+    return fa__fake_collective(ctx, FA__FAKE_REDUCE_SCATTER, send, recv, count, dtype);
+}
+
+static const char *fa__fake_last_error(void *ctx)
+{
+    return ((const fa__fake_rank *)ctx)->err;
+}
+
+fa_status fa_fake_comm_group_create(int32_t world_size, fa_comm **comms_out)
+{
+    fa__fake_group *g;
+    fa_comm *comms;
+    int32_t r;
+
+    if (!comms_out || world_size < 1)
+        return FA_ERR_INVALID_ARG;
+    *comms_out = NULL;
+    g = (fa__fake_group *)calloc(1, sizeof *g);
+    comms = (fa_comm *)calloc((size_t)world_size, sizeof *comms);
+    if (g) {
+        g->slots = (fa__fake_slot *)calloc((size_t)world_size, sizeof *g->slots);
+        g->ranks = (fa__fake_rank *)calloc((size_t)world_size, sizeof *g->ranks);
+    }
+    if (!g || !comms || !g->slots || !g->ranks) {
+        if (g) {
+            free(g->slots);
+            free(g->ranks);
+        }
+        free(g);
+        free(comms);
+        return FA_ERR_OUT_OF_MEMORY;
+    }
+    g->world_size = world_size;
+    pthread_mutex_init(&g->barrier.mu, NULL);
+    pthread_cond_init(&g->barrier.cv, NULL);
+    g->barrier.n = world_size;
+    for (r = 0; r < world_size; ++r) {
+        g->ranks[r].group = g;
+        g->ranks[r].rank = r;
+        comms[r].api_version = FA_BACKEND_API_VERSION;
+        comms[r].world_size = world_size;
+        comms[r].rank = r;
+        comms[r].ctx = &g->ranks[r];
+        comms[r].all_gather = fa__fake_all_gather;
+        comms[r].reduce_scatter = fa__fake_reduce_scatter;
+        comms[r].last_error = fa__fake_last_error;
+    }
+    *comms_out = comms;
+    return FA_OK;
+}
+
+void fa_fake_comm_group_destroy(fa_comm *comms)
+{
+    fa__fake_group *g;
+    if (!comms)
+        return;
+    g = ((fa__fake_rank *)comms[0].ctx)->group;
+    pthread_mutex_destroy(&g->barrier.mu);
+    pthread_cond_destroy(&g->barrier.cv);
+    free(g->slots);
+    free(g->ranks);
+    free(g);
+    free(comms);
+}
+
+/* The start gate of fa_fake_comm_run: 0 = wait, 1 = go, 2 = abort. */
+typedef struct fa__fake_gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int state;
+} fa__fake_gate;
+
+typedef struct fa__fake_thread {
+    fa__fake_gate *gate;
+    void *(*fn)(void *);
+    void *arg;
+} fa__fake_thread;
+
+static void *fa__fake_trampoline(void *p)
+{
+    fa__fake_thread *t = (fa__fake_thread *)p;
+    int state;
+    pthread_mutex_lock(&t->gate->mu);
+    while (t->gate->state == 0)
+        pthread_cond_wait(&t->gate->cv, &t->gate->mu);
+    state = t->gate->state;
+    pthread_mutex_unlock(&t->gate->mu);
+    if (state == 1)
+        (void)t->fn(t->arg);
+    return NULL;
+}
+
+fa_status fa_fake_comm_run(int32_t world_size, void *(*fn)(void *), void **args)
+{
+    fa__fake_gate gate;
+    fa__fake_thread *th;
+    pthread_t *ids;
+    int32_t r, started = 0;
+
+    if (world_size < 1 || !fn)
+        return FA_ERR_INVALID_ARG;
+    th = (fa__fake_thread *)calloc((size_t)world_size, sizeof *th);
+    ids = (pthread_t *)calloc((size_t)world_size, sizeof *ids);
+    if (!th || !ids) {
+        free(th);
+        free(ids);
+        return FA_ERR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_init(&gate.mu, NULL);
+    pthread_cond_init(&gate.cv, NULL);
+    gate.state = 0;
+    for (r = 0; r < world_size; ++r) {
+        th[r].gate = &gate;
+        th[r].fn = fn;
+        th[r].arg = args ? args[r] : NULL;
+        if (pthread_create(&ids[r], NULL, fa__fake_trampoline, &th[r]) != 0)
+            break;
+        started++;
+    }
+    pthread_mutex_lock(&gate.mu);
+    gate.state = started == world_size ? 1 : 2;
+    pthread_cond_broadcast(&gate.cv);
+    pthread_mutex_unlock(&gate.mu);
+    for (r = 0; r < started; ++r)
+        pthread_join(ids[r], NULL);
+    pthread_mutex_destroy(&gate.mu);
+    pthread_cond_destroy(&gate.cv);
+    free(th);
+    free(ids);
+    return started == world_size ? FA_OK : FA_ERR_BACKEND;
+}

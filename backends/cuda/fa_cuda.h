@@ -1,0 +1,51 @@
+/* fa_cuda.h - the CUDA backend of flashattn (constructor; pulls in no CUDA header)
+
+   Usage
+       fa_backend *be;
+       if (fa_cuda_backend_create(0, (void *)stream, &be) != FA_OK) { ... }
+       ... fa_builder_create(be, ...), fa_forward(..., be, ...) ...
+       fa_cuda_backend_destroy(be);
+
+   Every op runs asynchronously on the stream given at creation (NULL = the legacy default
+   stream) and on the device given at creation, whatever device is current on the calling
+   thread (the current device is restored before an op returns). No op allocates or
+   synchronises with the host except alloc, free and synchronize, so whole forward passes can
+   be captured in a CUDA graph. A failing op returns FA_ERR_INVALID_ARG (the message names
+   the argument and value), FA_ERR_UNSUPPORTED, or FA_ERR_BACKEND (the message carries
+   cudaGetErrorString); ops.last_error returns the message of the backend's last failure.
+
+   Thread safety: ops may be called from several threads only if the caller serialises them
+   (the backend keeps one last-error buffer and uses one stream).
+
+   Link: libflashattn_cuda.a, the CUDA runtime (-lcudart) and the C++ runtime (-lstdc++).
+*/
+#ifndef FA_CUDA_H
+#define FA_CUDA_H
+
+#include "flashattn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif /* __cplusplus */
+
+/* Creates a backend on CUDA device `device` whose ops run on `stream` (a cudaStream_t, or
+   NULL for the legacy default stream; the backend does not own it). Fills be->info (name,
+   compute capability, multiprocessor count, opt-in shared memory per block, shared memory
+   per multiprocessor). Returns FA_ERR_INVALID_ARG for a NULL out or a device outside
+   [0, device count), FA_ERR_UNSUPPORTED for compute capability < 8.0, FA_ERR_BACKEND when
+   the CUDA runtime fails (no driver, no device), FA_ERR_OUT_OF_MEMORY if malloc fails.
+   On failure *out is NULL and fa_cuda_create_error() says why. */
+fa_status fa_cuda_backend_create(int device, void *stream, fa_backend **out);
+
+/* Destroys a backend made by fa_cuda_backend_create (NULL is a no-op). Does not free device
+   memory obtained through ops.alloc, nor the stream. */
+void fa_cuda_backend_destroy(fa_backend *be);
+
+/* Detail of the last failed fa_cuda_backend_create on this thread ("" if none failed). */
+const char *fa_cuda_create_error(void);
+
+#ifdef __cplusplus
+}
+#endif /* __cplusplus */
+
+#endif /* FA_CUDA_H */

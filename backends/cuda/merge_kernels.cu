@@ -1,0 +1,388 @@
+// merge_kernels.cu - merge_states (SEMANTICS §4) and dcp_correct (§7.3), with the decision
+// table's rules for empty partial states.
+//
+// merge_states, per (token t, head h), float32 math:
+//     p = prefix_lse[h, t], s = suffix_lse[h, t]; +-inf and NaN -> -inf (empty), as the CPU
+//     M = max(p, s); both empty -> out = 0, out_lse = -inf
+//     a = exp(p - M), c = exp(s - M), S = a + c
+//     out = prefix * (a / S) + suffix * (c / S); out_lse = ln S + M
+//   A side whose weight is 0 is not read (its output may hold anything, NaN included).
+// dcp_correct, per (t, h), in place:
+//     l_s = lse_all[s, h, t], NaN / +inf -> -inf; M = max_s l_s, M := 0 if all are -inf
+//     L = M + ln sum_s exp(l_s - M)              (-inf when every rank is empty)
+//     e = lse_all[rank, h, t] - L, NaN / +inf -> -inf
+//     out[t, h, :] *= exp(e) (a factor of 0 writes 0); lse_out[h, t] = L
+//
+// Kernel shape (memory-bound): a thread owns one 16-byte chunk of one (t, h) row (8 elements
+// of f16 / bf16, 4 of f32) and computes the row's weights itself from the LSEs (a broadcast
+// read within the warp). Plain (coherent) loads throughout: out may alias an input (dcp_correct
+// is in place). Block = (D / chunk, rows), rows = 256 / (D / chunk) tokens of one
+// head; grid = (tokens / rows, heads). 16-byte loads and stores when the pointers and strides
+// allow, else element by element (same mapping).
+#include "fa_cuda_internal.cuh"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+namespace {
+
+constexpr int kThreads = 256;
+
+struct TF32 {
+    typedef float raw;
+    static __device__ __forceinline__ float to_float(raw r) { return r; }
+    static __device__ __forceinline__ raw from_float(float x) { return x; }
+};
+struct TF16 {
+    typedef uint16_t raw;
+    static __device__ __forceinline__ float to_float(raw r) { return __half2float(__ushort_as_half(r)); }
+    static __device__ __forceinline__ raw from_float(float x) {
+        return __half_as_ushort(__float2half_rn(x));
+    }
+};
+struct TBF16 {
+    typedef uint16_t raw;
+    static __device__ __forceinline__ float to_float(raw r) {
+        return __bfloat162float(__ushort_as_bfloat16(r));
+    }
+    static __device__ __forceinline__ raw from_float(float x) {
+        return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+    }
+};
+
+template <class T>
+struct alignas(16) Chunk {
+    static constexpr int n = 16 / (int)sizeof(typename T::raw);
+    typename T::raw e[n];
+};
+
+template <class T, bool kVec>
+__device__ __forceinline__ void load_chunk(const typename T::raw *src, float *x) {
+    Chunk<T> c;
+    if (kVec) {
+        *reinterpret_cast<uint4 *>(&c) = *reinterpret_cast<const uint4 *>(src);
+    } else {
+#pragma unroll
+        for (int i = 0; i < Chunk<T>::n; ++i) c.e[i] = src[i];
+    }
+#pragma unroll
+    for (int i = 0; i < Chunk<T>::n; ++i) x[i] = T::to_float(c.e[i]);
+}
+
+template <class T, bool kVec>
+__device__ __forceinline__ void store_chunk(typename T::raw *dst, const float *x) {
+    Chunk<T> c;
+#pragma unroll
+    for (int i = 0; i < Chunk<T>::n; ++i) c.e[i] = T::from_float(x[i]);
+    if (kVec) {
+        *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(&c);
+    } else {
+#pragma unroll
+        for (int i = 0; i < Chunk<T>::n; ++i) dst[i] = c.e[i];
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// merge_states
+
+struct MergeParams {
+    void *out;                           // [T, H, D]
+    int64_t out_token_stride, out_head_stride;
+    float *out_lse;                      // NULL-able; [H, T]
+    int64_t out_lse_head_stride;
+    const void *prefix;                  // [T, H, D]
+    int64_t prefix_token_stride, prefix_head_stride;
+    const float *prefix_lse;             // [H, T]
+    int64_t prefix_lse_head_stride;
+    const void *suffix;
+    int64_t suffix_token_stride, suffix_head_stride;
+    const float *suffix_lse;
+    int64_t suffix_lse_head_stride;
+    int32_t num_tokens;
+};
+
+// merge: an LSE that is not finite (+-inf, NaN) marks an empty side
+__device__ __forceinline__ float empty_if_not_finite(float l) { return isfinite(l) ? l : -INFINITY; }
+
+template <class T, bool kVec>
+__global__ void __launch_bounds__(kThreads) merge_states_kernel(const MergeParams p) {
+    typedef typename T::raw R;
+    constexpr int n = Chunk<T>::n;
+    const int64_t t = (int64_t)blockIdx.x * blockDim.y + threadIdx.y;
+    if (t >= p.num_tokens) return;
+    const int64_t h = blockIdx.y;
+    const int d = threadIdx.x * n;
+
+    // every load first (one round trip); a side with weight 0 is then ignored, never
+    // multiplied by 0 (its output may hold anything, NaN included)
+    const float pl = empty_if_not_finite(*(p.prefix_lse + h * p.prefix_lse_head_stride + t));
+    const float sl = empty_if_not_finite(*(p.suffix_lse + h * p.suffix_lse_head_stride + t));
+    float px[n], sx[n];
+    load_chunk<T, kVec>(static_cast<const R *>(p.prefix) + t * p.prefix_token_stride +
+                            h * p.prefix_head_stride + d, px);
+    load_chunk<T, kVec>(static_cast<const R *>(p.suffix) + t * p.suffix_token_stride +
+                            h * p.suffix_head_stride + d, sx);
+    const float m = fmaxf(pl, sl);
+    float pw = 0.0f, sw = 0.0f, lse = -INFINITY;
+    if (m != -INFINITY) {                // at least one side holds keys
+        const float a = expf(pl - m), c = expf(sl - m), s = a + c;
+        pw = a / s;
+        sw = c / s;
+        lse = logf(s) + m;
+    }
+    float acc[n];
+#pragma unroll
+    for (int i = 0; i < n; ++i) {
+        float v = 0.0f;
+        if (pw != 0.0f) v = px[i] * pw;
+        if (sw != 0.0f) v += sx[i] * sw;
+        acc[i] = v;
+    }
+    store_chunk<T, kVec>(static_cast<R *>(p.out) + t * p.out_token_stride + h * p.out_head_stride + d,
+                         acc);
+    if (p.out_lse && threadIdx.x == 0) p.out_lse[h * p.out_lse_head_stride + t] = lse;
+}
+
+// ---------------------------------------------------------------------------------------------
+// dcp_correct
+
+struct DcpParams {
+    void *out;                           // [T, H, D], in place
+    int64_t out_token_stride, out_head_stride;
+    const float *lse_all;                // [W, H, T] contiguous
+    float *lse_out;                      // NULL-able; [H, T] contiguous
+    int32_t world_size, rank, num_tokens, num_heads;
+};
+
+__device__ __forceinline__ float empty_if_nan_or_pinf(float l) {
+    return (isnan(l) || l == INFINITY) ? -INFINITY : l;
+}
+
+template <class T, bool kVec>
+__global__ void __launch_bounds__(kThreads) dcp_correct_kernel(const DcpParams p) {
+    typedef typename T::raw R;
+    constexpr int n = Chunk<T>::n;
+    const int64_t t = (int64_t)blockIdx.x * blockDim.y + threadIdx.y;
+    if (t >= p.num_tokens) return;
+    const int64_t h = blockIdx.y;
+    const int d = threadIdx.x * n;
+
+    R *row = static_cast<R *>(p.out) + t * p.out_token_stride + h * p.out_head_stride + d;
+    float x[n];
+    load_chunk<T, kVec>(row, x);         // issued before the LSE reads: one round trip
+    const int64_t rank_stride = (int64_t)p.num_heads * p.num_tokens;
+    const float *col = p.lse_all + h * p.num_tokens + t;
+    float m = -INFINITY;
+    for (int s = 0; s < p.world_size; ++s) m = fmaxf(m, empty_if_nan_or_pinf(*(col + s * rank_stride)));
+    if (m == -INFINITY) m = 0.0f;        // every rank empty: L becomes -inf, not NaN
+    float sum = 0.0f;
+    for (int s = 0; s < p.world_size; ++s) sum += expf(empty_if_nan_or_pinf(*(col + s * rank_stride)) - m);
+    const float L = m + logf(sum);
+    float e = col[p.rank * rank_stride] - L;
+    if (isnan(e) || e == INFINITY) e = -INFINITY;
+    const float f = expf(e);
+#pragma unroll
+    for (int i = 0; i < n; ++i) x[i] = f != 0.0f ? x[i] * f : 0.0f;   // 0, never 0 * NaN
+    store_chunk<T, kVec>(row, x);
+    if (p.lse_out && threadIdx.x == 0) p.lse_out[h * p.num_tokens + t] = L;
+}
+
+// ---------------------------------------------------------------------------------------------
+// host side
+
+fa_status vfail(char *err, size_t err_size, fa_status st, const char *op, const char *fmt,
+                va_list ap) {
+    if (err && err_size) {
+        int n = snprintf(err, err_size, "%s: ", op);
+        if (n < 0) n = 0;
+        if ((size_t)n < err_size) vsnprintf(err + n, err_size - (size_t)n, fmt, ap);
+    }
+    return st;
+}
+
+struct Reporter {
+    char *err;
+    size_t err_size;
+    const char *op;
+    __attribute__((format(printf, 3, 4))) fa_status operator()(fa_status st, const char *fmt, ...) const {
+        va_list ap;
+        va_start(ap, fmt);
+        vfail(err, err_size, st, op, fmt, ap);
+        va_end(ap);
+        return st;
+    }
+};
+
+const char *dtype_name(fa_dtype t) {
+    switch (t) {
+    case FA_DTYPE_F32: return "F32";
+    case FA_DTYPE_F16: return "F16";
+    case FA_DTYPE_BF16: return "BF16";
+    case FA_DTYPE_FP8_E4M3: return "FP8_E4M3";
+    case FA_DTYPE_FP8_E5M2: return "FP8_E5M2";
+    case FA_DTYPE_I32: return "I32";
+    case FA_DTYPE_I64: return "I64";
+    default: return "unknown";
+    }
+}
+
+bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+// Checks shared by both ops; returns FA_OK or the failure.
+fa_status check_rows(const Reporter &fail, fa_dtype dtype, int32_t num_tokens, int32_t num_heads,
+                     int32_t head_size) {
+    if (dtype != FA_DTYPE_F32 && dtype != FA_DTYPE_F16 && dtype != FA_DTYPE_BF16)
+        return fail(FA_ERR_INVALID_ARG, "dtype %s (%d) is not F32, F16 or BF16", dtype_name(dtype),
+                    (int)dtype);
+    if (num_tokens < 0) return fail(FA_ERR_INVALID_ARG, "num_tokens %d is negative", (int)num_tokens);
+    if (num_heads < 1 || num_heads > 65535)
+        return fail(FA_ERR_INVALID_ARG, "num_heads %d is outside [1, 65535]", (int)num_heads);
+    if (head_size % 8 != 0)
+        return fail(FA_ERR_INVALID_ARG, "head_size %d is not a multiple of 8", (int)head_size);
+    if (head_size < 8 || head_size > 256)
+        return fail(FA_ERR_INVALID_ARG, "head_size %d is outside [8, 256]", (int)head_size);
+    return FA_OK;
+}
+
+fa_status check_strides(const Reporter &fail, const char *name, int64_t token_stride,
+                        int64_t head_stride) {
+    if (token_stride < 0)
+        return fail(FA_ERR_INVALID_ARG, "%s_token_stride %lld is negative", name, (long long)token_stride);
+    if (head_stride < 0)
+        return fail(FA_ERR_INVALID_ARG, "%s_head_stride %lld is negative", name, (long long)head_stride);
+    return FA_OK;
+}
+
+int elem_size(fa_dtype t) { return t == FA_DTYPE_F32 ? 4 : 2; }
+
+bool vec_ok(const void *ptr, int64_t token_stride, int64_t head_stride, int es) {
+    return aligned16(ptr) && (token_stride * es) % 16 == 0 && (head_stride * es) % 16 == 0;
+}
+
+void shape(fa_dtype dtype, int32_t num_tokens, int32_t num_heads, int32_t head_size, dim3 *grid,
+           dim3 *block) {
+    const int chunks = head_size * elem_size(dtype) / 16;   // 1..64
+    const int rows = kThreads / chunks;
+    *block = dim3((unsigned)chunks, (unsigned)rows);
+    *grid = dim3((unsigned)((num_tokens + rows - 1) / rows), (unsigned)num_heads);
+}
+
+template <class T>
+void launch_merge(const MergeParams &p, bool vec, dim3 grid, dim3 block, cudaStream_t stream) {
+    if (vec)
+        merge_states_kernel<T, true><<<grid, block, 0, stream>>>(p);
+    else
+        merge_states_kernel<T, false><<<grid, block, 0, stream>>>(p);
+}
+
+template <class T>
+void launch_dcp(const DcpParams &p, bool vec, dim3 grid, dim3 block, cudaStream_t stream) {
+    if (vec)
+        dcp_correct_kernel<T, true><<<grid, block, 0, stream>>>(p);
+    else
+        dcp_correct_kernel<T, false><<<grid, block, 0, stream>>>(p);
+}
+
+fa_status launched(const Reporter &fail) {
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return fail(FA_ERR_BACKEND, "kernel launch failed: %s", cudaGetErrorString(e));
+    return FA_OK;
+}
+
+}  // namespace
+
+fa_status fa_cuda__merge_states(const fa_merge_args *a, cudaStream_t stream, char *err,
+                                size_t err_size) {
+    const Reporter fail = {err, err_size, "merge_states"};
+    if (!a) return fail(FA_ERR_INVALID_ARG, "args is NULL");
+    fa_status st = check_rows(fail, a->dtype, a->num_tokens, a->num_heads, a->head_size);
+    if (st != FA_OK) return st;
+    if ((st = check_strides(fail, "out", a->out_token_stride, a->out_head_stride)) != FA_OK ||
+        (st = check_strides(fail, "prefix", a->prefix_token_stride, a->prefix_head_stride)) != FA_OK ||
+        (st = check_strides(fail, "suffix", a->suffix_token_stride, a->suffix_head_stride)) != FA_OK)
+        return st;
+    if (a->prefix_lse_head_stride < 0)
+        return fail(FA_ERR_INVALID_ARG, "prefix_lse_head_stride %lld is negative",
+                    (long long)a->prefix_lse_head_stride);
+    if (a->suffix_lse_head_stride < 0)
+        return fail(FA_ERR_INVALID_ARG, "suffix_lse_head_stride %lld is negative",
+                    (long long)a->suffix_lse_head_stride);
+    if (a->out_lse && a->out_lse_head_stride < 0)
+        return fail(FA_ERR_INVALID_ARG, "out_lse_head_stride %lld is negative",
+                    (long long)a->out_lse_head_stride);
+    if (a->num_tokens == 0) return FA_OK;
+    if (!a->out) return fail(FA_ERR_INVALID_ARG, "out is NULL");
+    if (!a->prefix_out) return fail(FA_ERR_INVALID_ARG, "prefix_out is NULL");
+    if (!a->suffix_out) return fail(FA_ERR_INVALID_ARG, "suffix_out is NULL");
+    if (!a->prefix_lse) return fail(FA_ERR_INVALID_ARG, "prefix_lse is NULL");
+    if (!a->suffix_lse) return fail(FA_ERR_INVALID_ARG, "suffix_lse is NULL");
+
+    MergeParams p;
+    p.out = a->out;
+    p.out_token_stride = a->out_token_stride;
+    p.out_head_stride = a->out_head_stride;
+    p.out_lse = a->out_lse;
+    p.out_lse_head_stride = a->out_lse_head_stride;
+    p.prefix = a->prefix_out;
+    p.prefix_token_stride = a->prefix_token_stride;
+    p.prefix_head_stride = a->prefix_head_stride;
+    p.prefix_lse = a->prefix_lse;
+    p.prefix_lse_head_stride = a->prefix_lse_head_stride;
+    p.suffix = a->suffix_out;
+    p.suffix_token_stride = a->suffix_token_stride;
+    p.suffix_head_stride = a->suffix_head_stride;
+    p.suffix_lse = a->suffix_lse;
+    p.suffix_lse_head_stride = a->suffix_lse_head_stride;
+    p.num_tokens = a->num_tokens;
+
+    const int es = elem_size(a->dtype);
+    const bool vec = vec_ok(a->out, a->out_token_stride, a->out_head_stride, es) &&
+                     vec_ok(a->prefix_out, a->prefix_token_stride, a->prefix_head_stride, es) &&
+                     vec_ok(a->suffix_out, a->suffix_token_stride, a->suffix_head_stride, es);
+    dim3 grid, block;
+    shape(a->dtype, a->num_tokens, a->num_heads, a->head_size, &grid, &block);
+    switch (a->dtype) {
+    case FA_DTYPE_F32: launch_merge<TF32>(p, vec, grid, block, stream); break;
+    case FA_DTYPE_F16: launch_merge<TF16>(p, vec, grid, block, stream); break;
+    default: launch_merge<TBF16>(p, vec, grid, block, stream); break;
+    }
+    return launched(fail);
+}
+
+fa_status fa_cuda__dcp_correct(const fa_dcp_correct_args *a, cudaStream_t stream, char *err,
+                               size_t err_size) {
+    const Reporter fail = {err, err_size, "dcp_correct"};
+    if (!a) return fail(FA_ERR_INVALID_ARG, "args is NULL");
+    fa_status st = check_rows(fail, a->dtype, a->num_tokens, a->num_heads, a->head_size);
+    if (st != FA_OK) return st;
+    if (a->world_size < 1) return fail(FA_ERR_INVALID_ARG, "world_size %d must be >= 1", (int)a->world_size);
+    if (a->rank < 0 || a->rank >= a->world_size)
+        return fail(FA_ERR_INVALID_ARG, "rank %d is outside [0, world_size %d)", (int)a->rank,
+                    (int)a->world_size);
+    if ((st = check_strides(fail, "out", a->out_token_stride, a->out_head_stride)) != FA_OK) return st;
+    if (a->num_tokens == 0) return FA_OK;
+    if (!a->out) return fail(FA_ERR_INVALID_ARG, "out is NULL");
+    if (!a->lse_all) return fail(FA_ERR_INVALID_ARG, "lse_all is NULL");
+
+    DcpParams p;
+    p.out = a->out;
+    p.out_token_stride = a->out_token_stride;
+    p.out_head_stride = a->out_head_stride;
+    p.lse_all = a->lse_all;
+    p.lse_out = a->lse_out;
+    p.world_size = a->world_size;
+    p.rank = a->rank;
+    p.num_tokens = a->num_tokens;
+    p.num_heads = a->num_heads;
+
+    const bool vec = vec_ok(a->out, a->out_token_stride, a->out_head_stride, elem_size(a->dtype));
+    dim3 grid, block;
+    shape(a->dtype, a->num_tokens, a->num_heads, a->head_size, &grid, &block);
+    switch (a->dtype) {
+    case FA_DTYPE_F32: launch_dcp<TF32>(p, vec, grid, block, stream); break;
+    case FA_DTYPE_F16: launch_dcp<TF16>(p, vec, grid, block, stream); break;
+    default: launch_dcp<TBF16>(p, vec, grid, block, stream); break;
+    }
+    return launched(fail);
+}

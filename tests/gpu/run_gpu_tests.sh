@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# tests/gpu/run_gpu_tests.sh - the one script run on the GPU machine.
+#
+# Configures and builds the CUDA backend and the GPU suite (meson + ninja + nvcc; no Criterion:
+# -Dtests=false), runs every GPU test program (tests/gpu/test_gpu_*), then compute-sanitizer
+# memcheck and racecheck on a small subset (FA_GPU_TEST_QUICK=1), and prints a table and,
+# last, `N passed, M failed` summed over all of it. Exit status 0 exactly when M == 0.
+#
+# Counting: a test program contributes the N and M of its own last `N passed, M failed` line
+# (a program that exits non-zero with M == 0, or prints no such line, adds 1 failure); each
+# sanitizer run counts as one check (passed: exit 0 and "ERROR SUMMARY: 0 errors").
+#
+# Logs (setup, build, one per program and sanitizer run, summary) go to $OUT when it is set,
+# else to <build dir>/gpu-logs.
+#
+# Environment (all optional)
+#   FA_GPU_BUILD_DIR   build directory (default build-cuda-gpu, in the repository root)
+#   FA_GPU_ARCH        value of -Dgpu_arch (default sm_90a: the H200; the build default is
+#                      sm_80,sm_90a)
+#   FA_GPU_JOBS        ninja -j (default: the number of cores)
+#   FA_GPU_TIMEOUT     seconds per test program (default 300)
+#   FA_GPU_SANITIZE    0 skips the compute-sanitizer runs (default 1)
+#   FA_GPU_SANITIZE_TIMEOUT  seconds per sanitizer run (default 180)
+#   FA_GPU_TEST_SEED   random seed passed on to the programs
+set -u -o pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cd "$root" || exit 1
+
+build=${FA_GPU_BUILD_DIR:-build-cuda-gpu}
+arch=${FA_GPU_ARCH:-sm_90a}
+jobs=${FA_GPU_JOBS:-$(nproc 2>/dev/null || echo 4)}
+prog_timeout=${FA_GPU_TIMEOUT:-300}
+sanitize=${FA_GPU_SANITIZE:-1}
+san_timeout=${FA_GPU_SANITIZE_TIMEOUT:-180}
+logs=${OUT:-$build/gpu-logs}
+mkdir -p "$logs"
+
+total_pass=0
+total_fail=0
+rows=()
+
+row() {   # name passed failed note
+    rows+=("$(printf '%-44s %7s %7s  %s' "$1" "$2" "$3" "$4")")
+    total_pass=$((total_pass + $2))
+    total_fail=$((total_fail + $3))
+}
+
+finish() {
+    {
+        echo
+        echo "== GPU tests ($(date -u '+%Y-%m-%d %H:%M:%S UTC'), logs in $logs) =="
+        printf '%-44s %7s %7s  %s\n' "what" "passed" "failed" "note"
+        for r in "${rows[@]}"; do echo "$r"; done
+        grep -h '^# perf' "$logs"/test_gpu_*.log 2>/dev/null
+        echo "$total_pass passed, $total_fail failed"
+    } | tee "$logs/summary.txt"
+    [ "$total_fail" -eq 0 ]
+    exit $?
+}
+
+# ---- toolchain -------------------------------------------------------------------------------
+if ! command -v nvcc >/dev/null 2>&1; then
+    for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do
+        if [ -x "$d/nvcc" ]; then PATH="$d:$PATH"; break; fi
+    done
+fi
+export PATH
+sanitizer=$(command -v compute-sanitizer 2>/dev/null)
+if [ -z "$sanitizer" ]; then
+    for f in "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")/compute-sanitizer" \
+             /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+        if [ -x "$f" ]; then sanitizer=$f; break; fi
+    done
+fi
+meson_cmd=(meson)
+if ! command -v meson >/dev/null 2>&1; then
+    if python3 -c 'import mesonbuild' >/dev/null 2>&1; then
+        meson_cmd=(python3 -m mesonbuild.mesonmain)
+    fi
+fi
+{
+    echo "## nvcc";    nvcc --version 2>&1
+    echo "## meson";   "${meson_cmd[@]}" --version 2>&1
+    echo "## ninja";   ninja --version 2>&1
+    echo "## compute-sanitizer ($sanitizer)"; ${sanitizer:-false} --version 2>&1 | head -3
+    echo "## nvidia-smi"; nvidia-smi 2>&1 | head -20
+} > "$logs/env.log" 2>&1
+if ! command -v nvcc >/dev/null 2>&1; then
+    echo "nvcc not found (PATH=$PATH)"
+    row "toolchain" 0 1 "nvcc not found"
+    finish
+fi
+
+# ---- configure and build ---------------------------------------------------------------------
+setup_args=(-Dcuda=enabled -Dtests=false -Dgpu_arch="$arch" --buildtype=release)
+if [ ! -f backends/nccl/meson.build ]; then
+    setup_args+=(-Dnccl=disabled)
+fi
+if [ -f "$build/build.ninja" ]; then
+    "${meson_cmd[@]}" setup --reconfigure "$build" "${setup_args[@]}" > "$logs/setup.log" 2>&1
+else
+    "${meson_cmd[@]}" setup "$build" "${setup_args[@]}" > "$logs/setup.log" 2>&1
+fi
+if [ $? -ne 0 ]; then
+    tail -30 "$logs/setup.log"
+    row "meson setup" 0 1 "see setup.log"
+    finish
+fi
+
+# the programs tests/gpu/meson.build registered (test_gpu_ops, and test_gpu_attention /
+# test_gpu_forward when their sources exist)
+programs=()
+targets=()
+while read -r t; do
+    programs+=("${t#tests/gpu/}")
+    targets+=("$t")
+done < <(ninja -C "$build" -t targets all 2>/dev/null |
+         sed -nE 's#^(tests/gpu/test_gpu_[A-Za-z0-9_]+): .*#\1#p' | sort -u)
+if [ ${#targets[@]} -eq 0 ]; then
+    row "gpu test programs" 0 1 "none registered (see setup.log)"
+    finish
+fi
+start=$(date +%s)
+ninja -C "$build" -j "$jobs" "${targets[@]}" > "$logs/build.log" 2>&1
+build_rc=$?
+build_s=$(( $(date +%s) - start ))
+if [ $build_rc -ne 0 ]; then
+    grep -E 'error|FAILED' "$logs/build.log" | head -30
+    row "build (${build_s}s)" 0 1 "see build.log"
+    finish
+fi
+row "build (${build_s}s, -j$jobs, $arch)" 0 0 "ok"
+
+# ---- the test programs -----------------------------------------------------------------------
+run_program() {   # label log command...
+    local label=$1 log=$2
+    shift 2
+    timeout "$prog_timeout" "$@" > "$log" 2>&1
+    local rc=$?
+    local line p f note=""
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
+    if [ -z "$line" ]; then
+        p=0; f=1; note="no summary line, exit $rc"
+        [ $rc -eq 124 ] && note="timed out after ${prog_timeout}s"
+    else
+        p=${line%% passed*}
+        f=${line#*, }; f=${f%% failed*}
+        if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; note="exit $rc"; fi
+    fi
+    if [ "$f" -ne 0 ]; then
+        echo "---- $label: failures (from $log)"
+        grep -E '^FAIL|FAIL:' "$log" | head -20
+    fi
+    row "$label" "$p" "$f" "$note"
+}
+
+for p in "${programs[@]}"; do
+    run_program "$p" "$logs/$p.log" "$build/tests/gpu/$p"
+done
+
+# ---- compute-sanitizer on a small subset -----------------------------------------------------
+run_sanitizer() {   # tool program
+    local tool=$1 p=$2 log="$logs/$1-$2.log"
+    # only programs with a quick mode (gpu_test_util.h's FA_GPU_TEST_QUICK): a full run under a
+    # sanitizer can take hundreds of times longer
+    if ! grep -qE 'gpu_test_util\.h|FA_GPU_TEST_QUICK' "tests/gpu/$p.c" 2>/dev/null; then
+        row "$tool $p" 0 0 "skipped: the program has no quick mode"
+        return
+    fi
+    FA_GPU_TEST_QUICK=1 timeout "$san_timeout" "$sanitizer" --tool "$tool" \
+        --error-exitcode 97 --print-limit 30 "$build/tests/gpu/$p" > "$log" 2>&1
+    local rc=$?
+    if [ $rc -eq 0 ] && grep -q 'ERROR SUMMARY: 0 errors' "$log"; then
+        row "$tool $p (quick)" 1 0 ""
+    else
+        local note="exit $rc"
+        [ $rc -eq 124 ] && note="timed out after ${san_timeout}s"
+        [ $rc -eq 97 ] && note="sanitizer errors"
+        echo "---- $tool $p: $note (from $log)"
+        grep -E 'ERROR SUMMARY|Invalid|Race|Error|FAIL' "$log" | head -20
+        row "$tool $p (quick)" 0 1 "$note"
+    fi
+}
+
+if [ "$sanitize" != "0" ]; then
+    if [ -z "$sanitizer" ]; then
+        row "compute-sanitizer" 0 1 "not found"
+    else
+        for p in test_gpu_ops test_gpu_attention; do
+            [ -x "$build/tests/gpu/$p" ] || continue
+            run_sanitizer memcheck "$p"
+        done
+        # racecheck looks at shared memory: the attention kernels use it, the ops do not
+        if [ -x "$build/tests/gpu/test_gpu_attention" ]; then
+            run_sanitizer racecheck test_gpu_attention
+        else
+            run_sanitizer racecheck test_gpu_ops
+        fi
+    fi
+fi
+
+finish

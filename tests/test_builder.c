@@ -1,0 +1,738 @@
+/* The metadata builder: configuration defaults, workspace sizing, and the metadata that build()
+   uploads for plain, cascade, DCP and chunked-local batches (SEMANTICS §5, §6, §7.2, §8, §9.1).
+   A host-memory counting backend lets the test read the "device" arrays and count allocations. */
+#define FLASHATTN_IMPLEMENTATION
+#include "flashattn.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ASSERT_OK(expr)                                                                      \
+    do {                                                                                     \
+        fa_status st__ = (expr);                                                             \
+        cr_assert_eq(st__, FA_OK, "%s -> %d (%s): %s", #expr, (int)st__,                     \
+                     fa_status_string(st__), fa_last_error());                               \
+    } while (0)
+
+static uint64_t rng_state;
+static void rng_seed(uint64_t s) { rng_state = s; }
+static uint64_t rng_u64(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static int32_t rng_int(int32_t lo, int32_t hi) { return lo + (int32_t)(rng_u64() % (uint64_t)(hi - lo + 1)); }
+
+/* ---------------------------------------------------------------------------------------- */
+/* counting backend (host memory) */
+
+typedef struct counters {
+    int alloc, free, copy, copy_d2h, fill, sync, attn, cache, merge, dcp;
+    size_t alloc_bytes;
+} counters;
+static counters CNT;
+
+static fa_status cb_cache(void *c, const fa_cache_write_args *a) { (void)c; (void)a; CNT.cache++; return FA_OK; }
+static fa_status cb_attn(void *c, const fa_attn_args *a) { (void)c; (void)a; CNT.attn++; return FA_OK; }
+static fa_status cb_merge(void *c, const fa_merge_args *a) { (void)c; (void)a; CNT.merge++; return FA_OK; }
+static fa_status cb_dcp(void *c, const fa_dcp_correct_args *a) { (void)c; (void)a; CNT.dcp++; return FA_OK; }
+static fa_status cb_copy(void *c, void *d, const void *s, size_t n, fa_copy_kind k)
+{
+    (void)c;
+    CNT.copy++;
+    if (k == FA_COPY_DEVICE_TO_HOST) CNT.copy_d2h++;
+    if (n) memmove(d, s, n);
+    return FA_OK;
+}
+static fa_status cb_fill(void *c, void *d, size_t pitch, int v, size_t w, size_t rows)
+{
+    (void)c;
+    CNT.fill++;
+    for (size_t r = 0; r < rows; ++r) memset((char *)d + r * pitch, v, w);
+    return FA_OK;
+}
+static fa_status cb_alloc(void *c, size_t n, void **p)
+{
+    (void)c;
+    CNT.alloc++;
+    CNT.alloc_bytes += n;
+    *p = malloc(n ? n : 1);
+    if (*p) memset(*p, 0x5c, n < (1u << 20) ? n : (1u << 20)); /* not zero: the builder must write what it relies on */
+    return *p ? FA_OK : FA_ERR_OUT_OF_MEMORY;
+}
+static fa_status cb_free(void *c, void *p) { (void)c; CNT.free++; free(p); return FA_OK; }
+static fa_status cb_sync(void *c) { (void)c; CNT.sync++; return FA_OK; }
+
+static fa_backend BE;
+
+static void setup(void)
+{
+    memset(&CNT, 0, sizeof CNT);
+    memset(&BE, 0, sizeof BE);
+    BE.api_version = FA_BACKEND_API_VERSION;
+    BE.name = "counter";
+    BE.ops.reshape_and_cache = cb_cache;
+    BE.ops.attention = cb_attn;
+    BE.ops.merge_states = cb_merge;
+    BE.ops.dcp_correct = cb_dcp;
+    BE.ops.copy = cb_copy;
+    BE.ops.fill = cb_fill;
+    BE.ops.alloc = cb_alloc;
+    BE.ops.free = cb_free;
+    BE.ops.synchronize = cb_sync;
+    snprintf(BE.info.name, sizeof BE.info.name, "counter");
+    BE.info.num_sms = 132;
+}
+
+/* comm for DCP builders (not used by build()) */
+static fa_status cm_ag(void *c, const void *s, void *r, size_t n, fa_dtype t) { (void)c; (void)s; (void)r; (void)n; (void)t; return FA_OK; }
+static fa_status cm_rs(void *c, const void *s, void *r, size_t n, fa_dtype t) { (void)c; (void)s; (void)r; (void)n; (void)t; return FA_OK; }
+static fa_comm make_comm(int32_t world, int32_t rank)
+{
+    fa_comm c;
+    memset(&c, 0, sizeof c);
+    c.api_version = FA_BACKEND_API_VERSION;
+    c.world_size = world;
+    c.rank = rank;
+    c.all_gather = cm_ag;
+    c.reduce_scatter = cm_rs;
+    return c;
+}
+
+static fa_config base_cfg(void)
+{
+    fa_config c;
+    memset(&c, 0, sizeof c);
+    c.model.num_heads_q = 16;
+    c.model.num_heads_kv = 4;
+    c.model.head_size = 128;
+    c.model.dtype = FA_DTYPE_F16;
+    c.scheduler.max_num_batched_tokens = 2048; /* keeps each builder's workspace small */
+    return c;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* a random batch with a shared prefix of `shared` block columns */
+
+enum { MAXR = 64, BTS = 80 };
+typedef struct rbatch {
+    int32_t n, qsl[MAXR + 1], seq[MAXR], bt[MAXR * BTS];
+    int64_t slots[8192];
+    fa_batch b;
+} rbatch;
+
+static void make_rbatch(rbatch *r, int32_t n, int32_t bs, int32_t max_ctx, int32_t max_q, int32_t min_ctx,
+                        int32_t shared)
+{
+    memset(r, 0, sizeof *r);
+    r->n = n;
+    r->qsl[0] = 0;
+    for (int32_t i = 0; i < n; ++i) {
+        int32_t q = rng_int(0, 2) ? 1 : rng_int(1, max_q);
+        int32_t ctx = rng_int(min_ctx, max_ctx);
+        r->qsl[i + 1] = r->qsl[i] + q;
+        r->seq[i] = ctx + q;
+    }
+    for (int32_t i = 0; i < n; ++i)
+        for (int32_t c = 0; c < BTS; ++c) r->bt[i * BTS + c] = (c < shared) ? c : 1000 + i * BTS + c;
+    int32_t t = 0;
+    for (int32_t i = 0; i < n; ++i)
+        for (int32_t p = r->seq[i] - (r->qsl[i + 1] - r->qsl[i]); p < r->seq[i]; ++p, ++t)
+            r->slots[t] = (int64_t)r->bt[i * BTS + p / bs] * bs + p % bs;
+    memset(&r->b, 0, sizeof r->b);
+    r->b.num_reqs = n;
+    r->b.num_actual_tokens = r->qsl[n];
+    r->b.query_start_loc = r->qsl;
+    r->b.seq_lens = r->seq;
+    r->b.block_table = r->bt;
+    r->b.block_table_stride = BTS;
+    r->b.max_blocks = BTS;
+    r->b.block_table_host = r->bt;
+    r->b.slot_mapping = r->slots;
+    r->b.causal = 1;
+}
+
+static void check_plan(const int32_t *plan, int32_t n, int32_t S, int32_t len, const char *what)
+{
+    cr_assert_eq(plan[0], S, "%s: plan[0] = %d, num_splits %d", what, plan[0], S);
+    for (int32_t i = 0; i < n; ++i)
+        cr_assert(plan[1 + i] >= 1 && plan[1 + i] <= S, "%s: plan[1+%d] = %d not in [1, %d]", what, i, plan[1 + i], S);
+    for (int32_t i = 1 + n; i < len; ++i)
+        cr_assert_eq(plan[i], 0, "%s: tail plan[%d] = %d (not zeroed)", what, i, plan[i]);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* configuration */
+
+Test(config, resolve_defaults)
+{
+    fa_config in, out;
+    memset(&in, 0, sizeof in);
+    in.model.num_heads_q = 8;
+    in.model.head_size = 128;
+    memset(&out, 0x33, sizeof out);
+    ASSERT_OK(fa_config_resolve(&in, &out));
+    cr_assert_eq(out.model.num_heads_q, 8);
+    cr_assert_eq(out.model.num_heads_kv, 8, "num_heads_kv defaults to num_heads_q");
+    cr_assert_eq(out.model.head_size, 128);
+    cr_assert_eq(out.model.dtype, FA_DTYPE_BF16, "activation dtype defaults to bf16");
+    cr_assert_eq(out.model.hybrid_mamba_f32, 0);
+    cr_assert_eq(out.cache.block_size, 16);
+    cr_assert_eq(out.cache.cache_dtype, FA_CACHE_AUTO);
+    cr_assert_eq(out.cache.layout, FA_LAYOUT_NHD);
+    cr_assert_eq(out.parallel.dcp_world_size, 1);
+    cr_assert_eq(out.parallel.dcp_rank, 0);
+    cr_assert_eq(out.parallel.cp_kv_cache_interleave_size, 1);
+    cr_assert_eq(out.compilation.full_cuda_graph, 0);
+    cr_assert_eq(out.compilation.max_cudagraph_capture_size, 512);
+    cr_assert_eq(out.compilation.max_num_splits_for_cuda_graph, 32);
+    cr_assert_eq(out.compilation.batch_invariant, 0);
+    cr_assert_eq(out.compilation.max_num_splits, 32);
+    cr_assert_eq(out.scheduler.max_num_seqs, 256);
+    cr_assert_eq(out.scheduler.max_num_batched_tokens, 8192);
+    cr_assert_eq(out.scheduler.attention_chunk_size, 0);
+}
+
+Test(config, resolve_keeps_values_and_aliases)
+{
+    fa_config c;
+    memset(&c, 0, sizeof c);
+    c.model.num_heads_q = 32;
+    c.model.num_heads_kv = 8;
+    c.model.head_size = 64;
+    c.model.dtype = FA_DTYPE_F16;
+    c.model.hybrid_mamba_f32 = 1;
+    c.cache.block_size = 64;
+    c.cache.cache_dtype = FA_CACHE_FP8_E5M2;
+    c.cache.layout = FA_LAYOUT_HND;
+    c.parallel.dcp_world_size = 4;
+    c.parallel.dcp_rank = 3;
+    c.parallel.cp_kv_cache_interleave_size = 16;
+    c.compilation.full_cuda_graph = 1;
+    c.compilation.max_cudagraph_capture_size = 256;
+    c.compilation.max_num_splits_for_cuda_graph = 8;
+    c.compilation.batch_invariant = 1;
+    c.compilation.max_num_splits = 16;
+    c.scheduler.max_num_seqs = 100;
+    c.scheduler.max_num_batched_tokens = 1000;
+    c.scheduler.attention_chunk_size = 128;
+    fa_config keep = c;
+    ASSERT_OK(fa_config_resolve(&c, &c)); /* in and out alias */
+    cr_assert(memcmp(&c, &keep, sizeof c) == 0, "non-zero fields changed by resolve");
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* workspace */
+
+static size_t ws(const fa_config *c)
+{
+    size_t b = 0;
+    ASSERT_OK(fa_builder_workspace_size(c, &b));
+    return b;
+}
+
+Test(workspace, monotone_in_limits)
+{
+    fa_config c = base_cfg();
+    const int32_t seqs[4] = {16, 64, 256, 1024};
+    const int32_t toks[4] = {256, 2048, 8192, 65536};
+    const int32_t spl[4] = {1, 8, 32, 128};
+    size_t prev = 0;
+    for (int i = 0; i < 4; ++i) {
+        c = base_cfg(); c.scheduler.max_num_seqs = seqs[i];
+        size_t w = ws(&c);
+        cr_assert_geq(w, prev, "max_num_seqs %d: %zu < %zu", seqs[i], w, prev);
+        if (i) cr_assert_gt(w, prev, "max_num_seqs %d -> %d does not grow the workspace", seqs[i - 1], seqs[i]);
+        prev = w;
+    }
+    prev = 0;
+    for (int i = 0; i < 4; ++i) {
+        c = base_cfg(); c.scheduler.max_num_batched_tokens = toks[i];
+        size_t w = ws(&c);
+        cr_assert_geq(w, prev, "max_num_batched_tokens %d", toks[i]);
+        if (i) cr_assert_gt(w, prev, "max_num_batched_tokens %d -> %d does not grow the workspace", toks[i - 1], toks[i]);
+        prev = w;
+    }
+    prev = 0;
+    for (int i = 0; i < 4; ++i) {
+        c = base_cfg(); c.compilation.max_num_splits = spl[i];
+        size_t w = ws(&c);
+        cr_assert_geq(w, prev, "max_num_splits %d", spl[i]);
+        prev = w;
+    }
+    /* more heads / larger heads / DCP / chunked local never shrink it */
+    fa_config a = base_cfg(), b = base_cfg();
+    b.model.num_heads_q = 64;
+    cr_assert_geq(ws(&b), ws(&a));
+    b = base_cfg(); b.model.head_size = 256;
+    cr_assert_geq(ws(&b), ws(&a));
+    b = base_cfg(); b.parallel.dcp_world_size = 4; b.parallel.dcp_rank = 1;
+    cr_assert_geq(ws(&b), ws(&a));
+    b = base_cfg(); b.scheduler.attention_chunk_size = 64;
+    cr_assert_geq(ws(&b), ws(&a));
+}
+
+Test(workspace, create_allocates_the_reported_size, .init = setup)
+{
+    fa_config c = base_cfg();
+    c.scheduler.max_num_seqs = 32;
+    c.scheduler.max_num_batched_tokens = 1024;
+    size_t w = ws(&c);
+    fa_builder *b;
+    ASSERT_OK(fa_builder_create(&BE, &c, NULL, &b));
+    cr_assert_geq(CNT.alloc, 1);
+    cr_assert_eq(CNT.alloc_bytes, w, "allocated %zu bytes, fa_builder_workspace_size says %zu", CNT.alloc_bytes, w);
+    const fa_config *rc = fa_builder_config(b);
+    cr_assert_not_null(rc);
+    cr_assert_eq(rc->cache.block_size, 16, "resolved config: defaults applied");
+    cr_assert_eq(rc->scheduler.max_num_seqs, 32);
+    cr_assert_eq(rc->compilation.max_num_splits, 32);
+    fa_builder_destroy(b);
+    cr_assert_eq(CNT.free, CNT.alloc, "destroy frees what create allocated");
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* build: plain */
+
+static fa_builder *make_builder(const fa_config *c, const fa_comm *comm)
+{
+    fa_builder *b = NULL;
+    ASSERT_OK(fa_builder_create(&BE, c, comm, &b));
+    return b;
+}
+
+Test(build, plain_batch, .init = setup)
+{
+    rng_seed(0xB111);
+    fa_config c = base_cfg();
+    c.scheduler.max_num_seqs = 64;
+    fa_builder *b = make_builder(&c, NULL);
+    static rbatch r;
+    for (int it = 0; it < 20; ++it) {
+        make_rbatch(&r, rng_int(1, 40), 16, 1000, 40, 0, 0);
+        fa_metadata md;
+        memset(&md, 0x77, sizeof md);
+        ASSERT_OK(fa_builder_build(b, &r.b, 0, &md));
+        int32_t maxq = 0, maxs = 0;
+        for (int i = 0; i < r.n; ++i) {
+            if (r.qsl[i + 1] - r.qsl[i] > maxq) maxq = r.qsl[i + 1] - r.qsl[i];
+            if (r.seq[i] > maxs) maxs = r.seq[i];
+        }
+        cr_assert_eq(md.builder, b);
+        cr_assert_eq(md.num_reqs, r.n);
+        cr_assert_eq(md.num_actual_tokens, r.qsl[r.n]);
+        cr_assert_eq(md.max_query_len, maxq);
+        cr_assert_eq(md.max_seq_len, maxs);
+        cr_assert_eq(md.causal, 1);
+        for (int i = 0; i <= r.n; ++i) cr_assert_eq(md.query_start_loc[i], r.qsl[i], "query_start_loc[%d]", i);
+        for (int i = 0; i < r.n; ++i) cr_assert_eq(md.seq_lens[i], r.seq[i], "seq_lens[%d]", i);
+        cr_assert_eq(md.block_table, r.bt, "the batch's block table");
+        cr_assert_eq(md.block_table_stride, BTS);
+        cr_assert_eq(md.slot_mapping, r.slots, "the batch's slot mapping");
+        cr_assert_eq(md.use_cascade, 0);
+        cr_assert_eq(md.has_local, 0);
+        cr_assert_eq(md.dcp_world_size, 1);
+        cr_assert_geq(md.num_splits, 1);
+        cr_assert_leq(md.num_splits, 32);
+        check_plan(md.split_plan, r.n, md.num_splits, 1 + 64, "plain");
+    }
+    /* num_actual_tokens 0 means query_start_loc[num_reqs] */
+    make_rbatch(&r, 5, 16, 100, 4, 0, 0);
+    r.b.num_actual_tokens = 0;
+    fa_metadata md;
+    ASSERT_OK(fa_builder_build(b, &r.b, 0, &md));
+    cr_assert_eq(md.num_actual_tokens, r.qsl[5]);
+    /* causal 0 is carried */
+    r.b.causal = 0;
+    ASSERT_OK(fa_builder_build(b, &r.b, 0, &md));
+    cr_assert_eq(md.causal, 0);
+    fa_builder_destroy(b);
+}
+
+Test(build, splits_follow_the_batch, .init = setup)
+{
+    /* one long decode splits; 64 decodes do not (SEMANTICS §9.3 worked example's shape) */
+    fa_config c = base_cfg();
+    c.model.num_heads_q = 32;
+    c.model.num_heads_kv = 8;
+    c.scheduler.max_num_seqs = 64;
+    fa_builder *b = make_builder(&c, NULL);
+    static rbatch r;
+    rng_seed(1);
+    make_rbatch(&r, 1, 16, 0, 1, 0, 0);
+    r.seq[0] = 1000; /* overwritten below with a long context */
+    r.qsl[1] = 1;
+    r.seq[0] = 8192;
+    r.b.max_blocks = BTS;
+    static int32_t bt_long[1 * 600];
+    for (int i = 0; i < 600; ++i) bt_long[i] = i;
+    r.b.block_table = r.b.block_table_host = bt_long;
+    r.b.block_table_stride = 600;
+    r.b.max_blocks = 600;
+    r.slots[0] = 8191;
+    fa_metadata md;
+    ASSERT_OK(fa_builder_build(b, &r.b, 0, &md));
+    cr_assert_gt(md.num_splits, 1, "one 8192-token decode: %d splits", md.num_splits);
+    cr_assert_gt(md.split_plan[1], 1);
+    /* 64 such decodes: every request 1 split */
+    static int32_t qsl[65], seq[64], bt64[64 * 600];
+    static int64_t sl[64];
+    for (int i = 0; i <= 64; ++i) qsl[i] = i;
+    for (int i = 0; i < 64; ++i) { seq[i] = 8192; sl[i] = (int64_t)i * 600 * 16 + 8191; }
+    for (int i = 0; i < 64 * 600; ++i) bt64[i] = i;
+    fa_batch bb = r.b;
+    bb.num_reqs = 64; bb.num_actual_tokens = 64; bb.query_start_loc = qsl; bb.seq_lens = seq;
+    bb.block_table = bb.block_table_host = bt64; bb.slot_mapping = sl;
+    ASSERT_OK(fa_builder_build(b, &bb, 0, &md));
+    for (int i = 0; i < 64; ++i) cr_assert_eq(md.split_plan[1 + i], 1, "batch 64: request %d has %d splits", i, md.split_plan[1 + i]);
+    fa_builder_destroy(b);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* build: cascade */
+
+Test(build, cascade_arrays, .init = setup)
+{
+    rng_seed(0xCA5C);
+    fa_config c = base_cfg();
+    c.scheduler.max_num_seqs = 64;
+    fa_builder *b = make_builder(&c, NULL);
+    static rbatch r;
+    for (int it = 0; it < 10; ++it) {
+        make_rbatch(&r, rng_int(8, 40), 16, 900, 30, 300, 18);
+        int32_t P = 16 * rng_int(1, 18);
+        fa_metadata md;
+        ASSERT_OK(fa_builder_build(b, &r.b, P, &md));
+        int32_t T = r.qsl[r.n];
+        cr_assert_eq(md.use_cascade, 1);
+        cr_assert_eq(md.common_prefix_len, P);
+        cr_assert_eq(md.cu_prefix_query_lens[0], 0);
+        cr_assert_eq(md.cu_prefix_query_lens[1], T, "cu_prefix_query_lens = {0, T}");
+        cr_assert_eq(md.prefix_kv_lens[0], P);
+        for (int i = 0; i < r.n; ++i)
+            cr_assert_eq(md.suffix_kv_lens[i], r.seq[i] - P, "suffix_kv_lens[%d] = %d, expected %d", i,
+                         md.suffix_kv_lens[i], r.seq[i] - P);
+        for (int i = 0; i < r.n; ++i) cr_assert_eq(md.seq_lens[i], r.seq[i]);
+        cr_assert_geq(md.prefix_num_splits, 1);
+        cr_assert_eq(md.prefix_split_plan[0], md.prefix_num_splits);
+        cr_assert(md.prefix_split_plan[1] >= 1 && md.prefix_split_plan[1] <= md.prefix_num_splits);
+        check_plan(md.split_plan, r.n, md.num_splits, 1 + 64, "cascade suffix");
+        /* then a plain build on the same builder: cascade off again */
+        ASSERT_OK(fa_builder_build(b, &r.b, 0, &md));
+        cr_assert_eq(md.use_cascade, 0);
+        cr_assert_eq(md.common_prefix_len, 0);
+    }
+    fa_builder_destroy(b);
+}
+
+Test(build, cascade_prefix_len_from_builder, .init = setup)
+{
+    fa_config c = base_cfg();
+    c.model.num_heads_q = 16;
+    c.model.num_heads_kv = 16; /* MHA: the heuristic says yes for >= 8 requests, P >= 256 */
+    c.model.head_size = 32;
+    c.scheduler.max_num_batched_tokens = 256;
+    fa_builder *b = make_builder(&c, NULL);
+    int32_t qsl[11], seq[10], bt[10 * 100];
+    int64_t sl[10];
+    for (int i = 0; i <= 10; ++i) qsl[i] = i;
+    for (int i = 0; i < 10; ++i) { seq[i] = 1000 + 37 * i; sl[i] = 0; }
+    seq[4] = 701; /* context 700 -> P = min(64 blocks * 16, 700) = 700 -> 688 */
+    for (int i = 0; i < 1000; ++i) bt[i] = i % 100;
+    fa_batch bb;
+    memset(&bb, 0, sizeof bb);
+    bb.num_reqs = 10; bb.query_start_loc = qsl; bb.seq_lens = seq; bb.block_table = bt;
+    bb.block_table_host = bt; bb.block_table_stride = 100; bb.slot_mapping = sl; bb.causal = 1;
+    int32_t p = -1;
+    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, 0, 0, &p));
+    cr_assert_eq(p, 688, "P = %d, expected min(1024, 700) rounded down to 688", p);
+    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 20, 0, 0, &p));
+    cr_assert_eq(p, 320);
+    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 15, 0, 0, &p));
+    cr_assert_eq(p, 0, "240 < 256");
+    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, 1, 0, &p));
+    cr_assert_eq(p, 0, "alibi");
+    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, 0, 1, &p));
+    cr_assert_eq(p, 0, "sliding window");
+    bb.num_reqs = 7;
+    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, 0, 0, &p));
+    cr_assert_eq(p, 0, "7 requests");
+    fa_builder_destroy(b);
+    /* a chunked-local builder never picks cascade; nor does a DCP one */
+    bb.num_reqs = 10;
+    c.scheduler.attention_chunk_size = 64;
+    b = make_builder(&c, NULL);
+    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, 0, 0, &p));
+    cr_assert_eq(p, 0, "local attention");
+    fa_builder_destroy(b);
+    c.scheduler.attention_chunk_size = 0;
+    c.parallel.dcp_world_size = 2;
+    fa_comm cm = make_comm(2, 0);
+    b = make_builder(&c, &cm);
+    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, 0, 0, &p));
+    cr_assert_eq(p, 0, "DCP");
+    fa_builder_destroy(b);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* build: DCP */
+
+Test(build, dcp_arrays, .init = setup)
+{
+    rng_seed(0xDC9B);
+    static rbatch r;
+    const int32_t Ns[3] = {2, 4, 8}, Is[3] = {1, 4, 16};
+    for (int ni = 0; ni < 3; ++ni)
+        for (int ii = 0; ii < 3; ++ii) {
+            int32_t N = Ns[ni], I = Is[ii];
+            make_rbatch(&r, rng_int(1, 30), 16, 2000, 20, 0, 0);
+            for (int32_t rank = 0; rank < N; ++rank) {
+                fa_config c = base_cfg();
+                c.model.num_heads_q = 4; c.model.num_heads_kv = 1; c.model.head_size = 32;
+                c.scheduler.max_num_batched_tokens = 640;
+                c.scheduler.max_num_seqs = 64;
+                c.parallel.dcp_world_size = N;
+                c.parallel.dcp_rank = rank;
+                c.parallel.cp_kv_cache_interleave_size = I;
+                fa_comm cm = make_comm(N, rank);
+                fa_builder *b = make_builder(&c, &cm);
+                fa_metadata md;
+                ASSERT_OK(fa_builder_build(b, &r.b, 0, &md));
+                cr_assert_eq(md.dcp_world_size, N);
+                cr_assert_eq(md.dcp_rank, rank);
+                cr_assert_eq(md.use_cascade, 0);
+                int32_t maxs = 0;
+                for (int i = 0; i < r.n; ++i) {
+                    int32_t ctx = r.seq[i] - (r.qsl[i + 1] - r.qsl[i]);
+                    int32_t want = 0;
+                    for (int32_t p = 0; p < ctx; ++p) want += ((p / I) % N == rank);
+                    cr_assert_eq(md.dcp_context_kv_lens[i], want, "N %d I %d rank %d req %d (ctx %d): %d, expected %d",
+                                 N, I, rank, i, ctx, md.dcp_context_kv_lens[i], want);
+                    if (r.seq[i] > maxs) maxs = r.seq[i];
+                }
+                int32_t wantmax = (maxs + N * I - 1) / (N * I) * I;
+                cr_assert_eq(md.max_dcp_context_kv_len, wantmax, "max_dcp_context_kv_len %d, expected ceil(%d/(%d*%d))*%d = %d",
+                             md.max_dcp_context_kv_len, maxs, N, I, I, wantmax);
+                for (int i = 0; i < r.n; ++i) cr_assert_leq(md.dcp_context_kv_lens[i], md.max_dcp_context_kv_len);
+                check_plan(md.split_plan, r.n, md.num_splits, 1 + 64, "dcp");
+                fa_builder_destroy(b);
+            }
+        }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* build: chunked local (§8) */
+
+Test(build, local_arrays, .init = setup)
+{
+    rng_seed(0x10CA);
+    static rbatch r;
+    const int32_t Cs[3] = {16, 32, 64};
+    for (int it = 0; it < 30; ++it) {
+        int32_t C = Cs[it % 3];
+        fa_config c = base_cfg();
+        c.model.num_heads_q = 4; c.model.num_heads_kv = 1; c.model.head_size = 32;
+        c.scheduler.max_num_seqs = 64;
+        c.scheduler.attention_chunk_size = C;
+        fa_builder *b = make_builder(&c, NULL);
+        make_rbatch(&r, rng_int(1, 30), 16, 400, 100, 0, 0);
+        /* max_blocks: just what the longest request needs (clipping of chunk pages) */
+        int32_t need = 1;
+        for (int i = 0; i < r.n; ++i) if ((r.seq[i] + 15) / 16 > need) need = (r.seq[i] + 15) / 16;
+        r.b.max_blocks = need;
+        fa_metadata md;
+        ASSERT_OK(fa_builder_build(b, &r.b, 0, &md));
+        cr_assert_eq(md.has_local, 1);
+        int32_t V = 0;
+        ASSERT_OK(fa_local_virtual_batches_count(C, r.qsl, r.seq, r.n, &V));
+        cr_assert_eq(md.local.num_virtual, V);
+        int32_t ppv = C / 16;
+        cr_assert_eq(md.local.block_table_stride, ppv, "local table stride C/bs");
+        cr_assert_eq(md.local.cu_seqlens_q[0], 0);
+        cr_assert_eq(md.local.cu_seqlens_q[V], r.qsl[r.n]);
+        /* every query token: its virtual batch has its chunk's pages and the right key count */
+        int32_t v = 0, maxq = 0, maxk = 0;
+        for (int32_t i = 0; i < V; ++i) {
+            int32_t q = md.local.cu_seqlens_q[i + 1] - md.local.cu_seqlens_q[i];
+            cr_assert_geq(q, 1);
+            if (q > maxq) maxq = q;
+            if (md.local.seqused_k[i] > maxk) maxk = md.local.seqused_k[i];
+        }
+        cr_assert_eq(md.local.max_query_len, maxq);
+        cr_assert_eq(md.local.max_seq_len, maxk);
+        for (int32_t bq = 0; bq < r.n; ++bq) {
+            int32_t ql = r.qsl[bq + 1] - r.qsl[bq];
+            for (int32_t i = 0; i < ql; ++i) {
+                int32_t g = r.qsl[bq] + i, p = r.seq[bq] - ql + i, cs = C * (p / C);
+                while (md.local.cu_seqlens_q[v + 1] <= g) ++v;
+                for (int32_t t = 0; t < ppv; ++t) {
+                    int32_t col = cs / 16 + t;
+                    if (col > need - 1) col = need - 1;
+                    cr_assert_eq(md.local.block_table[v * ppv + t], r.bt[bq * BTS + col], "C %d req %d pos %d page %d", C, bq, p, t);
+                }
+                int32_t il = g - md.local.cu_seqlens_q[v];
+                int32_t qv = md.local.cu_seqlens_q[v + 1] - md.local.cu_seqlens_q[v];
+                cr_assert_eq(il + md.local.seqused_k[v] - qv + 1, p - cs + 1, "C %d req %d pos %d: key count", C, bq, p);
+            }
+        }
+        cr_assert_geq(md.local.num_splits, 1);
+        check_plan(md.local.split_plan, V, md.local.num_splits, 1 + V, "local");
+        /* the plain view is there too (for layers without a chunk size) */
+        for (int i = 0; i < r.n; ++i) cr_assert_eq(md.seq_lens[i], r.seq[i]);
+        fa_builder_destroy(b);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* full CUDA graph, batch invariance, AOT window */
+
+Test(build, full_graph_caps_and_zeroes_the_tail, .init = setup)
+{
+    fa_config c = base_cfg();
+    c.model.num_heads_q = 32;
+    c.model.num_heads_kv = 8;
+    c.scheduler.max_num_seqs = 64;
+    c.compilation.full_cuda_graph = 1;
+    c.compilation.max_num_splits_for_cuda_graph = 4;
+    fa_builder *b = make_builder(&c, NULL);
+    static int32_t qsl[65], seq[64], bt[64 * 600];
+    static int64_t sl[64];
+    for (int i = 0; i <= 64; ++i) qsl[i] = i;
+    for (int i = 0; i < 64; ++i) { seq[i] = 5000 + 40 * i; sl[i] = 7; }
+    for (int i = 0; i < 64 * 600; ++i) bt[i] = i;
+    fa_batch bb;
+    memset(&bb, 0, sizeof bb);
+    bb.query_start_loc = qsl; bb.seq_lens = seq; bb.block_table = bt; bb.block_table_host = bt;
+    bb.block_table_stride = 600; bb.slot_mapping = sl; bb.causal = 1;
+    fa_metadata md;
+    /* a long single decode: splits, capped at 4 */
+    bb.num_reqs = 1;
+    seq[0] = 9000;
+    ASSERT_OK(fa_builder_build(b, &bb, 0, &md));
+    cr_assert_leq(md.num_splits, 4, "full graph: %d splits > cap 4", md.num_splits);
+    for (int i = 0; i < 1; ++i) cr_assert_leq(md.split_plan[1 + i], 4);
+    /* 40 requests, then 3: entries [1 + 3, 1 + max_num_seqs) must be 0 again */
+    bb.num_reqs = 40;
+    ASSERT_OK(fa_builder_build(b, &bb, 0, &md));
+    for (int i = 0; i < 40; ++i) cr_assert_geq(md.split_plan[1 + i], 1);
+    bb.num_reqs = 3;
+    ASSERT_OK(fa_builder_build(b, &bb, 0, &md));
+    check_plan(md.split_plan, 3, md.num_splits, 1 + 64, "full graph, 3 after 40");
+    fa_builder_destroy(b);
+}
+
+Test(build, batch_invariant_means_one_split, .init = setup)
+{
+    rng_seed(0xB1);
+    fa_config c = base_cfg();
+    c.scheduler.max_num_seqs = 64;
+    c.compilation.batch_invariant = 1;
+    fa_builder *b = make_builder(&c, NULL);
+    static rbatch r;
+    make_rbatch(&r, 12, 16, 1200, 3, 300, 18);
+    /* a long single request would split without batch invariance */
+    fa_metadata md;
+    ASSERT_OK(fa_builder_build(b, &r.b, 0, &md));
+    cr_assert_eq(md.num_splits, 1);
+    for (int i = 0; i < r.n; ++i) cr_assert_eq(md.split_plan[1 + i], 1);
+    ASSERT_OK(fa_builder_build(b, &r.b, 256, &md));
+    cr_assert_eq(md.num_splits, 1, "cascade suffix");
+    cr_assert_eq(md.prefix_num_splits, 1, "cascade prefix");
+    fa_builder_destroy(b);
+    c.scheduler.attention_chunk_size = 64;
+    b = make_builder(&c, NULL);
+    ASSERT_OK(fa_builder_build(b, &r.b, 0, &md));
+    cr_assert_eq(md.local.num_splits, 1, "local");
+    fa_builder_destroy(b);
+    /* without batch invariance the same single long request does split (so the test can fail) */
+    c = base_cfg();
+    b = make_builder(&c, NULL);
+    rbatch *one = &r;
+    one->b.num_reqs = 1;
+    one->qsl[1] = 1;
+    one->seq[0] = 1200;
+    one->b.num_actual_tokens = 1;
+    ASSERT_OK(fa_builder_build(b, &one->b, 0, &md));
+    cr_assert_gt(md.num_splits, 1, "control: a 1200-token decode splits without batch invariance");
+    fa_builder_destroy(b);
+    c.compilation.batch_invariant = 1;
+    b = make_builder(&c, NULL);
+    ASSERT_OK(fa_builder_build(b, &one->b, 0, &md));
+    cr_assert_eq(md.num_splits, 1);
+    fa_builder_destroy(b);
+}
+
+Test(build, aot_window_limits_splits, .init = setup)
+{
+    /* one 9000-token decode: splits with no window; with every layer at window (127, 0) the keys
+       a tile can see are few, so no split; with two distinct windows AOT is off (planned as none) */
+    fa_config c = base_cfg();
+    static int32_t bt[600];
+    for (int i = 0; i < 600; ++i) bt[i] = i;
+    int32_t qsl[2] = {0, 1}, seq[1] = {9000};
+    int64_t sl[1] = {8999};
+    fa_batch bb;
+    memset(&bb, 0, sizeof bb);
+    bb.num_reqs = 1; bb.query_start_loc = qsl; bb.seq_lens = seq; bb.block_table = bt; bb.block_table_host = bt;
+    bb.block_table_stride = 600; bb.slot_mapping = sl; bb.causal = 1;
+    fa_metadata md;
+    fa_builder *b = make_builder(&c, NULL);
+    ASSERT_OK(fa_builder_build(b, &bb, 0, &md));
+    int32_t none = md.num_splits;
+    cr_assert_gt(none, 1);
+    fa_window one[3] = {{127, 0}, {127, 0}, {127, 0}};
+    ASSERT_OK(fa_builder_set_layer_windows(b, one, 3));
+    ASSERT_OK(fa_builder_build(b, &bb, 0, &md));
+    cr_assert_lt(md.num_splits, none, "window (127,0) on every layer: %d splits, none: %d", md.num_splits, none);
+    fa_window two[2] = {{127, 0}, {-1, -1}};
+    ASSERT_OK(fa_builder_set_layer_windows(b, two, 2));
+    ASSERT_OK(fa_builder_build(b, &bb, 0, &md));
+    cr_assert_eq(md.num_splits, none, "two distinct windows: AOT off, planned without a window");
+    fa_builder_destroy(b);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* no allocation, no sync, no device-to-host copy in build() / forward() */
+
+Test(build, no_alloc_no_sync_after_create, .init = setup)
+{
+    rng_seed(0xA110C);
+    fa_config c = base_cfg();
+    c.scheduler.max_num_seqs = 64;
+    c.scheduler.attention_chunk_size = 64;
+    fa_builder *b = make_builder(&c, NULL);
+    int allocs = CNT.alloc;
+    static rbatch r;
+    static uint16_t q[2048 * 16 * 128 / 16], kk[2048 * 4 * 128 / 16], vv[2048 * 4 * 128 / 16], o[2048 * 16 * 128 / 16];
+    static uint16_t cache[2 * 2048 * 16 * 4 * 128 / 64];
+    fa_layer_desc d;
+    memset(&d, 0, sizeof d);
+    d.num_heads = 16; d.num_kv_heads = 4; d.head_size = 128; d.dtype = FA_DTYPE_F16;
+    fa_layer plain, local;
+    ASSERT_OK(fa_layer_init(&plain, &d));
+    d.attention_chunk_size = 64;
+    ASSERT_OK(fa_layer_init(&local, &d));
+    for (int it = 0; it < 8; ++it) {
+        make_rbatch(&r, rng_int(8, 12), 16, 900, 3, 300, 18);
+        fa_metadata md;
+        ASSERT_OK(fa_builder_build(b, &r.b, (it & 1) ? 256 : 0, &md));
+        int32_t T = r.qsl[r.n];
+        int64_t qs[3] = {T, 16, 128}, ks[3] = {T, 4, 128}, cs[5] = {2, 64, 16, 4, 128};
+        fa_tensor tq = fa_tensor_make(q, FA_DTYPE_F16, 3, qs), to = fa_tensor_make(o, FA_DTYPE_F16, 3, qs);
+        fa_tensor tk = fa_tensor_make(kk, FA_DTYPE_F16, 3, ks), tv = fa_tensor_make(vv, FA_DTYPE_F16, 3, ks);
+        fa_tensor tc = fa_tensor_make(cache, FA_DTYPE_F16, 5, cs);
+        ASSERT_OK(fa_forward(&plain, &BE, &tq, &tk, &tv, &tc, &md, &to));
+        ASSERT_OK(fa_forward(&local, &BE, &tq, &tk, &tv, &tc, &md, &to));
+    }
+    cr_assert_eq(CNT.alloc, allocs, "build/forward allocated %d times", CNT.alloc - allocs);
+    cr_assert_eq(CNT.sync, 0, "build/forward synchronised %d times", CNT.sync);
+    cr_assert_eq(CNT.copy_d2h, 0, "build/forward copied device-to-host %d times", CNT.copy_d2h);
+    cr_assert_gt(CNT.attn, 0);
+    fa_builder_destroy(b);
+}
