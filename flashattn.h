@@ -387,13 +387,15 @@ typedef struct fa_cache_write_args {
 } fa_cache_write_args;
 
 /* Varlen attention over a paged cache (block_table + seqused_k) or dense keys (cu_seqlens_k).
-   Query head h reads KV head h / (num_heads_q / num_heads_kv). */
+   Query heads form groups of qg = q_head_group heads (0 = one group of num_heads_q); within
+   each group the usual GQA mapping applies: query head h reads KV head (h % qg) / (qg / Hkv).
+   (DCP's gathered queries are N groups, one per rank, each over the same replicated KV heads.) */
 typedef struct fa_attn_args {
     const void *q;                    /* [num_tokens, Hq, D]; addr(t,h) = (h / q_head_group) *
                                          q_group_stride + (h % q_head_group) * q_head_stride +
                                          t * q_token_stride */
     int64_t q_token_stride, q_head_stride, q_group_stride;
-    int32_t q_head_group;             /* heads per group; 0 = Hq (one group) */
+    int32_t q_head_group;             /* heads per group; 0 = Hq (one group); a multiple of Hkv */
     fa_dtype q_dtype;                 /* F16, BF16 (F32 on CPU); out has the same dtype */
     const void *k, *v;                /* paged: logical [num_blocks, block_size, Hkv, D];
                                          dense: [total_k, Hkv, D] */
@@ -713,6 +715,15 @@ static fa_status fa__fail(fa_status s, const char *fmt, ...)
     return s;
 }
 
+/* Re-labels the current message (from an inner call named by `inner_prefix`) with `fn`. */
+static fa_status fa__refail(fa_status s, const char *fn, const char *inner_prefix)
+{
+    char inner[sizeof fa__err];
+    size_t n = strlen(inner_prefix);
+    memcpy(inner, fa__err, sizeof inner);
+    return fa__fail(s, "%s: %s", fn, strncmp(inner, inner_prefix, n) == 0 ? inner + n : inner);
+}
+
 #define FA__CHECK_PTR(fn, p) \
     do { if ((p) == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: %s is NULL", fn, #p); } while (0)
 
@@ -895,7 +906,7 @@ FA__DEF fa_status fa_kv_cache_strides(fa_kv_layout layout, int64_t num_blocks, i
     fa__clear();
     FA__CHECK_PTR("fa_kv_cache_strides", strides_out);
     s = fa_kv_cache_shape(num_blocks, block_size, num_heads_kv, head_size, shape);
-    if (s != FA_OK) return fa__fail(s, "fa_kv_cache_strides: %s", fa_last_error() + strlen("fa_kv_cache_shape: "));
+    if (s != FA_OK) return fa__refail(s, "fa_kv_cache_strides", "fa_kv_cache_shape: ");
     s = fa_kv_cache_stride_order(layout, 0, order, &rank);
     if (s != FA_OK) return s;
     /* physical dim i holds logical dim order[i]; contiguous in physical order */
@@ -1329,6 +1340,9 @@ FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_
         if (p->seqused_k[b] < 0)
             return fa__fail(FA_ERR_INVALID_ARG, "%s: seqused_k[%d] = %d is negative", fn, b, p->seqused_k[b]);
     }
+    if (p->max_num_splits < 1)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: max_num_splits %d must be >= 1", fn, p->max_num_splits);
+    if (p->num_sms < 1) return fa__fail(FA_ERR_INVALID_ARG, "%s: num_sms %d must be >= 1", fn, p->num_sms);
     memset(plan, 0, (size_t)plan_len * sizeof *plan);
     cap = p->batch_invariant ? 1 : fa__min(p->max_num_splits, 128);
     g = p->num_heads_q / p->num_heads_kv;
@@ -1628,7 +1642,7 @@ FA__DEF fa_status fa_builder_set_layer_windows(fa_builder *b, const fa_window *w
     fa__clear();
     FA__CHECK_PTR("fa_builder_set_layer_windows", b);
     s = fa_aot_sliding_window(windows, n, &w, &en);
-    if (s != FA_OK) return fa__fail(s, "fa_builder_set_layer_windows: %s", fa_last_error() + strlen("fa_aot_sliding_window: "));
+    if (s != FA_OK) return fa__refail(s, "fa_builder_set_layer_windows", "fa_aot_sliding_window: ");
     b->aot_window = w;
     b->aot_enabled = en;
     return FA_OK;
@@ -1643,8 +1657,12 @@ static fa_status fa__check_batch(const char *fn, const fa_builder *b, const fa_b
         return fa__fail(FA_ERR_INVALID_ARG, "%s: batch.num_reqs %d is outside [1, max_num_seqs %d]", fn, n, b->max_seqs);
     FA__CHECK_PTR(fn, batch->query_start_loc);
     FA__CHECK_PTR(fn, batch->seq_lens);
-    s = fa__check_qsl(fn, batch->query_start_loc, batch->seq_lens, n);
+    /* a non-causal batch (cross-attention) may have more queries than keys */
+    s = fa__check_qsl(fn, batch->query_start_loc, batch->causal ? batch->seq_lens : NULL, n);
     if (s != FA_OK) return s;
+    for (i = 0; i < n; ++i)
+        if (batch->seq_lens[i] < 0)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: seq_lens[%d] = %d is negative", fn, i, batch->seq_lens[i]);
     t = batch->query_start_loc[n];
     if (batch->num_actual_tokens != 0 && batch->num_actual_tokens != t)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: batch.num_actual_tokens %d differs from query_start_loc[%d] = %d",
@@ -2159,7 +2177,7 @@ static fa_status fa__forward_dcp(const fa_layer *L, const fa_backend *be, const 
     return FA_OK;
 }
 
-FA__DEF fa_status fa_forward(const fa_layer *L, const fa_backend *be, const fa_tensor *q, const fa_tensor *k,
+FA__DEF fa_status fa_forward(const fa_layer *layer, const fa_backend *be, const fa_tensor *q, const fa_tensor *k,
                              const fa_tensor *v, const fa_tensor *kv_cache, const fa_metadata *md,
                              const fa_tensor *out)
 {
@@ -2171,15 +2189,15 @@ FA__DEF fa_status fa_forward(const fa_layer *L, const fa_backend *be, const fa_t
     fa_attn_args a;
     fa_status s;
     fa__clear();
-    FA__CHECK_PTR(fn, L);
+    FA__CHECK_PTR(fn, layer);
     FA__CHECK_PTR(fn, q);
     FA__CHECK_PTR(fn, out);
     s = fa__check_backend(fn, be);
     if (s != FA_OK) return s;
-    Hq = L->desc.num_heads;
-    Hkv = L->desc.num_kv_heads;
-    D = L->desc.head_size;
-    dt = L->desc.dtype;
+    Hq = layer->desc.num_heads;
+    Hkv = layer->desc.num_kv_heads;
+    D = layer->desc.head_size;
+    dt = layer->desc.dtype;
     if (Hq <= 0 || D <= 0)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: layer is not initialised (num_heads %d, head_size %d)", fn, Hq, D);
     /* >>profiling run: no metadata, zero the output */
@@ -2210,12 +2228,12 @@ FA__DEF fa_status fa_forward(const fa_layer *L, const fa_backend *be, const fa_t
         return fa__fail(FA_ERR_INVALID_ARG, "%s: k is %s but v is %s (give both or neither)", fn, k ? "set" : "NULL",
                         v ? "set" : "NULL");
     FA__NEED_OP(fn, be, attention);
-    encoder = L->desc.attn_type == FA_ATTN_ENCODER || L->desc.attn_type == FA_ATTN_ENCODER_ONLY;
+    encoder = layer->desc.attn_type == FA_ATTN_ENCODER || layer->desc.attn_type == FA_ATTN_ENCODER_ONLY;
 
     /* >>encoder: dense bidirectional attention within each sequence, no cache */
     if (encoder) {
         if (k == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: encoder attention needs k and v (got NULL)", fn);
-        fa__attn_base(&a, L, q, T);
+        fa__attn_base(&a, layer, q, T);
         fa__attn_dense(&a, k, v, md->query_start_loc);
         fa__attn_out(&a, out->data, out->stride[0], out->stride[1], NULL, 0);
         a.cu_seqlens_q = md->query_start_loc;
@@ -2223,14 +2241,14 @@ FA__DEF fa_status fa_forward(const fa_layer *L, const fa_backend *be, const fa_t
         a.max_seqlen_q = md->max_query_len;
         a.max_seqlen_k = md->max_query_len;
         a.causal = 0;
-        a.sinks = L->desc.sinks;
+        a.sinks = layer->desc.sinks;
         FA__CALL(be, attention, &a);
         return FA_OK;
     }
 
     /* decoder / cross-attention: the paged cache */
     FA__CHECK_PTR(fn, kv_cache);
-    cache_dt = fa_cache_storage_dtype(L->desc.kv_cache_dtype, dt);
+    cache_dt = fa_cache_storage_dtype(layer->desc.kv_cache_dtype, dt);
     bs = b->cfg.cache.block_size;
     if (kv_cache->data == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache.data is NULL", fn);
     if (kv_cache->rank != 5 || kv_cache->shape[0] != 2 || kv_cache->shape[2] != bs || kv_cache->shape[3] != Hkv ||
@@ -2245,33 +2263,33 @@ FA__DEF fa_status fa_forward(const fa_layer *L, const fa_backend *be, const fa_t
                         (long long)kv_cache->stride[4]);
     if (kv_cache->dtype != cache_dt)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache dtype %s, expected %s for kv_cache_dtype %d", fn,
-                        fa_dtype_name(kv_cache->dtype), fa_dtype_name(cache_dt), (int)L->desc.kv_cache_dtype);
+                        fa_dtype_name(kv_cache->dtype), fa_dtype_name(cache_dt), (int)layer->desc.kv_cache_dtype);
     if (md->block_table == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: md->block_table is NULL", fn);
 
     /* every path's checks run before the cache write: on error nothing is written */
-    if (md->dcp_world_size > 1 || L->desc.dcp_world_size > 1) {
-        if (L->desc.dcp_world_size != md->dcp_world_size)
+    if (md->dcp_world_size > 1 || layer->desc.dcp_world_size > 1) {
+        if (layer->desc.dcp_world_size != md->dcp_world_size)
             return fa__fail(FA_ERR_INVALID_ARG, "%s: layer dcp_world_size %d differs from the metadata's %d", fn,
-                            L->desc.dcp_world_size, md->dcp_world_size);
+                            layer->desc.dcp_world_size, md->dcp_world_size);
         FA__NEED_OP(fn, be, dcp_correct);
         FA__NEED_OP(fn, be, merge_states);
         if (k == NULL)
             return fa__fail(FA_ERR_INVALID_ARG, "%s: DCP needs the new tokens' k and v (got NULL)", fn);
         if (!(q->stride[0] == (int64_t)Hq * D && q->stride[1] == D)) FA__NEED_OP(fn, be, copy_2d);
-    } else if (L->desc.attention_chunk_size > 0) {
-        if (!md->has_local || b->cfg.scheduler.attention_chunk_size != L->desc.attention_chunk_size)
+    } else if (layer->desc.attention_chunk_size > 0) {
+        if (!md->has_local || b->cfg.scheduler.attention_chunk_size != layer->desc.attention_chunk_size)
             return fa__fail(FA_ERR_INVALID_ARG, "%s: layer attention_chunk_size %d but the builder's is %d", fn,
-                            L->desc.attention_chunk_size, b->cfg.scheduler.attention_chunk_size);
+                            layer->desc.attention_chunk_size, b->cfg.scheduler.attention_chunk_size);
     } else if (md->use_cascade) {
-        if (L->window.left >= 0 || L->window.right >= 0 || L->desc.alibi_slopes != NULL)
+        if (layer->window.left >= 0 || layer->window.right >= 0 || layer->desc.alibi_slopes != NULL)
             return fa__fail(FA_ERR_INVALID_ARG,
                             "%s: cascade (common_prefix_len %d) with sliding_window %d / alibi %s is not exact", fn,
-                            md->common_prefix_len, L->desc.sliding_window, L->desc.alibi_slopes ? "on" : "off");
+                            md->common_prefix_len, layer->desc.sliding_window, layer->desc.alibi_slopes ? "on" : "off");
         FA__NEED_OP(fn, be, merge_states);
     }
 
     /* >>cache write (skipped for a layer sharing another's cache, or with no new k/v) */
-    if (!L->desc.kv_sharing && k != NULL) {
+    if (!layer->desc.kv_sharing && k != NULL) {
         fa_cache_write_args w;
         FA__NEED_OP(fn, be, reshape_and_cache);
         if (md->slot_mapping == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: md->slot_mapping is NULL", fn);
@@ -2295,21 +2313,21 @@ FA__DEF fa_status fa_forward(const fa_layer *L, const fa_backend *be, const fa_t
         w.num_heads_kv = Hkv;
         w.head_size = D;
         w.block_size = bs;
-        w.k_scale = L->k_scale;
-        w.v_scale = L->v_scale;
+        w.k_scale = layer->k_scale;
+        w.v_scale = layer->v_scale;
         FA__CALL(be, reshape_and_cache, &w);
     }
 
     /* >>dcp */
     if (md->dcp_world_size > 1)
-        return fa__forward_dcp(L, be, q, k, v, kv_cache, cache_dt, md, out);
+        return fa__forward_dcp(layer, be, q, k, v, kv_cache, cache_dt, md, out);
 
-    fa__attn_base(&a, L, q, T);
-    fa__attn_paged(&a, L, kv_cache, cache_dt);
-    a.sinks = L->desc.sinks;
+    fa__attn_base(&a, layer, q, T);
+    fa__attn_paged(&a, layer, kv_cache, cache_dt);
+    a.sinks = layer->desc.sinks;
 
     /* >>local: chunked local attention over the virtual batches */
-    if (L->desc.attention_chunk_size > 0) {
+    if (layer->desc.attention_chunk_size > 0) {
         fa__attn_out(&a, out->data, out->stride[0], out->stride[1], NULL, 0);
         a.cu_seqlens_q = md->local.cu_seqlens_q;
         a.seqused_k = md->local.seqused_k;

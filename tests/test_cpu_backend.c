@@ -297,7 +297,8 @@ static double t_ref_row(const abuf *x, int b, int i, int h, int j0, int j1, int 
 {
     const acase *c = &x->c;
     const int D = c->D, lq = c->lq[b], lk = c->lk[b], t = x->cu_q[b] + i;
-    const int g = h * c->Hkv / c->Hq;   /* contiguous groups */
+    const int qg = c->qgroup > 0 ? c->qgroup : c->Hq;  /* head groups, each over all KV heads */
+    const int g = (h % qg) * c->Hkv / qg;               /* contiguous groups */
     const double ks = t_kscale(x, b, g, 0), vs = t_kscale(x, b, g, 1);
     double *s = (double *)t_alloc(sizeof(double) * (size_t)(lk + 1));
     double mx = -INFINITY, den = 0.0, z = 0.0, slope = 0.0;
@@ -782,7 +783,7 @@ static acase gen_case(uint64_t seed, fa_dtype act)
     c.plan = tr_int(&r, 0, 2);
     c.hnd = tr_int(&r, 0, 1);
     c.descale = tr_int(&r, 0, 1);
-    c.qgroup = (tr_int(&r, 0, 3) == 0 && c.Hq > 1) ? c.Hq / 2 : 0;
+    c.qgroup = (tr_int(&r, 0, 3) == 0 && c.Hq > 1 && (c.Hq / 2) % c.Hkv == 0) ? c.Hq / 2 : 0;
     gen_seqs(&r, &c);
     return c;
 }
@@ -1851,7 +1852,7 @@ static void run_dcp_step(int N, int interleave, fa_dtype dt)
         for (b = 0, t = 0; b < DCP_NSEQ; ++b)
             for (i = 0; i < lq[b]; ++i, ++t)
                 for (h = 0; h < DCP_H; ++h) {   /* full attention over all lk[b] keys */
-                    const int g = (rank * DCP_H + h) * DCP_HKV / HA;
+                    const int g = h * DCP_HKV / DCP_H; /* each rank's heads over the replicated KV heads */
                     double s[DCP_MAXK], mx = -INFINITY, den = 0.0, o[DCP_D], L;
                     for (pos = 0; pos < lk[b]; ++pos) {
                         double dot = 0.0;

@@ -338,7 +338,9 @@ static double fa__cpu_row(const fa__cpu_ctx *c, const fa_attn_args *a, const fa_
                           const double *q, double *logit, double *acc)
 {
     const int32_t D = a->head_size;
-    const int32_t g = h / (a->num_heads_q / a->num_heads_kv);
+    /* query heads form groups of q_head_group heads, each mapped onto all KV heads */
+    const int32_t qg = a->q_head_group > 0 ? a->q_head_group : a->num_heads_q;
+    const int32_t g = (h % qg) / (qg / a->num_heads_kv);
     const int32_t wl = a->window_left, wr = a->causal ? 0 : a->window_right;
     const int fp8 = fa__cpu_is_fp8(a->kv_dtype);
     double kscale = 1.0, vscale = 1.0, slope = 0.0, m = -INFINITY, den = 0.0, z = 0.0;
@@ -438,9 +440,13 @@ static fa_status fa__cpu_attention_validate(fa__cpu_ctx *c, const fa_attn_args *
         return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: %s %d is negative", op,
                             a->num_seqs < 0 ? "num_seqs" : "num_tokens",
                             (int)(a->num_seqs < 0 ? a->num_seqs : a->num_tokens));
-    if (a->q_head_group < 0)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: q_head_group %d is negative", op,
-                            (int)a->q_head_group);
+    if (a->q_head_group < 0 ||
+        (a->q_head_group > 0 && (a->num_heads_q % a->q_head_group != 0 ||
+                                 a->q_head_group % a->num_heads_kv != 0)))
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                            "%s: q_head_group %d must divide num_heads_q %d and be a multiple of "
+                            "num_heads_kv %d", op, (int)a->q_head_group, (int)a->num_heads_q,
+                            (int)a->num_heads_kv);
     if (!(a->softcap >= 0.0f) || !isfinite(a->softcap))
         return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: softcap %g is not finite and >= 0", op,
                             (double)a->softcap);
