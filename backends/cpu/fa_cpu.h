@@ -7,6 +7,20 @@
 
    Also: software fp8 / f16 / bf16 conversions (round-to-nearest-even), usable by tests.
 
+   Choices where fa_attn_args leaves room (the GPU backends should match them):
+     - max_seqlen_q / max_seqlen_k are not used: windows are never clamped by them.
+     - split-KV (num_splits > 1): sequence b gets s = split_plan[1 + b] (or num_splits) splits
+       of ceil(ceil(Lk / block_size) / s) * block_size keys each (whole blocks; units of 1 key
+       for a dense call with block_size 0); every partial is really written to split_out /
+       split_lse, the sink joins split 0 only, then the combine of SEMANTICS 9.4.
+     - split_plan[1 + b] == 0: sequence b does nothing, its out / lse rows stay as they were.
+     - paged block_size: any positive value (the multiple-of-16 rule is the header's).
+     - head_size: multiple of 8 in [8, 256] for every op, as in the rest of the library.
+     - an empty side of a merge, or an empty rank in dcp_correct, is skipped, never multiplied
+       by 0: a NaN there does not reach the output.
+     - the metadata (cu_seqlens, seqused_k, used block ids, split_plan) is host memory here and
+       is checked before anything is written.
+
    Concurrency: a backend holds no mutable state besides its last error message, so several
    threads may call its ops at once (the message is then that of one of the failures).
 */

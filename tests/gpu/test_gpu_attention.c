@@ -120,7 +120,7 @@ static int run_case(const acase *c, void **out_bits_ret)
     T += c->pad_tokens;
 
     /* ---- q (optionally two head groups with a gap, token stride past the heads) */
-    if (c->q_strided && Hq % 2 == 0) {
+    if (c->q_strided && Hq % 2 == 0 && (Hq / 2) % Hkv == 0) {   /* groups: multiples of Hkv */
         qhg = Hq / 2;
         qhs = D;
         qgs = (int64_t)qhg * D + 8;
@@ -588,7 +588,10 @@ static void test_features(void)
         case 8: c.causal = 0; c.sinks = 2; c.softcap = 5.0f; break;   /* sink dominates */
         case 9: c.causal = 1; c.sinks = 1; c.alibi = 1; c.softcap = 30.0f; c.wl = 31; break;
         case 10: c.causal = 1; c.lse = 0; c.q_strided = 1; break;
-        case 11: c.causal = 0; c.wl = 5; c.wr = -1; c.q_strided = 1; c.hnd = 1; break;
+        case 11:   /* two query-head groups of 8 over 4 KV heads (DCP-style grouping) */
+            c.causal = 0; c.wl = 5; c.wr = -1; c.q_strided = 1; c.hnd = 1; c.hq = 16; c.hkv = 4;
+            c.sinks = 1; c.alibi = 1;
+            break;
         }
         run_named("features", &c);
     }

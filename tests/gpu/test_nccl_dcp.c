@@ -1,7 +1,7 @@
 /* test_nccl_dcp.c - decode context parallelism (DCP) over NCCL on GPUs, checked against the
    single-GPU forward on the same inputs.
 
-   Usage: test_nccl_dcp [--world N] [--procs] [--host-only] [--gqa-probe] [--seed S]
+   Usage: test_nccl_dcp [--world N] [--procs] [--host-only] [--cpu] [--seed S]
                         [--timeout SECONDS] [FILTER]
      (default)     one process, one thread per rank, N = 2 GPUs (fa_nccl_comms_create_local)
      --world N     N ranks on GPUs 0..N-1; --world 1 runs on a one-GPU machine (the DCP cases
@@ -14,17 +14,17 @@
      --cpu         the same DCP cases, collectives and configuration checks on the CPU
                    reference backend and the in-process fake comm (no GPU, no NCCL; slow:
                    use a FILTER); it checks this program and flashattn.h's DCP path
-     --gqa-probe   also run DCP with 2 KV heads per rank (expected to fail until flashattn.h's
-                   DCP query part maps local query heads to global KV heads; see docs/dcp.md)
      FILTER        run only cases whose name contains it
 
-   Each DCP case: every rank builds the same random inputs (seeded), runs the full model on
-   its own GPU through the plain path (world size 1: N*H query heads, the whole KV cache) as
-   the reference, then runs its DCP rank (H query heads, its shard of the KV cache, written by
+   Each DCP case: every rank builds the same random inputs (seeded): the group's N*H query
+   heads, of which rank r holds [r*H, (r+1)*H), and the Hkv KV heads that every rank holds. As
+   the reference, each rank runs its H query heads against the WHOLE KV cache on its own GPU
+   through the plain path (world size 1; with Hkv = 1 this is exactly the single-GPU forward of
+   the whole N*H-head model). Then it runs its DCP rank (its shard of the KV cache, written by
    fa_forward's cache write with its slot mapping from fa_dcp_slot_mapping) for two steps: a
    prefill of every request's context (no cached context yet), then the case's step (decode
-   only, or prefill chunks + fresh prefill + decodes). Rank r's output must equal heads
-   [r*H, (r+1)*H) of the reference: max abs err <= 2e-2 (bf16 cache), 1.5e-1 (fp8 cache).
+   only, or prefill chunks + fresh prefill + decodes). The outputs must agree: max abs err
+   <= 2e-2 (bf16 cache), 1.5e-1 (fp8 cache).
    Outputs and caches are poisoned (0xFF bytes: NaN) first; every status is checked.
 
    Prints one line per case and `N passed, M failed` last; exit status 0 exactly when M == 0.
@@ -63,7 +63,7 @@ enum {
 };
 
 static struct {
-    int world, procs, host_only, gqa_probe, cpu, timeout_s;
+    int world, procs, host_only, cpu, timeout_s;
     uint64_t seed;
     const char *filter;
 } opt;
@@ -453,7 +453,7 @@ static int run_setup(const rank_ctx *e, const case_desc *cd, const case_data *cd
                      const fa_comm *comm, model_run *m, result *r)
 {
     const fa_backend *be = e->be;
-    const int hq_full = cdata->hq_full, hkv = cdata->hkv, hloc = hq_full / world;
+    const int hq_full = cdata->hq_full, hkv = cdata->hkv, hloc = H_LOC, qrank = e->rank; /* its own heads */
     const int interleave = world > 1 ? cd->interleave : 1;
     const fa_dtype cache_dt = fa_cache_storage_dtype(cd->cache, FA_DTYPE_BF16);
     const size_t ces = dt_size(cache_dt);
@@ -495,7 +495,7 @@ static int run_setup(const rank_ctx *e, const case_desc *cd, const case_data *cd
     }
     ld.dcp_world_size = world;
     if (cd->sinks) {
-        if (!dev_upload(r, be, (void **)&m->sinks, cdata->sinks + (size_t)rank * hloc, sizeof(float) * (size_t)hloc,
+        if (!dev_upload(r, be, (void **)&m->sinks, cdata->sinks + (size_t)qrank * hloc, sizeof(float) * (size_t)hloc,
                         "sinks"))
             return 0;
         ld.sinks = m->sinks;
@@ -538,8 +538,8 @@ static int run_setup(const rank_ctx *e, const case_desc *cd, const case_data *cd
         int32_t *bt = (int32_t *)xcalloc((size_t)st->B * m->cols, sizeof(int32_t));
         int ok = 1;
         size_t t;
-        for (t = 0; t < T; ++t)   /* this rank's query heads [rank*hloc, (rank+1)*hloc) */
-            memcpy(qloc + t * (size_t)hloc * HEAD, st->q + (t * (size_t)hq_full + (size_t)rank * hloc) * HEAD,
+        for (t = 0; t < T; ++t)   /* this rank's query heads [qrank*hloc, (qrank+1)*hloc) */
+            memcpy(qloc + t * (size_t)hloc * HEAD, st->q + (t * (size_t)hq_full + (size_t)qrank * hloc) * HEAD,
                    (size_t)hloc * HEAD * 2);
         for (b = 0; b < st->B; ++b)
             memcpy(bt + (size_t)b * m->cols, table + (size_t)st->req[b] * m->cols, sizeof(int32_t) * (size_t)m->cols);
@@ -634,17 +634,17 @@ static void run_dcp_case(rank_ctx *e, const case_desc *cd, result *r)
     double max_ref = 0.0;
     int ok, s;
     gen_case(cd, N, &cdata);
-    /* reference: the full model on this GPU, plain path */
+    /* reference: this rank's query heads against the whole cache on this GPU, plain path */
     ok = run_model(e, cd, &cdata, 1, 0, NULL, ref, 1, r);
     /* this rank of the DCP group */
     ok = run_model(e, cd, &cdata, N, e->rank, e->comm, got, ok, r) && ok;
     for (s = 0; s < 2 && ok; ++s) {
-        const int T = cdata.st[s].T, HF = cdata.hq_full;
+        const int T = cdata.st[s].T;
         int t, h, d, bad = 0;
         for (t = 0; t < T && bad < 3; ++t)
             for (h = 0; h < H && bad < 3; ++h)
                 for (d = 0; d < HEAD && bad < 3; ++d) {
-                    double want = fa_cpu_bf16_to_float(ref[s][((size_t)t * HF + (size_t)e->rank * H + h) * HEAD + d]);
+                    double want = fa_cpu_bf16_to_float(ref[s][((size_t)t * H + h) * HEAD + d]);
                     double have = fa_cpu_bf16_to_float(got[s][((size_t)t * H + h) * HEAD + d]);
                     double err = fabs(have - want);
                     if (!isfinite(want)) {
@@ -674,7 +674,7 @@ static void run_dcp_case(rank_ctx *e, const case_desc *cd, result *r)
 
 static int make_cases(int N, case_desc *cases, int cap)
 {
-    int n = 0, I, mixed, sinks, fp8, probe;
+    int n = 0, I, mixed, sinks, fp8, gqa;
     for (I = 1; I <= 16; I += 15)
         for (mixed = 0; mixed < 2; ++mixed)
             for (sinks = 0; sinks < 2; ++sinks)
@@ -694,21 +694,22 @@ static int make_cases(int N, case_desc *cases, int cap)
                              fp8 ? "fp8_e4m3" : "bf16", fp8 ? "HND" : "NHD", H_LOC);
                     ++n;
                 }
-    if (opt.gqa_probe)
-        for (probe = 0; probe < 2 && n < cap; ++probe) {
-            case_desc *c = &cases[n];
-            memset(c, 0, sizeof *c);
-            c->index = n;
-            c->interleave = probe ? 1 : 16;
-            c->mixed = probe;
-            c->sinks = 0;
-            c->hkv = 2;
-            c->cache = FA_CACHE_AUTO;
-            c->layout = FA_LAYOUT_NHD;
-            snprintf(c->name, sizeof c->name, "gqa probe: dcp N=%d I=%d %s, bf16 cache, Hq %d/rank, Hkv 2", N,
-                     c->interleave, probe ? "mixed prefill+decode" : "decode only", H_LOC);
-            ++n;
-        }
+    /* GQA inside each rank's query-head group: 2 KV heads, each rank's 4 query heads in 2 groups */
+    for (gqa = 0; gqa < 4 && n < cap; ++gqa) {
+        case_desc *c = &cases[n];
+        memset(c, 0, sizeof *c);
+        c->index = n;
+        c->interleave = gqa & 1 ? 16 : 1;
+        c->mixed = gqa >> 1;
+        c->sinks = gqa == 3;
+        c->hkv = 2;
+        c->cache = gqa == 2 ? FA_CACHE_FP8_E4M3 : FA_CACHE_AUTO;
+        c->layout = FA_LAYOUT_NHD;
+        snprintf(c->name, sizeof c->name, "dcp N=%d I=%d %s%s, %s cache (NHD), Hq %d/rank, Hkv 2", N, c->interleave,
+                 c->mixed ? "mixed prefill+decode" : "decode only", c->sinks ? ", sinks" : "",
+                 gqa == 2 ? "fp8_e4m3" : "bf16", H_LOC);
+        ++n;
+    }
     return n;
 }
 
@@ -1543,12 +1544,11 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--world") && i + 1 < argc) opt.world = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--procs")) opt.procs = 1;
         else if (!strcmp(argv[i], "--host-only")) opt.host_only = 1;
-        else if (!strcmp(argv[i], "--gqa-probe")) opt.gqa_probe = 1;
         else if (!strcmp(argv[i], "--cpu")) opt.cpu = 1;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) opt.seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) opt.timeout_s = atoi(argv[++i]);
         else if (argv[i][0] == '-') {
-            fprintf(stderr, "usage: %s [--world N] [--procs] [--host-only] [--cpu] [--gqa-probe] [--seed S] [--timeout S] "
+            fprintf(stderr, "usage: %s [--world N] [--procs] [--host-only] [--cpu] [--seed S] [--timeout S] "
                     "[FILTER]\n", argv[0]);
             return 2;
         } else opt.filter = argv[i];
