@@ -1942,6 +1942,9 @@ FA__DEF fa_status fa_layer_init(fa_layer *layer, const fa_layer_desc *desc)
                         "%s: dcp_world_size %d with sliding_window %d / alibi %s / attention_chunk_size %d "
                         "(positions are rank-local under DCP)", fn, d.dcp_world_size, d.sliding_window,
                         d.alibi_slopes ? "on" : "off", d.attention_chunk_size);
+    if (d.dcp_world_size > 1 && d.kv_sharing)
+        return fa__fail(FA_ERR_UNSUPPORTED, "%s: kv_sharing with dcp_world_size %d (DCP attends the new tokens' own k/v)",
+                        fn, d.dcp_world_size);
     if ((d.attn_type == FA_ATTN_ENCODER || d.attn_type == FA_ATTN_ENCODER_ONLY) && d.kv_cache_dtype != FA_CACHE_AUTO)
         return fa__fail(FA_ERR_UNSUPPORTED, "%s: kv_cache_dtype %d with attn_type %d (encoder attention has no cache)",
                         fn, (int)d.kv_cache_dtype, (int)d.attn_type);

@@ -7,12 +7,12 @@
    The step: `reqs` requests decoding one token each after `ctx` tokens of context. The model,
    as a whole: Hq 32 query heads, Hkv 8 KV heads, head size 128, bf16, KV block 16.
      1 GPU : the whole model: 32 query heads against all of every sequence's KV.
-     N GPUs: rank r holds query heads [r*32/N, (r+1)*32/N) and all 8 KV heads, but only 1/N of
-             every sequence's tokens (token p on rank (p / I) % N); each step all-gathers q,
-             attends 32 heads over its shard, all-gathers the LSEs and reduce-scatters the
-             partial outputs (flashattn.h fa_forward's DCP path).
-   (With 8 KV heads per rank, flashattn.h's DCP query part maps the local heads to KV heads
-   differently from the full model, see docs/dcp.md; that changes values, not the work timed.)
+     N GPUs: rank r holds 32/N query heads and all 8 KV heads, but only 1/N of every
+             sequence's tokens (token p on rank (p / I) % N); each step all-gathers q, attends
+             the 32 gathered heads over its shard, all-gathers the LSEs and reduce-scatters the
+             partial outputs (flashattn.h fa_forward's DCP path). Each rank's heads map onto the
+             replicated KV heads with a rank's GQA mapping (docs/dcp.md): 4 query heads per KV
+             head as on 1 GPU, over 1/N of the tokens.
 
    Timing: CUDA events on each rank's stream around one fa_forward, after `warmup` untimed
    steps; the ranks start each step together (a host barrier); a step's time is the slowest
