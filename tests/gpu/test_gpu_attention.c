@@ -994,16 +994,16 @@ static void bench(void)
     dout = gt_dmalloc((size_t)T * Hq * D * 2);
     dk = gt_dmalloc((size_t)NTOK * Hkv * D * 2);
     dv = gt_dmalloc((size_t)NTOK * Hkv * D * 2);
-    dcu = gt_dmalloc(sizeof(int32_t) * 65);
-    dseq = gt_dmalloc(sizeof(int32_t) * 64);
+    dcu = gt_dmalloc(sizeof(int32_t) * 257);
+    dseq = gt_dmalloc(sizeof(int32_t) * 256);
     dbt = gt_dmalloc(sizeof(int32_t) * (size_t)nblk);
     if (!dq || !dout || !dk || !dv || !dcu || !dseq || !dbt) goto done;
     if (!fill_random_bf16(dq, (int64_t)T * Hq * D, pat, pat_n) ||
         !fill_random_bf16(dk, NTOK * Hkv * D, pat + 11, pat_n - 11) ||
         !fill_random_bf16(dv, NTOK * Hkv * D, pat + 5, pat_n - 5))
         goto done;
-    cu = (int32_t *)gt_xmalloc(sizeof(int32_t) * 65);
-    seq = (int32_t *)gt_xmalloc(sizeof(int32_t) * 64);
+    cu = (int32_t *)gt_xmalloc(sizeof(int32_t) * 257);
+    seq = (int32_t *)gt_xmalloc(sizeof(int32_t) * 256);
     bt = (int32_t *)gt_xmalloc(sizeof(int32_t) * (size_t)nblk);
     for (i = 0; i < nblk; ++i) bt[i] = i;
     for (i = (int)nblk - 1; i > 0; --i) {   /* shuffled physical blocks */

@@ -625,7 +625,14 @@ int main(void)
         run_case("plain, fp8 e5m2 cache (scale 0.02)", &s, &l2, 0, 1, 1.5e-1);
         s.cache_dtype = FA_CACHE_AUTO;
     }
-    run_case("cross-attention step: no new k/v (no cache write)", &s, &ld, 0, 0, 2e-2);
+    {   /* cross-attention decode step: keys are the encoder's (already cached), no new k/v */
+        scene x = s;
+        int32_t b, xs[64];
+        for (b = 0; b < x.nreq; ++b) xs[b] = x.ctx[b];
+        memcpy(x.seq, xs, sizeof(int32_t) * (size_t)x.nreq);
+        x.causal = 0;
+        run_case("cross-attention step: no new k/v (no cache write)", &x, &ld, 0, 0, 2e-2);
+    }
     run_kv_sharing_case(&s);
     run_profiling_case(&s);
     scene_free(&s);

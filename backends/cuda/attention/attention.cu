@@ -1,0 +1,425 @@
+// attention.cu - fa_cuda__attention: argument checks, dispatch to the compiled instances
+// (head dim x q dtype x KV kind), launch, and the split-KV combine kernel.
+//
+// Compiled head dims: -DFA_ATTN_HD_<d> for each kept width (meson.build passes them from the
+// head_dims option, with -DFA_ATTN_HEAD_DIMS_SET); without FA_ATTN_HEAD_DIMS_SET every width of
+// gen_instances.py's HEAD_DIMS is assumed.
+#define FA_ATTN_DECLS_ONLY
+#include "attention_kernel.cuh"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#ifndef FA_ATTN_HEAD_DIMS_SET
+#define FA_ATTN_HD_32 1
+#define FA_ATTN_HD_64 1
+#define FA_ATTN_HD_96 1
+#define FA_ATTN_HD_128 1
+#define FA_ATTN_HD_192 1
+#define FA_ATTN_HD_256 1
+#endif
+
+namespace {
+
+// Compiled widths, ascending, 0-terminated.
+const int kCompiledDims[] = {
+#ifdef FA_ATTN_HD_32
+    32,
+#endif
+#ifdef FA_ATTN_HD_64
+    64,
+#endif
+#ifdef FA_ATTN_HD_96
+    96,
+#endif
+#ifdef FA_ATTN_HD_128
+    128,
+#endif
+#ifdef FA_ATTN_HD_192
+    192,
+#endif
+#ifdef FA_ATTN_HD_256
+    256,
+#endif
+    0};
+
+fa_status fail(char *err, size_t err_size, fa_status st, const char *fmt, ...) {
+    if (err != nullptr && err_size > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, err_size, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+const char *dtype_name(fa_dtype t) {
+    switch (t) {
+        case FA_DTYPE_F32: return "f32";
+        case FA_DTYPE_F16: return "f16";
+        case FA_DTYPE_BF16: return "bf16";
+        case FA_DTYPE_FP8_E4M3: return "fp8_e4m3";
+        case FA_DTYPE_FP8_E5M2: return "fp8_e5m2";
+        case FA_DTYPE_I32: return "i32";
+        case FA_DTYPE_I64: return "i64";
+        default: return "unknown";
+    }
+}
+
+// Smallest compiled width >= head_size, 0 if none.
+int padded_dim(int head_size) {
+    for (int i = 0; kCompiledDims[i] != 0; ++i) {
+        if (kCompiledDims[i] >= head_size) return kCompiledDims[i];
+    }
+    return 0;
+}
+
+void compiled_dims_string(char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; kCompiledDims[i] != 0 && len + 8 < n; ++i) {
+        len += static_cast<size_t>(snprintf(buf + len, n - len, i ? ",%d" : "%d", kCompiledDims[i]));
+    }
+    if (kCompiledDims[0] == 0) snprintf(buf, n, "none");
+}
+
+bool aligned16(const void *ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+#if !defined(__HIP_PLATFORM_AMD__)
+// ---------------------------------------------------------------------------------------------
+// Split-KV combine: one warp per (token, head) of the sequences with more than one split.
+// L = M + ln sum_s exp(L_s - M) (M := 0 when every L_s is -inf), O = sum_s exp(L_s - L) O_s.
+
+__device__ __forceinline__ void store4(__half *dst, float a, float b, float c, float d) {
+    __half2 v[2] = {__floats2half2_rn(a, b), __floats2half2_rn(c, d)};
+    *reinterpret_cast<uint2 *>(dst) = *reinterpret_cast<const uint2 *>(v);
+}
+
+__device__ __forceinline__ void store4(__nv_bfloat16 *dst, float a, float b, float c, float d) {
+    __nv_bfloat162 v[2] = {__floats2bfloat162_rn(a, b), __floats2bfloat162_rn(c, d)};
+    *reinterpret_cast<uint2 *>(dst) = *reinterpret_cast<const uint2 *>(v);
+}
+
+template <typename QT>
+__global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ fa_attn::Params p) {
+    const int lane = threadIdx.x & 31;
+    const int64_t pair = static_cast<int64_t>(blockIdx.x) * 4 + (threadIdx.x >> 5);
+    if (pair >= static_cast<int64_t>(p.num_tokens) * p.num_heads_q) return;
+    const int tok = static_cast<int>(pair / p.num_heads_q);
+    const int h = static_cast<int>(pair % p.num_heads_q);
+    // sequence of the token: the last b with cu_q[b] <= tok
+    int lo = 0, hi = p.num_seqs - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (p.cu_seqlens_q[mid] <= tok) lo = mid; else hi = mid - 1;
+    }
+    const int b = lo;
+    if (tok < p.cu_seqlens_q[b] || tok >= p.cu_seqlens_q[b + 1]) return;   // padding token
+    int ns = p.num_splits;
+    if (p.split_plan != nullptr) ns = min(p.split_plan[1 + b], ns);
+    if (ns <= 1) return;   // 0: no work; 1: the kernel wrote out directly
+
+    const int64_t lse_stride = static_cast<int64_t>(p.num_heads_q) * p.num_tokens;
+    const float *ls = p.split_lse + static_cast<int64_t>(h) * p.num_tokens + tok;
+    float M = -INFINITY;
+    for (int s = lane; s < ns; s += 32) M = fmaxf(M, ls[s * lse_stride]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    const float Muse = M == -INFINITY ? 0.f : M;
+    float sum = 0.f;
+    for (int s = lane; s < ns; s += 32) sum += expf(ls[s * lse_stride] - Muse);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const float L = sum == 0.f ? -INFINITY : Muse + logf(sum);
+
+    // each lane owns float4 chunks c = lane and lane + 32 of the row (head_size <= 256)
+    const int nchunk = p.head_size / 4;
+    float4 acc0 = make_float4(0.f, 0.f, 0.f, 0.f), acc1 = acc0;
+    const int64_t ostride = static_cast<int64_t>(p.num_tokens) * p.num_heads_q * p.head_size;
+    const float *os = p.split_out + (static_cast<int64_t>(tok) * p.num_heads_q + h) * p.head_size;
+    for (int s0 = 0; s0 < ns; s0 += 32) {
+        const int sl = s0 + lane;
+        const float wl = (sl < ns && L != -INFINITY) ? expf(ls[sl * lse_stride] - L) : 0.f;
+        const int cnt = min(32, ns - s0);
+        for (int k = 0; k < cnt; ++k) {
+            const float w = __shfl_sync(0xffffffffu, wl, k);
+            if (w == 0.f) continue;   // empty split (its O is 0): skip the read
+            const float *src = os + static_cast<int64_t>(s0 + k) * ostride;
+            if (lane < nchunk) {
+                const float4 v = *reinterpret_cast<const float4 *>(src + lane * 4);
+                acc0.x += w * v.x; acc0.y += w * v.y; acc0.z += w * v.z; acc0.w += w * v.w;
+            }
+            if (lane + 32 < nchunk) {
+                const float4 v = *reinterpret_cast<const float4 *>(src + (lane + 32) * 4);
+                acc1.x += w * v.x; acc1.y += w * v.y; acc1.z += w * v.z; acc1.w += w * v.w;
+            }
+        }
+    }
+    QT *dst = static_cast<QT *>(p.out) + static_cast<int64_t>(tok) * p.out_token_stride +
+              static_cast<int64_t>(h) * p.out_head_stride;
+    if (lane < nchunk) store4(dst + lane * 4, acc0.x, acc0.y, acc0.z, acc0.w);
+    if (lane + 32 < nchunk) store4(dst + (lane + 32) * 4, acc1.x, acc1.y, acc1.z, acc1.w);
+    if (lane == 0 && p.lse != nullptr) p.lse[static_cast<int64_t>(h) * p.lse_head_stride + tok] = L;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dispatch: runtime values -> template arguments; the default arm reports what is missing.
+
+#ifdef FA_ATTN_HD_32
+#define FA_ATTN_ARM_32(DIM, ...) case 32: { constexpr int DIM = 32; __VA_ARGS__ } break;
+#else
+#define FA_ATTN_ARM_32(DIM, ...)
+#endif
+#ifdef FA_ATTN_HD_64
+#define FA_ATTN_ARM_64(DIM, ...) case 64: { constexpr int DIM = 64; __VA_ARGS__ } break;
+#else
+#define FA_ATTN_ARM_64(DIM, ...)
+#endif
+#ifdef FA_ATTN_HD_96
+#define FA_ATTN_ARM_96(DIM, ...) case 96: { constexpr int DIM = 96; __VA_ARGS__ } break;
+#else
+#define FA_ATTN_ARM_96(DIM, ...)
+#endif
+#ifdef FA_ATTN_HD_128
+#define FA_ATTN_ARM_128(DIM, ...) case 128: { constexpr int DIM = 128; __VA_ARGS__ } break;
+#else
+#define FA_ATTN_ARM_128(DIM, ...)
+#endif
+#ifdef FA_ATTN_HD_192
+#define FA_ATTN_ARM_192(DIM, ...) case 192: { constexpr int DIM = 192; __VA_ARGS__ } break;
+#else
+#define FA_ATTN_ARM_192(DIM, ...)
+#endif
+#ifdef FA_ATTN_HD_256
+#define FA_ATTN_ARM_256(DIM, ...) case 256: { constexpr int DIM = 256; __VA_ARGS__ } break;
+#else
+#define FA_ATTN_ARM_256(DIM, ...)
+#endif
+
+#define FA_ATTN_DISPATCH_HEAD_DIM(dim, DIM, ...)                                                \
+    switch (dim) {                                                                             \
+        FA_ATTN_ARM_32(DIM, __VA_ARGS__)                                                       \
+        FA_ATTN_ARM_64(DIM, __VA_ARGS__)                                                       \
+        FA_ATTN_ARM_96(DIM, __VA_ARGS__)                                                       \
+        FA_ATTN_ARM_128(DIM, __VA_ARGS__)                                                      \
+        FA_ATTN_ARM_192(DIM, __VA_ARGS__)                                                      \
+        FA_ATTN_ARM_256(DIM, __VA_ARGS__)                                                      \
+        default:                                                                               \
+            return fail(err, err_size, FA_ERR_UNSUPPORTED, "unsupported head_dim: %d", dim);   \
+    }
+
+#define FA_ATTN_DISPATCH_Q_DTYPE(dtype, QT, ...)                                                \
+    switch (dtype) {                                                                           \
+        case FA_DTYPE_F16: { using QT = __half; __VA_ARGS__ } break;                           \
+        case FA_DTYPE_BF16: { using QT = __nv_bfloat16; __VA_ARGS__ } break;                   \
+        default:                                                                               \
+            return fail(err, err_size, FA_ERR_UNSUPPORTED, "unsupported q_dtype: %s",          \
+                        dtype_name(dtype));                                                    \
+    }
+
+#define FA_ATTN_DISPATCH_KV_KIND(kind, KV, ...)                                                 \
+    switch (kind) {                                                                            \
+        case fa_attn::KV_SAME: { constexpr int KV = fa_attn::KV_SAME; __VA_ARGS__ } break;     \
+        case fa_attn::KV_FP8: { constexpr int KV = fa_attn::KV_FP8; __VA_ARGS__ } break;       \
+        default:                                                                               \
+            return fail(err, err_size, FA_ERR_UNSUPPORTED, "unsupported kv kind: %d", kind);   \
+    }
+
+#endif  // !__HIP_PLATFORM_AMD__
+
+}  // namespace
+
+#if defined(__HIP_PLATFORM_AMD__)
+
+fa_status fa_cuda__attention(const fa_attn_args *a, cudaStream_t stream,
+                             const fa_device_info *info, char *err, size_t err_size) {
+    (void)a; (void)stream; (void)info;
+    return fail(err, err_size, FA_ERR_UNSUPPORTED,
+                "attention: not built for HIP (the kernels use mma.sync / ldmatrix / cp.async)");
+}
+
+#else  // !__HIP_PLATFORM_AMD__
+
+fa_status fa_cuda__attention(const fa_attn_args *a, cudaStream_t stream,
+                             const fa_device_info *info, char *err, size_t err_size) {
+    if (err != nullptr && err_size > 0) err[0] = '\0';
+    if (a == nullptr) return fail(err, err_size, FA_ERR_INVALID_ARG, "attention: args is NULL");
+
+    // ---- shapes and dtypes
+    if (a->num_seqs < 0 || a->num_tokens < 0)
+        return fail(err, err_size, FA_ERR_INVALID_ARG, "num_seqs %d / num_tokens %d negative",
+                    a->num_seqs, a->num_tokens);
+    if (a->num_heads_q <= 0 || a->num_heads_kv <= 0 || a->num_heads_q % a->num_heads_kv != 0)
+        return fail(err, err_size, FA_ERR_INVALID_ARG,
+                    "num_heads_q %d is not a positive multiple of num_heads_kv %d",
+                    a->num_heads_q, a->num_heads_kv);
+    if (a->q_head_group < 0 ||
+        (a->q_head_group > 0 && (a->num_heads_q % a->q_head_group != 0 ||
+                                 a->q_head_group % a->num_heads_kv != 0)))
+        return fail(err, err_size, FA_ERR_INVALID_ARG,
+                    "q_head_group %d must divide num_heads_q %d and be a multiple of num_heads_kv %d",
+                    a->q_head_group, a->num_heads_q, a->num_heads_kv);
+    if (a->head_size <= 0 || a->head_size % 8 != 0 || a->head_size > 256)
+        return fail(err, err_size, FA_ERR_INVALID_ARG,
+                    "head_size %d is not a multiple of 8 in [8, 256]", a->head_size);
+    if (a->q_dtype != FA_DTYPE_F16 && a->q_dtype != FA_DTYPE_BF16)
+        return fail(err, err_size, FA_ERR_UNSUPPORTED, "q_dtype %s: the CUDA backend takes f16 or bf16",
+                    dtype_name(a->q_dtype));
+    int kv_kind;
+    if (a->kv_dtype == a->q_dtype) kv_kind = fa_attn::KV_SAME;
+    else if (a->kv_dtype == FA_DTYPE_FP8_E4M3 || a->kv_dtype == FA_DTYPE_FP8_E5M2) kv_kind = fa_attn::KV_FP8;
+    else
+        return fail(err, err_size, FA_ERR_INVALID_ARG, "kv_dtype %s with q_dtype %s",
+                    dtype_name(a->kv_dtype), dtype_name(a->q_dtype));
+    const bool paged = a->cu_seqlens_k == nullptr;
+    if (paged && a->seqused_k == nullptr)
+        return fail(err, err_size, FA_ERR_INVALID_ARG, "one of seqused_k and cu_seqlens_k is required");
+    if (!paged && a->seqused_k != nullptr)
+        return fail(err, err_size, FA_ERR_INVALID_ARG, "seqused_k and cu_seqlens_k are exclusive");
+    if (paged && a->block_table == nullptr)
+        return fail(err, err_size, FA_ERR_INVALID_ARG, "paged attention (seqused_k) needs block_table");
+    if (paged && (a->block_size <= 0 || a->block_size % 16 != 0))
+        return fail(err, err_size, FA_ERR_INVALID_ARG, "block_size %d is not a positive multiple of 16",
+                    a->block_size);
+    if (a->num_tokens == 0 || a->num_seqs == 0) return FA_OK;
+    if (a->q == nullptr || a->k == nullptr || a->v == nullptr || a->out == nullptr ||
+        a->cu_seqlens_q == nullptr)
+        return fail(err, err_size, FA_ERR_INVALID_ARG, "q, k, v, out and cu_seqlens_q are required");
+    if (static_cast<int64_t>(a->num_tokens) * (a->num_heads_q / a->num_heads_kv) > 0x7fff0000LL)
+        return fail(err, err_size, FA_ERR_UNSUPPORTED, "num_tokens %d x %d query heads per KV head "
+                    "exceeds 2^31 rows", a->num_tokens, a->num_heads_q / a->num_heads_kv);
+    const int S = a->num_splits > 1 ? a->num_splits : 1;
+    if (S > 1 && (a->split_out == nullptr || a->split_lse == nullptr))
+        return fail(err, err_size, FA_ERR_INVALID_ARG, "num_splits %d needs split_out and split_lse",
+                    a->num_splits);
+    if (S > 65535)
+        return fail(err, err_size, FA_ERR_UNSUPPORTED, "num_splits %d > 65535", a->num_splits);
+
+    // ---- alignment: 16-byte rows for the copies (q, out, 16-bit K/V); fp8 K/V 8 or 16 bytes
+    const bool fp8 = kv_kind != fa_attn::KV_SAME;
+    if (!aligned16(a->q) || a->q_token_stride % 8 || a->q_head_stride % 8 || a->q_group_stride % 8)
+        return fail(err, err_size, FA_ERR_UNSUPPORTED,
+                    "q must be 16-byte aligned with strides multiple of 8 elements");
+    if (!aligned16(a->out) || a->out_token_stride % 8 || a->out_head_stride % 8)
+        return fail(err, err_size, FA_ERR_UNSUPPORTED,
+                    "out must be 16-byte aligned with strides multiple of 8 elements");
+    const int64_t kv_strides[6] = {a->k_block_stride, a->k_row_stride, a->k_head_stride,
+                                   a->v_block_stride, a->v_row_stride, a->v_head_stride};
+    bool kv16 = aligned16(a->k) && aligned16(a->v);
+    bool kv8 = (reinterpret_cast<uintptr_t>(a->k) & 7u) == 0 && (reinterpret_cast<uintptr_t>(a->v) & 7u) == 0;
+    for (int i = 0; i < 6; ++i) {
+        if (!paged && (i == 0 || i == 3)) continue;   // dense: no block stride
+        const int64_t bytes = kv_strides[i] * (fp8 ? 1 : 2);
+        if (bytes % 16) kv16 = false;
+        if (bytes % 8) kv8 = false;
+    }
+    if (fp8 && a->head_size % 16) kv16 = false;
+    if (!(fp8 ? kv8 : kv16))
+        return fail(err, err_size, FA_ERR_UNSUPPORTED,
+                    "k/v must be %d-byte aligned (pointers and strides)", fp8 ? 8 : 16);
+
+    // ---- kernel parameters
+    fa_attn::Params p;
+    memset(&p, 0, sizeof(p));
+    p.q = a->q;
+    p.q_token_stride = a->q_token_stride;
+    p.q_head_stride = a->q_head_stride;
+    p.q_group_stride = a->q_group_stride;
+    p.q_head_group = a->q_head_group > 0 ? a->q_head_group : a->num_heads_q;
+    p.q_group_kv = p.q_head_group / a->num_heads_kv;
+    p.out = a->out;
+    p.out_token_stride = a->out_token_stride;
+    p.out_head_stride = a->out_head_stride;
+    p.lse = a->lse;
+    p.lse_head_stride = a->lse_head_stride;
+    p.k = a->k;
+    p.v = a->v;
+    p.k_block_stride = a->k_block_stride;
+    p.k_row_stride = a->k_row_stride;
+    p.k_head_stride = a->k_head_stride;
+    p.v_block_stride = a->v_block_stride;
+    p.v_row_stride = a->v_row_stride;
+    p.v_head_stride = a->v_head_stride;
+    p.cu_seqlens_q = a->cu_seqlens_q;
+    p.seqused_k = paged ? a->seqused_k : nullptr;
+    p.cu_seqlens_k = paged ? nullptr : a->cu_seqlens_k;
+    p.block_table = paged ? a->block_table : nullptr;
+    p.block_table_stride = a->block_table_stride;
+    p.num_seqs = a->num_seqs;
+    p.num_tokens = a->num_tokens;
+    p.num_heads_q = a->num_heads_q;
+    p.num_heads_kv = a->num_heads_kv;
+    p.group = a->num_heads_q / a->num_heads_kv;
+    p.head_size = a->head_size;
+    p.block_size = paged ? a->block_size : 1;
+    p.block_shift = -1;
+    if (paged && (a->block_size & (a->block_size - 1)) == 0) {
+        int sh = 0;
+        while ((1 << sh) < a->block_size) ++sh;
+        p.block_shift = sh;
+    }
+    p.softmax_scale = a->softmax_scale;
+    p.softcap = a->softcap > 0.f ? a->softcap : 0.f;
+    p.window_left = a->window_left < 0 ? -1 : a->window_left;
+    p.window_right = a->causal ? 0 : (a->window_right < 0 ? -1 : a->window_right);
+    p.alibi_slopes = a->alibi_slopes;
+    p.alibi_batch_stride = a->alibi_batch_stride;
+    p.sinks = a->sinks;
+    p.k_descale = fp8 ? a->k_descale : nullptr;
+    p.v_descale = fp8 ? a->v_descale : nullptr;
+    p.descale_batch_stride = a->descale_batch_stride;
+    p.descale_head_stride = a->descale_head_stride;
+    p.k_scale = fp8 ? a->k_scale : 1.f;
+    p.v_scale = fp8 ? a->v_scale : 1.f;
+    p.kv_vec16 = kv16 ? 1 : 0;
+    p.kv_e5m2 = a->kv_dtype == FA_DTYPE_FP8_E5M2 ? 1 : 0;
+    p.num_splits = S;
+    p.split_plan = a->split_plan;   // also with S == 1: a 0 entry leaves the sequence untouched
+    p.split_out = S > 1 ? a->split_out : nullptr;
+    p.split_lse = S > 1 ? a->split_lse : nullptr;
+
+    // ---- instance and tile shape
+    const int dim = padded_dim(a->head_size);
+    if (dim == 0) {
+        char dims[64];
+        compiled_dims_string(dims, sizeof(dims));
+        return fail(err, err_size, FA_ERR_UNSUPPORTED, "head_size %d not compiled in (head_dims=%s)",
+                    a->head_size, dims);
+    }
+    // packed decode tile (16 rows = query rows x heads of a KV head) when every sequence fits
+    bool decode = a->max_seqlen_q > 0 &&
+                  static_cast<int64_t>(a->max_seqlen_q) * p.group <= 16;
+    const int64_t smem_limit = info != nullptr && info->smem_per_block > 0 ? info->smem_per_block : 0;
+    cudaError_t ce = cudaSuccess;
+    FA_ATTN_DISPATCH_HEAD_DIM(dim, DIM, FA_ATTN_DISPATCH_Q_DTYPE(a->q_dtype, QT, FA_ATTN_DISPATCH_KV_KIND(kv_kind, KV, {
+        if (smem_limit > 0 && decode && fa_attn::attention_smem_bytes<DIM, QT, KV>(true) > smem_limit)
+            decode = false;
+        const int64_t need = fa_attn::attention_smem_bytes<DIM, QT, KV>(decode);
+        if (smem_limit > 0 && need > smem_limit)
+            return fail(err, err_size, FA_ERR_UNSUPPORTED,
+                        "head_size %d needs %lld bytes of shared memory per block, device has %lld",
+                        a->head_size, static_cast<long long>(need), static_cast<long long>(smem_limit));
+        ce = fa_attn::launch_attention<DIM, QT, KV>(p, decode, stream);
+    })))
+    if (ce != cudaSuccess)
+        return fail(err, err_size, FA_ERR_BACKEND, "attention kernel launch: %s", cudaGetErrorString(ce));
+
+    if (S > 1) {
+        const int64_t pairs = static_cast<int64_t>(a->num_tokens) * a->num_heads_q;
+        const int64_t blocks = (pairs + 3) / 4;
+        if (blocks > 0x7fffffffLL)
+            return fail(err, err_size, FA_ERR_UNSUPPORTED, "too many tokens x heads for the combine");
+        if (a->q_dtype == FA_DTYPE_F16)
+            combine_kernel<__half><<<static_cast<unsigned>(blocks), 128, 0, stream>>>(p);
+        else
+            combine_kernel<__nv_bfloat16><<<static_cast<unsigned>(blocks), 128, 0, stream>>>(p);
+        ce = cudaGetLastError();
+        if (ce != cudaSuccess)
+            return fail(err, err_size, FA_ERR_BACKEND, "split combine launch: %s", cudaGetErrorString(ce));
+    }
+    return FA_OK;
+}
+
+#endif  // __HIP_PLATFORM_AMD__

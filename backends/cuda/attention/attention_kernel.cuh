@@ -1,0 +1,986 @@
+// attention_kernel.cuh - the varlen paged / dense attention kernel family (CUDA, sm_80+).
+//
+// One template, instantiated per (padded head dim D, query dtype QT, KV storage kind KV) by the
+// generated files in instances/ (gen_instances.py holds the axis lists). Each instance holds two
+// tile shapes of the same kernel:
+//
+//   prefill  4 warps stacked along M, MF m16 fragments per warp (BM = 64 * MF rows), BN keys per
+//            stage, every warp reads the whole key tile.
+//   decode   one warp, 16 rows (the G query heads of one KV head for q_len 1, "packed GQA"),
+//            small CTAs, several per SM. It walks the keys in the same steps as a prefill warp, so
+//            a row gets the same bits from either shape (num_splits <= 1 is batch invariant).
+//
+// Rows of a tile are (query token, query head of the KV head) pairs, r = t * G + g, so the K/V
+// tile staged in shared memory serves every query head of its KV head (GQA packing, prefill and
+// decode); query_head() maps g to the head index (grouped queries included).
+//
+// Pipeline per key tile (16-bit K/V): one cp.async group per tile (K and V rows gathered through
+// the block table, 16-byte copies, rows outside the CTA's key range zero-filled, never read), two
+// stages: tile i+1 is in flight while tile i is computed. fp8 K/V: the raw bytes are staged the
+// same way and converted to QT in shared memory before the tile is used.
+// Math: S = Q K^T and O += P V with mma.sync m16n8k16 (fp32 accumulate) fed by ldmatrix; online
+// softmax in registers in log2 units; logits: scale -> softcap -> ALiBi -> mask (-inf) -> softmax
+// with the sink as initial state (m = z, l = 1) of split 0.
+#pragma once
+
+#include "../fa_cuda_internal.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <stdint.h>
+
+#include <type_traits>
+
+namespace fa_attn {
+
+enum { KV_SAME = 0, KV_FP8 = 1 };   // K/V storage: q dtype, or fp8 (e4m3 / e5m2 at run time)
+
+// Flat kernel parameters (passed by value). Strides are in elements.
+struct Params {
+    const void *q;                    // [T, Hq, D] through the group addressing of fa_attn_args
+    int64_t q_token_stride, q_head_stride, q_group_stride;
+    int32_t q_head_group;             // qg > 0 (host replaces 0 by Hq), a multiple of Hkv
+    int32_t q_group_kv;               // qg / Hkv: query heads per KV head within a group
+    void *out;                        // [T, Hq, D] QT
+    int64_t out_token_stride, out_head_stride;
+    float *lse;                       // NULL-able [Hq, T]
+    int64_t lse_head_stride;
+    const void *k, *v;                // paged [NB, bs, Hkv, D] / dense [Tk, Hkv, D]
+    int64_t k_block_stride, k_row_stride, k_head_stride;
+    int64_t v_block_stride, v_row_stride, v_head_stride;
+    const int32_t *cu_seqlens_q;      // [B + 1]
+    const int32_t *seqused_k;         // [B] (paged)
+    const int32_t *cu_seqlens_k;      // [B + 1] (dense) or NULL
+    const int32_t *block_table;       // [B, *] or NULL (dense)
+    int64_t block_table_stride;
+    int32_t num_seqs, num_tokens, num_heads_q, num_heads_kv, group, head_size;
+    int32_t block_size, block_shift;  // block_shift = log2(block_size) or -1
+    float softmax_scale;              // natural units
+    float softcap;                    // 0 = off
+    int32_t window_left, window_right; // -1 = unbounded (causal already folded into right = 0)
+    const float *alibi_slopes;        // NULL-able [Hq] / [B, Hq]
+    int64_t alibi_batch_stride;
+    const float *sinks;               // NULL-able [Hq]
+    const float *k_descale, *v_descale; // NULL-able [B, Hkv] (fp8 only)
+    int64_t descale_batch_stride, descale_head_stride;
+    float k_scale, v_scale;           // fp8 only, when the descale pointers are NULL
+    int32_t kv_vec16;                 // fp8 only: 16-byte aligned rows (else 8-byte copies)
+    int32_t kv_e5m2;                  // fp8 only: 1 = E5M2, 0 = E4M3
+    int32_t num_splits;               // S >= 1
+    const int32_t *split_plan;        // NULL-able [1 + B]
+    float *split_out;                 // [S, T, Hq, head_size] (S > 1)
+    float *split_lse;                 // [S, Hq, T]
+};
+
+// Launches the kernel of one instance. decode selects the packed-decode tile shape.
+// Returns the launch error (cudaSuccess when launched).
+template <int D, typename QT, int KV>
+cudaError_t launch_attention(const Params &p, bool decode, cudaStream_t stream);
+
+// Dynamic shared memory of an instance's tile shape (bytes), for the host's capability check.
+template <int D, typename QT, int KV>
+int64_t attention_smem_bytes(bool decode);
+
+}  // namespace fa_attn
+
+#if defined(__HIP_PLATFORM_AMD__)
+// HIP: mma.sync, ldmatrix and cp.async are NVIDIA instructions; the family is not built there
+// (fa_cuda__attention reports FA_ERR_UNSUPPORTED).
+#define FA_ATTN_INSTANTIATE(D, QT, KV)
+#elif !defined(FA_ATTN_DECLS_ONLY)
+
+namespace fa_attn {
+
+// ---------------------------------------------------------------------------------------------
+// Tile shapes
+
+template <int D_, int WM_, int MF_, int BN_, int BNC_, int MINB_, int KV_>
+struct Cfg {
+    static constexpr int D = D_;                 // padded head dim (multiple of 16)
+    static constexpr int WM = WM_;               // warps (stacked along the rows)
+    static constexpr int NT = WM * 32;
+    static constexpr int MF = MF_;               // m16 fragments per warp
+    static constexpr int BM = WM * MF * 16;      // rows per CTA
+    static constexpr int BN = BN_;               // keys per stage
+    static constexpr int BNC = BNC_ < BN_ ? BNC_ : BN_;  // keys per online-softmax step
+    static constexpr int NF = BNC / 8;           // n8 fragments of S per warp and step
+    static constexpr int KS = D / 16;            // k16 steps of Q K^T
+    static constexpr int DF = D / 8;             // n8 fragments of O
+    static constexpr int MINB = MINB_;
+    static constexpr bool FP8 = KV_ != KV_SAME;
+    // smem rows padded by 16 bytes: ldmatrix rows land in distinct banks (D % 16 == 0) and every
+    // fragment address is one base register plus an immediate
+    static constexpr int LD = D + 8;             // smem row length (elements)
+    static constexpr int KST = FP8 ? 1 : 2;      // QT stages of K and of V
+    static constexpr int Q_BYTES = BM * LD * 2;
+    static constexpr int KV_TILE_BYTES = BN * LD * 2;
+    static constexpr int RAW_TILE_BYTES = FP8 ? BN * D : 0;   // one raw fp8 tile (K or V)
+    static constexpr int MAIN_BYTES = Q_BYTES + 2 * KST * KV_TILE_BYTES + 2 * 2 * RAW_TILE_BYTES;
+    static constexpr int OLD = D + 8;            // fp32 epilogue row length (float2 stores conflict-free)
+    static constexpr int EPI_BYTES = BM * OLD * 4;   // fp32 (split) or QT staging of O
+    static constexpr int OFF_OFF = MAIN_BYTES;          // int64 K/V row offsets [2][2][BN]
+    static constexpr int SLOPE_OFF = OFF_OFF + 2 * 2 * BN * 8;   // ALiBi slopes [BM] (log2 units)
+    static constexpr int SMEM_MAIN = SLOPE_OFF + BM * 4;
+    static constexpr int INFO_OFF = ((SMEM_MAIN > EPI_BYTES ? SMEM_MAIN : EPI_BYTES) + 15) / 16 * 16;
+    static constexpr int ROW_OFF = INFO_OFF + 64;          // int64 per-row q / out offsets [BM]
+    static constexpr int SMEM = ROW_OFF + BM * 8;          // CtaInfo and row offsets: never aliased
+    static_assert(BNC % 16 == 0 && BN % BNC == 0, "keys per step: multiples of 16");
+    static_assert((BNC / 8) % 2 == 0 && ((BNC / 8) & (BNC / 8 - 1)) == 0, "n8 fragments: power of 2");
+    static_assert(D % 16 == 0, "padded head dim must be a multiple of 16");
+    static_assert(BM <= NT, "one thread per row in the epilogue");
+};
+
+// Keys per online-softmax step. Both tile shapes use the same steps at the same key positions,
+// so a row gets the same bits from either (num_splits <= 1 is batch invariant).
+// (FA_ATTN_* knobs: tile experiments for 64 < D <= 128; the defaults are the shipped shape.)
+#ifndef FA_ATTN_STEP
+#define FA_ATTN_STEP 32
+#endif
+#ifndef FA_ATTN_PF_WM
+#define FA_ATTN_PF_WM 4
+#endif
+#ifndef FA_ATTN_PF_MF
+#define FA_ATTN_PF_MF 2
+#endif
+#ifndef FA_ATTN_PF_BN
+#define FA_ATTN_PF_BN 64
+#endif
+#ifndef FA_ATTN_PF_MINB
+#define FA_ATTN_PF_MINB 2
+#endif
+template <int D>
+constexpr int kStepKeys = D <= 64 ? 64 : (D <= 128 ? FA_ATTN_STEP : 32);
+// prefill: 4 warps along M; 2 fragments per warp (128 rows) up to D = 128, else 1 (64 rows)
+// with 32-key stages so that two CTAs fit an SM.
+template <int D, int KV>
+using PrefillCfg = typename std::conditional<
+    (D > 64 && D <= 128),
+    Cfg<D, FA_ATTN_PF_WM, FA_ATTN_PF_MF, FA_ATTN_PF_BN, kStepKeys<D>, FA_ATTN_PF_MINB, KV>,
+    Cfg<D, 4, (D <= 128 ? 2 : 1), (D <= 128 ? 64 : 32), kStepKeys<D>, 2, KV>>::type;
+// decode: one warp, 16 rows (q_len x heads of one KV head), one step per stage; small CTAs,
+// several per SM.
+template <int D, int KV>
+using DecodeCfg = Cfg<D, 1, 1, kStepKeys<D>, kStepKeys<D>, 8, KV>;
+
+// ---------------------------------------------------------------------------------------------
+// Device helpers
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Hides a value from the optimiser: fragment addresses stay "base register + immediate" instead
+// of one hoisted register per (fragment, k-step) pair, which would spill.
+__device__ __forceinline__ uint32_t opaque(uint32_t x) {
+    asm volatile("" : "+r"(x));
+    return x;
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes));
+}
+
+__device__ __forceinline__ void cp_async8(uint32_t dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+template <typename QT>
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1);
+
+template <>
+__device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&c)[4], const uint32_t (&a)[4],
+                                                        uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <>
+__device__ __forceinline__ void mma16816<__half>(float (&c)[4], const uint32_t (&a)[4],
+                                                 uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats -> packed QT pair (first in the low half).
+template <typename QT>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
+template <>
+__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+__device__ __forceinline__ float fast_tanh(float x) {
+    float y;
+    asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Two fp8 values (low byte first) -> a QT pair, exactly (fp8 is a subset of f16; f16 -> bf16
+// through float is exact for fp8 values, NaN and Inf kept).
+template <typename QT, bool E5M2>
+__device__ __forceinline__ uint32_t fp8x2_to_qt2(uint32_t two) {
+    const __nv_fp8x2_storage_t x = static_cast<__nv_fp8x2_storage_t>(two & 0xffffu);
+    __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(x, E5M2 ? __NV_E5M2 : __NV_E4M3);
+    if constexpr (std::is_same<QT, __half>::value) {
+        return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+    } else {
+        __half2 hh = *reinterpret_cast<__half2 *>(&h);
+        float2 f = __half22float2(hh);
+        return pack2<__nv_bfloat16>(f.x, f.y);
+    }
+}
+
+// Query head of the g-th (0 <= g < Hq / Hkv) query head that reads KV head kvh. Query heads
+// form groups of qg = q_head_group; within a group head h reads KV head (h % qg) / (qg / Hkv).
+// One group (qg = Hq): h = kvh * G + g.
+__device__ __forceinline__ int query_head(const Params &p, int kvh, int g) {
+    const int gq = p.q_group_kv;
+    return (g / gq) * p.q_head_group + kvh * gq + g % gq;
+}
+
+// Byte offset of (row, 16-byte chunk) in a [rows][LD] 16-bit tile.
+template <class C>
+__device__ __forceinline__ uint32_t tile_off(int row, int chunk) {
+    return static_cast<uint32_t>(row * C::LD * 2 + (chunk << 4));
+}
+
+// Row offsets of one key tile: sOffK/sOffV[r] = element offset of key (n0 + r) in the K / V
+// cache (head offset not included), -1 for keys outside [kmin, kmax) (zero-filled, never read).
+// Computed one tile ahead by threads tid < BN: the block id is loaded early (block_id_of) and
+// the offsets stored late (store_offsets), so the latency of the block-table read hides behind a
+// tile's compute and the copy loops are just shared loads and cp.async.
+struct KeyRange {
+    int kmin, kmax;                   // keys [kmin, kmax) are read
+    int kstart;                       // dense: first key row of the sequence
+    const int32_t *bt;                // block-table row of the sequence (NULL = dense)
+};
+
+// Per-CTA values needed only at the edges of the main loop, parked in shared memory so that
+// they do not hold registers through it.
+struct CtaInfo {
+    KeyRange kr;
+    int32_t m0, rows;                 // first row of the tile, rows of the sequence (t * G + g)
+    int32_t q0, to_split;
+    float vdesc;
+};
+
+// Physical block of key j (paged) or its row (dense); -1 outside [kmin, kmax).
+__device__ __forceinline__ int64_t block_id_of(const Params &p, const KeyRange &kr, int j) {
+    if (j < kr.kmin || j >= kr.kmax) return -1;
+    if (kr.bt == nullptr) return static_cast<int64_t>(kr.kstart) + j;
+    const int bi = p.block_shift >= 0 ? (j >> p.block_shift) : (j / p.block_size);
+    return kr.bt[bi];
+}
+
+__device__ __forceinline__ void store_offsets(const Params &p, const KeyRange &kr, int j,
+                                              int64_t id, int64_t *offk, int64_t *offv) {
+    int64_t ok = -1, ov = -1;
+    if (id >= 0) {
+        if (kr.bt == nullptr) {
+            ok = id * p.k_row_stride;
+            ov = id * p.v_row_stride;
+        } else {
+            const int slot = p.block_shift >= 0 ? (j & (p.block_size - 1)) : (j % p.block_size);
+            ok = id * p.k_block_stride + static_cast<int64_t>(slot) * p.k_row_stride;
+            ov = id * p.v_block_stride + static_cast<int64_t>(slot) * p.v_row_stride;
+        }
+    }
+    *offk = ok;
+    *offv = ov;
+}
+
+// K and V tile -> smem through the row offsets. 16-bit: QT tile with padded rows; fp8: raw
+// [BN][D] bytes (converted later). Chunks past head_size and invalid rows are zero-filled.
+template <class C, typename T, int CH>
+__device__ __forceinline__ void load_kv(const Params &p, const T *kb, const T *vb,
+                                        const int64_t *offk, const int64_t *offv, uint32_t sk,
+                                        uint32_t sv, int tid) {
+    constexpr int EPC = CH / static_cast<int>(sizeof(T));   // elements per chunk
+    constexpr int CPR = C::D / EPC;                         // chunks per row
+    constexpr int TOTAL = C::BN * CPR;
+#pragma unroll 4
+    for (int it = 0; it < (TOTAL + C::NT - 1) / C::NT; ++it) {
+        const int i = tid + it * C::NT;
+        if (TOTAL % C::NT == 0 || i < TOTAL) {
+            const int r = i / CPR, c = i % CPR;
+            const int64_t ok = offk[r], ov = offv[r];
+            const int rem = p.head_size - c * EPC;          // elements of this chunk in the head
+            const bool valid = ok >= 0 && rem > 0;
+            const int bytes = valid ? min(rem, EPC) * static_cast<int>(sizeof(T)) : 0;
+            const T *ks = valid ? kb + ok + c * EPC : kb;
+            const T *vs = valid ? vb + ov + c * EPC : vb;
+            uint32_t o;
+            if constexpr (sizeof(T) == 1) {
+                o = static_cast<uint32_t>(i * CH);                 // raw rows are unpadded
+            } else {
+                o = tile_off<C>(r, c);
+            }
+            if constexpr (CH == 16) {
+                cp_async16(sk + o, ks, bytes);
+                cp_async16(sv + o, vs, bytes);
+            } else {
+                cp_async8(sk + o, ks, bytes);
+                cp_async8(sv + o, vs, bytes);
+            }
+        }
+    }
+}
+
+// One key row (all chunks of K and of V) of a tile, for the prologue.
+template <class C, typename T, int CH>
+__device__ __forceinline__ void load_row(const Params &p, const T *kb, const T *vb, int64_t ok,
+                                         int64_t ov, uint32_t sk, uint32_t sv, int r) {
+    constexpr int EPC = CH / static_cast<int>(sizeof(T));
+#pragma unroll
+    for (int c = 0; c < C::D / EPC; ++c) {
+        const int rem = p.head_size - c * EPC;
+        const bool valid = ok >= 0 && rem > 0;
+        const int bytes = valid ? min(rem, EPC) * static_cast<int>(sizeof(T)) : 0;
+        uint32_t o;
+        if constexpr (sizeof(T) == 1) {
+            o = static_cast<uint32_t>(r * C::D + c * CH);
+        } else {
+            o = tile_off<C>(r, c);
+        }
+        if constexpr (CH == 16) {
+            cp_async16(sk + o, valid ? kb + ok + c * EPC : kb, bytes);
+            cp_async16(sv + o, valid ? vb + ov + c * EPC : vb, bytes);
+        } else {
+            cp_async8(sk + o, valid ? kb + ok + c * EPC : kb, bytes);
+            cp_async8(sv + o, valid ? vb + ov + c * EPC : vb, bytes);
+        }
+    }
+}
+
+// Raw fp8 tile [BN][D] -> QT tile (padded rows).
+template <class C, typename QT, bool KV>
+__device__ __forceinline__ void convert_tile(const uint8_t *raw, unsigned char *dst, int tid) {
+    constexpr int CPR = C::D / 16;   // 16 fp8 values -> two 16-byte QT chunks
+    constexpr int TOTAL = C::BN * CPR;
+#pragma unroll
+    for (int it = 0; it < (TOTAL + C::NT - 1) / C::NT; ++it) {
+        const int i = tid + it * C::NT;
+        if (TOTAL % C::NT == 0 || i < TOTAL) {
+            const int r = i / CPR, c = i % CPR;
+            const uint4 x = *reinterpret_cast<const uint4 *>(raw + r * C::D + c * 16);
+            uint4 lo, hi;
+            lo.x = fp8x2_to_qt2<QT, KV>(x.x);
+            lo.y = fp8x2_to_qt2<QT, KV>(x.x >> 16);
+            lo.z = fp8x2_to_qt2<QT, KV>(x.y);
+            lo.w = fp8x2_to_qt2<QT, KV>(x.y >> 16);
+            hi.x = fp8x2_to_qt2<QT, KV>(x.z);
+            hi.y = fp8x2_to_qt2<QT, KV>(x.z >> 16);
+            hi.z = fp8x2_to_qt2<QT, KV>(x.w);
+            hi.w = fp8x2_to_qt2<QT, KV>(x.w >> 16);
+            *reinterpret_cast<uint4 *>(dst + tile_off<C>(r, 2 * c)) = lo;
+            *reinterpret_cast<uint4 *>(dst + tile_off<C>(r, 2 * c + 1)) = hi;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The kernel
+
+template <class C, typename QT, int KV>
+__global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_constant__ Params p) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    constexpr float kLog2e = 1.4426950408889634f;
+    constexpr float kLn2 = 0.6931471805599453f;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp;
+    const int g = lane >> 2, tig = lane & 3;
+
+    // ---- which tile: reversed so that the longest (last) row blocks of causal prefills start first
+    const int64_t idx = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
+    const int kvh = static_cast<int>(idx % p.num_heads_kv);
+    const int64_t tile = idx / p.num_heads_kv;
+    const int G = p.group;
+    // sequence b = the last one whose first tile tile_off(b) = cu_q[b] * G / BM + b <= tile
+    // (tile_off is strictly increasing and leaves each sequence >= its row blocks); binary
+    // steps until at most NT candidates remain, then one parallel count.
+    int b;
+    {
+        int lo = 0, hi = p.num_seqs - 1;
+        while (hi - lo >= C::NT) {
+            const int mid = (lo + hi + 1) >> 1;
+            const int64_t off = static_cast<int64_t>(p.cu_seqlens_q[mid]) * G / C::BM + mid;
+            if (off <= tile) lo = mid; else hi = mid - 1;
+        }
+        const int cand = lo + 1 + tid;
+        const bool ok = cand <= hi &&
+                        static_cast<int64_t>(p.cu_seqlens_q[cand]) * G / C::BM + cand <= tile;
+        b = lo + __syncthreads_count(ok);
+    }
+    const int q0 = p.cu_seqlens_q[b];
+    const int Lq = p.cu_seqlens_q[b + 1] - q0;
+    const int64_t mblk = tile - (static_cast<int64_t>(q0) * G / C::BM + b);
+    const int rows = Lq * G;   // host: num_tokens * G < 2^31
+    if (mblk < 0 || mblk * C::BM >= rows) return;
+    const int m0 = static_cast<int>(mblk) * C::BM;
+
+    const int S = p.num_splits;
+    int nsplit = S;
+    if (p.split_plan != nullptr) nsplit = min(p.split_plan[1 + b], S);
+    const int split = blockIdx.y;
+    if (split >= nsplit) return;       // includes "sequence does no work" (0)
+    const bool to_split = nsplit > 1;
+
+    // ---- key range
+    KeyRange kr;
+    int Lk;
+    if (p.cu_seqlens_k != nullptr) {
+        kr.kstart = p.cu_seqlens_k[b];
+        Lk = p.cu_seqlens_k[b + 1] - kr.kstart;
+        kr.bt = nullptr;
+    } else {
+        kr.kstart = 0;
+        Lk = p.seqused_k[b];
+        kr.bt = p.block_table + static_cast<int64_t>(b) * p.block_table_stride;
+    }
+    const int diag = Lk - Lq;          // key j is on row t's diagonal when j == t + diag
+    const int t_lo = static_cast<int>(m0 / G);
+    const int t_hi = (min(m0 + C::BM, rows) - 1) / G;
+    const int wl = p.window_left, wr = p.window_right;
+    // union of the rows' allowed keys [kmin, kmax) and their intersection [full_lo, full_hi)
+    int64_t kmin = 0, kmax = Lk;
+    int full_lo = 0, full_hi = Lk;
+    if (wl >= 0) {
+        kmin = max(int64_t(0), int64_t(t_lo) + diag - wl);
+        full_lo = static_cast<int>(min(int64_t(Lk), max(int64_t(0), int64_t(t_hi) + diag - wl)));
+    }
+    if (wr >= 0) {
+        kmax = min(int64_t(Lk), int64_t(t_hi) + diag + wr + 1);
+        full_hi = static_cast<int>(max(int64_t(0), min(int64_t(Lk), int64_t(t_lo) + diag + wr + 1)));
+    }
+    if (kmax < kmin) kmax = kmin;
+    kr.kmin = static_cast<int>(kmin);
+    kr.kmax = static_cast<int>(kmax);
+    const int tb = kr.kmin / C::BN;
+    const int te = kr.kmax > kr.kmin ? (kr.kmax + C::BN - 1) / C::BN : tb;
+    const int nt = te - tb;
+    const int my_tb = tb + static_cast<int>(static_cast<int64_t>(nt) * split / nsplit);
+    const int my_te = tb + static_cast<int>(static_cast<int64_t>(nt) * (split + 1) / nsplit);
+
+    // ---- per-sequence constants
+    float kdesc = 1.f, vdesc = 1.f;
+    if constexpr (C::FP8) {
+        const int64_t di = static_cast<int64_t>(b) * p.descale_batch_stride +
+                           static_cast<int64_t>(kvh) * p.descale_head_stride;
+        kdesc = p.k_descale != nullptr ? p.k_descale[di] : p.k_scale;
+        vdesc = p.v_descale != nullptr ? p.v_descale[di] : p.v_scale;
+    }
+    const float scale_nat = p.softmax_scale * kdesc;
+    const bool has_softcap = p.softcap > 0.f;
+    const bool has_alibi = p.alibi_slopes != nullptr;
+    const float sc_log2 = scale_nat * kLog2e;              // plain:  s2 = qk * sc_log2
+    const float sc_cap = has_softcap ? scale_nat / p.softcap : 0.f;  // capped: s2 = cap2 * tanh(qk * sc_cap)
+    const float cap2 = p.softcap * kLog2e;
+    const bool plain = !has_softcap && !has_alibi && sc_log2 > 0.f;
+    const float exp_scale = plain ? sc_log2 : 1.f;   // S -> log2 units inside the exponent
+
+    // ---- per-thread rows: token index + diag and the ALiBi slope (log2 units)
+    float *sSlope = reinterpret_cast<float *>(smem + C::SLOPE_OFF);
+    if (has_alibi && tid < C::BM) {
+        const int r = min(m0 + tid, rows - 1);
+        const int h = query_head(p, kvh, r % G);
+        sSlope[tid] = -kLog2e * p.alibi_slopes[static_cast<int64_t>(b) * p.alibi_batch_stride + h];
+    }   // read after the first barrier of the main loop
+    int td[C::MF][2];
+    float mrow[C::MF][2], lrow[C::MF][2];
+#pragma unroll
+    for (int mf = 0; mf < C::MF; ++mf) {
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            const int r = min(m0 + wm * C::MF * 16 + mf * 16 + g + 8 * hf, rows - 1);
+            const int t = r / G;
+            const int h = query_head(p, kvh, r - t * G);
+            td[mf][hf] = t + diag;
+            mrow[mf][hf] = -INFINITY;
+            lrow[mf][hf] = 0.f;
+            if (p.sinks != nullptr && split == 0) {
+                mrow[mf][hf] = p.sinks[h] * kLog2e;
+                lrow[mf][hf] = tig == 0 ? 1.f : 0.f;   // l is a per-thread partial sum
+            }
+        }
+    }
+
+    float o[C::MF][C::DF][4];
+#pragma unroll
+    for (int mf = 0; mf < C::MF; ++mf)
+#pragma unroll
+        for (int df = 0; df < C::DF; ++df)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[mf][df][e] = 0.f;
+
+    // ---- shared memory
+    unsigned char *sQ = smem;
+    unsigned char *sK = smem + C::Q_BYTES;
+    unsigned char *sV = sK + C::KST * C::KV_TILE_BYTES;
+    unsigned char *sRaw = sV + C::KST * C::KV_TILE_BYTES;   // fp8: [2 stages][K, V][BN * D]
+    const uint32_t sQa = smem_addr(sQ), sKa = smem_addr(sK), sVa = smem_addr(sV);
+    const uint32_t sRawa = smem_addr(sRaw);
+
+    // ---- prologue, no barrier: each thread issues whole rows of Q and of the first K/V tile
+    // (its own block-table read), and stores the row offsets of the second tile (slot 1); the
+    // first barrier of the main loop publishes them.
+    int64_t *sOff = reinterpret_cast<int64_t *>(smem + C::OFF_OFF);   // [slot][K, V][BN]
+    int64_t *sRow = reinterpret_cast<int64_t *>(smem + C::ROW_OFF);   // epilogue: out offsets
+    const void *kbase, *vbase;
+    if constexpr (C::FP8) {
+        kbase = static_cast<const uint8_t *>(p.k) + kvh * p.k_head_stride;
+        vbase = static_cast<const uint8_t *>(p.v) + kvh * p.v_head_stride;
+    } else {
+        kbase = static_cast<const QT *>(p.k) + kvh * p.k_head_stride;
+        vbase = static_cast<const QT *>(p.v) + kvh * p.v_head_stride;
+    }
+    {
+        const QT *qb = static_cast<const QT *>(p.q);
+        for (int r = tid; r < C::BM; r += C::NT) {
+            const int gr = m0 + r;
+            int64_t off = -1;
+            if (gr < rows) {
+                const int t = gr / G;
+                const int h = query_head(p, kvh, gr - t * G);
+                const int qhg = p.q_head_group;
+                off = static_cast<int64_t>(h / qhg) * p.q_group_stride +
+                      static_cast<int64_t>(h % qhg) * p.q_head_stride +
+                      static_cast<int64_t>(q0 + t) * p.q_token_stride;
+            }
+#pragma unroll
+            for (int c = 0; c < C::D / 8; ++c) {
+                const bool valid = off >= 0 && c * 8 < p.head_size;
+                cp_async16(sQa + tile_off<C>(r, c), valid ? qb + off + c * 8 : qb, valid ? 16 : 0);
+            }
+        }
+    }
+    for (int r = tid; r < C::BN; r += C::NT) {
+        if (my_tb < my_te) {
+            const int j = my_tb * C::BN + r;
+            int64_t ok, ov;
+            store_offsets(p, kr, j, block_id_of(p, kr, j), &ok, &ov);
+            if constexpr (C::FP8) {
+                const uint8_t *kb = static_cast<const uint8_t *>(kbase);
+                const uint8_t *vb = static_cast<const uint8_t *>(vbase);
+                if (p.kv_vec16) load_row<C, uint8_t, 16>(p, kb, vb, ok, ov, sRawa, sRawa + C::RAW_TILE_BYTES, r);
+                else load_row<C, uint8_t, 8>(p, kb, vb, ok, ov, sRawa, sRawa + C::RAW_TILE_BYTES, r);
+            } else {
+                load_row<C, QT, 16>(p, static_cast<const QT *>(kbase), static_cast<const QT *>(vbase),
+                                    ok, ov, sKa, sVa, r);
+            }
+        }
+        if (my_tb + 1 < my_te) {
+            const int j = (my_tb + 1) * C::BN + r;
+            store_offsets(p, kr, j, block_id_of(p, kr, j), sOff + 2 * C::BN + r, sOff + 3 * C::BN + r);
+        }
+    }
+    cp_async_commit();
+    CtaInfo *info = reinterpret_cast<CtaInfo *>(smem + C::INFO_OFF);
+    if (tid == 0) {
+        info->kr = kr;
+        info->m0 = m0;
+        info->rows = rows;
+        info->q0 = q0;
+        info->to_split = to_split;
+        info->vdesc = vdesc;
+    }
+    auto issue_tile = [&](int slot, int stage) {
+        const int64_t *ok = sOff + slot * 2 * C::BN;
+        const int64_t *ov = ok + C::BN;
+        if constexpr (C::FP8) {
+            const uint32_t rs = sRawa + stage * 2 * C::RAW_TILE_BYTES;
+            const uint8_t *kb = static_cast<const uint8_t *>(kbase);
+            const uint8_t *vb = static_cast<const uint8_t *>(vbase);
+            if (p.kv_vec16) load_kv<C, uint8_t, 16>(p, kb, vb, ok, ov, rs, rs + C::RAW_TILE_BYTES, tid);
+            else load_kv<C, uint8_t, 8>(p, kb, vb, ok, ov, rs, rs + C::RAW_TILE_BYTES, tid);
+        } else {
+            load_kv<C, QT, 16>(p, static_cast<const QT *>(kbase), static_cast<const QT *>(vbase),
+                               ok, ov, sKa + stage * C::KV_TILE_BYTES,
+                               sVa + stage * C::KV_TILE_BYTES, tid);
+        }
+    };
+
+    // ldmatrix lane offsets. Q (A, x4): lanes 0-15 rows 0-15 at k 0, lanes 16-31 at k 8.
+    // K (B, x4): matrices (n0-7,k0) (n0-7,k8) (n8-15,k0) (n8-15,k8) -> b0 b1 of two n8 fragments.
+    // V (B, x4.trans): matrices (key0-7,d0) (key8-15,d0) (key0-7,d8) (key8-15,d8).
+    const uint32_t q_lane_off = tile_off<C>(wm * C::MF * 16 + (lane & 15), lane >> 4);
+    const uint32_t k_lane_off =
+        tile_off<C>(((lane >> 4) << 3) + (lane & 7), (lane >> 3) & 1);
+    const uint32_t v_lane_off =
+        tile_off<C>((((lane >> 3) & 1) << 3) + (lane & 7), lane >> 4);
+
+    // ---- main loop over the key tiles of this split
+    for (int nb = my_tb; nb < my_te; ++nb) {
+        const int stage = (nb - my_tb) & 1;   // smem stage of tile nb = offset slot of tile nb
+        cp_async_wait_all();
+        __syncthreads();   // tile nb, the offsets of nb + 1 (and, first time, the prologue's
+                           // slopes and CtaInfo) visible; tile nb - 1 consumed
+        if (nb + 1 < my_te) issue_tile(stage ^ 1, stage ^ 1);
+        cp_async_commit();
+        // block ids of tile nb + 2, stored into this tile's offset slot at the end
+        constexpr int PF = (C::BN + C::NT - 1) / C::NT;   // rows per thread
+        const bool pf = nb + 2 < my_te;
+        int64_t pf_id[PF];
+#pragma unroll
+        for (int k = 0; k < PF; ++k) {
+            const int r = tid + k * C::NT;
+            pf_id[k] = pf && r < C::BN ? block_id_of(p, info->kr, (nb + 2) * C::BN + r) : -1;
+        }
+        uint32_t kt, vt;
+        if constexpr (C::FP8) {
+            const uint8_t *rs = sRaw + stage * 2 * C::RAW_TILE_BYTES;
+            if (p.kv_e5m2) {
+                convert_tile<C, QT, true>(rs, sK, tid);
+                convert_tile<C, QT, true>(rs + C::RAW_TILE_BYTES, sV, tid);
+            } else {
+                convert_tile<C, QT, false>(rs, sK, tid);
+                convert_tile<C, QT, false>(rs + C::RAW_TILE_BYTES, sV, tid);
+            }
+            __syncthreads();
+            kt = sKa;
+            vt = sVa;
+        } else {
+            kt = sKa + stage * C::KV_TILE_BYTES;
+            vt = sVa + stage * C::KV_TILE_BYTES;
+        }
+
+        // per-lane fragment bases (ldmatrix row addresses), fresh each tile
+        const uint32_t qfb = opaque(sQa + q_lane_off);
+        const uint32_t kfb = opaque(kt + k_lane_off);
+        const uint32_t vfb = opaque(vt + v_lane_off);
+        const int nbase = nb * C::BN;
+        const bool need_mask = nbase < full_lo || nbase + C::BN > full_hi;
+
+        // the stage's BN keys in steps of BNC (one online-softmax update each)
+#pragma unroll
+        for (int sub = 0; sub < C::BN / C::BNC; ++sub) {
+            // S = Q K^T
+            float s[C::MF][C::NF][4];
+#pragma unroll
+            for (int mf = 0; mf < C::MF; ++mf)
+#pragma unroll
+                for (int nf = 0; nf < C::NF; ++nf)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) s[mf][nf][e] = 0.f;
+#pragma unroll
+            for (int ks = 0; ks < C::KS; ++ks) {
+                uint32_t a[C::MF][4];
+#pragma unroll
+                for (int mf = 0; mf < C::MF; ++mf) {
+                    ldsm_x4(a[mf], qfb + (mf * 16 * C::LD + ks * 16) * 2);
+                }
+#pragma unroll
+                for (int np = 0; np < C::NF / 2; ++np) {
+                    uint32_t bb[4];
+                    ldsm_x4(bb, kfb + ((sub * C::BNC + np * 16) * C::LD + ks * 16) * 2);
+#pragma unroll
+                    for (int mf = 0; mf < C::MF; ++mf) {
+                        mma16816<QT>(s[mf][2 * np], a[mf], bb[0], bb[1]);
+                        mma16816<QT>(s[mf][2 * np + 1], a[mf], bb[2], bb[3]);
+                    }
+                }
+            }
+
+            // logits. plain (no softcap, no ALiBi): S stays raw, masked keys -inf, the scale is
+            // applied in the exponent (p = 2^(s * scale - m), one FFMA). Otherwise S becomes
+            // the final logit in log2 units: scale -> softcap -> ALiBi -> mask, and
+            // p = 2^(x - m). Explicit _rn operations: every tile rounds a row alike (masked or
+            // not), so that a row's bits do not depend on the tile shape or the batch.
+            const int jbase = nbase + sub * C::BNC + 2 * tig;
+            if (plain) {
+                if (need_mask) {
+#pragma unroll
+                    for (int mf = 0; mf < C::MF; ++mf) {
+#pragma unroll
+                        for (int hf = 0; hf < 2; ++hf) {
+                            const int tdr = td[mf][hf];
+#pragma unroll
+                            for (int nf = 0; nf < C::NF; ++nf) {
+#pragma unroll
+                                for (int e = 0; e < 2; ++e) {
+                                    const int j = jbase + nf * 8 + e;
+                                    const int d = j - tdr;
+                                    const bool ok = j < Lk && (wl < 0 || d >= -wl) && (wr < 0 || d <= wr);
+                                    if (!ok) s[mf][nf][2 * hf + e] = -INFINITY;
+                                }
+                            }
+                        }
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int mf = 0; mf < C::MF; ++mf) {
+#pragma unroll
+                    for (int hf = 0; hf < 2; ++hf) {
+                        const int row = wm * C::MF * 16 + mf * 16 + g + 8 * hf;
+                        const float slope = has_alibi ? sSlope[row] : 0.f;
+                        const int tdr = td[mf][hf];
+#pragma unroll
+                        for (int nf = 0; nf < C::NF; ++nf) {
+#pragma unroll
+                            for (int e = 0; e < 2; ++e) {
+                                const int j = jbase + nf * 8 + e;
+                                float x = s[mf][nf][2 * hf + e];
+                                x = has_softcap ? __fmul_rn(cap2, fast_tanh(__fmul_rn(x, sc_cap)))
+                                                : __fmul_rn(x, sc_log2);
+                                if (has_alibi) x = __fmaf_rn(slope, fabsf(static_cast<float>(tdr - j)), x);
+                                if (need_mask) {
+                                    const int d = j - tdr;   // key minus the row's diagonal
+                                    const bool ok = j < Lk && (wl < 0 || d >= -wl) && (wr < 0 || d <= wr);
+                                    if (!ok) x = -INFINITY;
+                                }
+                                s[mf][nf][2 * hf + e] = x;
+                            }
+                        }
+                    }
+                }
+            }
+
+            // online softmax (each thread holds 2 rows per fragment; reduce over the quad);
+            // P is packed to QT pairs right away: pk[mf][nf][hf] = keys (2tig, 2tig+1) of row hf
+            uint32_t pk[C::MF][C::NF][2];
+            bool rescale = false;
+            float alpha[C::MF][2];
+#pragma unroll
+            for (int mf = 0; mf < C::MF; ++mf) {
+#pragma unroll
+                for (int hf = 0; hf < 2; ++hf) {
+                    // pairwise trees (short dependency chains; the same order in every tile)
+                    float tr[C::NF];
+#pragma unroll
+                    for (int nf = 0; nf < C::NF; ++nf) tr[nf] = fmaxf(s[mf][nf][2 * hf], s[mf][nf][2 * hf + 1]);
+#pragma unroll
+                    for (int w = C::NF / 2; w >= 1; w /= 2)
+#pragma unroll
+                        for (int i = 0; i < w; ++i) tr[i] = fmaxf(tr[i], tr[i + w]);
+                    float mx = tr[0];
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                    mx = __fmul_rn(mx, exp_scale);   // log2 units (plain: max of raw S, scale > 0)
+                    const float mold = mrow[mf][hf];
+                    const float mnew = fmaxf(mold, mx);
+                    const float muse = mnew == -INFINITY ? 0.f : mnew;
+                    alpha[mf][hf] = fast_exp2(mold - muse);
+                    rescale |= mnew != mold;
+                    mrow[mf][hf] = mnew;
+#pragma unroll
+                    for (int nf = 0; nf < C::NF; ++nf) {
+                        const float p0 = fast_exp2(__fmaf_rn(s[mf][nf][2 * hf], exp_scale, -muse));
+                        const float p1 = fast_exp2(__fmaf_rn(s[mf][nf][2 * hf + 1], exp_scale, -muse));
+                        tr[nf] = __fadd_rn(p0, p1);
+                        pk[mf][nf][hf] = pack2<QT>(p0, p1);
+                    }
+#pragma unroll
+                    for (int w = C::NF / 2; w >= 1; w /= 2)
+#pragma unroll
+                        for (int i = 0; i < w; ++i) tr[i] = __fadd_rn(tr[i], tr[i + w]);
+                    lrow[mf][hf] = __fmaf_rn(lrow[mf][hf], alpha[mf][hf], tr[0]);
+                }
+            }
+            // O *= alpha, skipped when no row of the warp changed its maximum
+            if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+                for (int mf = 0; mf < C::MF; ++mf)
+#pragma unroll
+                    for (int df = 0; df < C::DF; ++df) {
+                        o[mf][df][0] *= alpha[mf][0];
+                        o[mf][df][1] *= alpha[mf][0];
+                        o[mf][df][2] *= alpha[mf][1];
+                        o[mf][df][3] *= alpha[mf][1];
+                    }
+            }
+
+            // O += P V
+#pragma unroll
+            for (int kk = 0; kk < C::BNC / 16; ++kk) {
+                uint32_t pa[C::MF][4];
+#pragma unroll
+                for (int mf = 0; mf < C::MF; ++mf) {
+                    pa[mf][0] = pk[mf][2 * kk][0];
+                    pa[mf][1] = pk[mf][2 * kk][1];
+                    pa[mf][2] = pk[mf][2 * kk + 1][0];
+                    pa[mf][3] = pk[mf][2 * kk + 1][1];
+                }
+#pragma unroll
+                for (int dp = 0; dp < C::D / 16; ++dp) {
+                    uint32_t bb[4];
+                    ldsm_x4_t(bb, vfb + ((sub * C::BNC + kk * 16) * C::LD + dp * 16) * 2);
+#pragma unroll
+                    for (int mf = 0; mf < C::MF; ++mf) {
+                        mma16816<QT>(o[mf][2 * dp], pa[mf], bb[0], bb[1]);
+                        mma16816<QT>(o[mf][2 * dp + 1], pa[mf], bb[2], bb[3]);
+                    }
+                }
+            }
+        }
+        if (pf) {
+#pragma unroll
+            for (int k = 0; k < PF; ++k) {
+                const int r = tid + k * C::NT;
+                if (r < C::BN) {
+                    store_offsets(p, info->kr, (nb + 2) * C::BN + r, pf_id[k],
+                                  sOff + stage * 2 * C::BN + r, sOff + stage * 2 * C::BN + C::BN + r);
+                }
+            }
+        }
+    }
+
+    // ---- epilogue: normalise in registers, LSE, stage O in shared memory, coalesced stores
+#pragma unroll
+    for (int mf = 0; mf < C::MF; ++mf) {
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            lrow[mf][hf] += __shfl_xor_sync(0xffffffffu, lrow[mf][hf], 1);
+            lrow[mf][hf] += __shfl_xor_sync(0xffffffffu, lrow[mf][hf], 2);
+        }
+    }
+    cp_async_wait_all();
+    __syncthreads();   // all warps done with the tiles: the staging reuses the space
+    {
+        // re-read from shared memory (keeps them out of registers during the main loop)
+        const int m0 = info->m0, rows = info->rows;
+        const int q0 = info->q0;
+        const bool to_split = info->to_split != 0;
+        const float vdesc = info->vdesc;
+        float *sOf = reinterpret_cast<float *>(smem);   // split: fp32 [BM][OLD]; else QT [BM][LD]
+#pragma unroll
+        for (int mf = 0; mf < C::MF; ++mf) {
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                const int row = wm * C::MF * 16 + mf * 16 + g + 8 * hf;
+                const float L = lrow[mf][hf], M = mrow[mf][hf];
+                const float inv = L == 0.f ? 0.f : vdesc / L;   // NaN from valid keys stays NaN
+                if (to_split) {
+                    float *dst = sOf + row * C::OLD + 2 * tig;
+#pragma unroll
+                    for (int df = 0; df < C::DF; ++df)
+                        *reinterpret_cast<float2 *>(dst + df * 8) =
+                            make_float2(o[mf][df][2 * hf] * inv, o[mf][df][2 * hf + 1] * inv);
+                } else {
+                    unsigned char *dst = smem + tile_off<C>(row, 0) + 4 * tig;
+#pragma unroll
+                    for (int df = 0; df < C::DF; ++df)
+                        *reinterpret_cast<uint32_t *>(dst + df * 16) =
+                            pack2<QT>(o[mf][df][2 * hf] * inv, o[mf][df][2 * hf + 1] * inv);
+                }
+                if (tig == 0) {
+                    // LSE (natural log; -inf for an empty row) and the row's output offset
+                    const int gr = m0 + row;
+                    int64_t off = -1;
+                    if (gr < rows) {
+                        const float lse =
+                            L == 0.f ? -INFINITY : ((M == -INFINITY ? 0.f : M) + __log2f(L)) * kLn2;
+                        const int t = gr / G;
+                        const int h = query_head(p, kvh, gr - t * G);
+                        const int64_t tok = static_cast<int64_t>(q0) + t;
+                        if (to_split) {
+                            p.split_lse[(static_cast<int64_t>(split) * p.num_heads_q + h) * p.num_tokens + tok] = lse;
+                            off = ((static_cast<int64_t>(split) * p.num_tokens + tok) * p.num_heads_q + h) * p.head_size;
+                        } else {
+                            if (p.lse != nullptr) p.lse[static_cast<int64_t>(h) * p.lse_head_stride + tok] = lse;
+                            off = tok * p.out_token_stride + static_cast<int64_t>(h) * p.out_head_stride;
+                        }
+                    }
+                    sRow[row] = off;
+                }
+            }
+        }
+        __syncthreads();
+        if (to_split) {
+            constexpr int CPR = C::D / 4;
+            for (int i = tid; i < C::BM * CPR; i += C::NT) {
+                const int row = i / CPR, c = i % CPR;
+                const int64_t off = sRow[row];
+                if (off < 0 || c * 4 >= p.head_size) continue;
+                *reinterpret_cast<float4 *>(p.split_out + off + c * 4) =
+                    *reinterpret_cast<const float4 *>(sOf + row * C::OLD + c * 4);
+            }
+        } else {
+            constexpr int CPR = C::D / 8;
+            for (int i = tid; i < C::BM * CPR; i += C::NT) {
+                const int row = i / CPR, c = i % CPR;
+                const int64_t off = sRow[row];
+                if (off < 0 || c * 8 >= p.head_size) continue;
+                *reinterpret_cast<uint4 *>(static_cast<QT *>(p.out) + off + c * 8) =
+                    *reinterpret_cast<const uint4 *>(smem + tile_off<C>(row, c));
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side of one instance
+
+template <class C, typename QT, int KV>
+static cudaError_t launch_cfg(const Params &p, cudaStream_t stream) {
+    const int64_t tiles = static_cast<int64_t>(p.num_tokens) * p.group / C::BM + p.num_seqs + 1;
+    const int64_t blocks = tiles * p.num_heads_kv;
+    if (blocks > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
+    auto kern = attention_kernel<C, QT, KV>;
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+    if (e != cudaSuccess) return e;
+    dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.num_splits), 1);
+    kern<<<grid, C::NT, C::SMEM, stream>>>(p);
+    return cudaGetLastError();
+}
+
+template <int D, typename QT, int KV>
+cudaError_t launch_attention(const Params &p, bool decode, cudaStream_t stream) {
+    if (decode) return launch_cfg<DecodeCfg<D, KV>, QT, KV>(p, stream);
+    return launch_cfg<PrefillCfg<D, KV>, QT, KV>(p, stream);
+}
+
+template <int D, typename QT, int KV>
+int64_t attention_smem_bytes(bool decode) {
+    return decode ? DecodeCfg<D, KV>::SMEM : PrefillCfg<D, KV>::SMEM;
+}
+
+}  // namespace fa_attn
+
+// Explicit instantiation of one (D, QT, KV) instance (used by the generated files).
+#define FA_ATTN_INSTANTIATE(D, QT, KV)                                                          \
+    template cudaError_t fa_attn::launch_attention<D, QT, KV>(const fa_attn::Params &, bool,     \
+                                                              cudaStream_t);                     \
+    template int64_t fa_attn::attention_smem_bytes<D, QT, KV>(bool);
+
+#endif  // __HIP_PLATFORM_AMD__ / !FA_ATTN_DECLS_ONLY
