@@ -147,6 +147,33 @@ fa_status op_copy(void *ctx, void *dst, const void *src, size_t bytes, fa_copy_k
     return FA_OK;
 }
 
+fa_status op_copy_2d(void *ctx, void *dst, size_t dpitch, const void *src, size_t spitch,
+                     size_t width_bytes, size_t rows, fa_copy_kind kind) {
+    Ctx *c = ctx_of(ctx);
+    cudaMemcpyKind k;
+    switch (kind) {
+    case FA_COPY_HOST_TO_DEVICE: k = cudaMemcpyHostToDevice; break;
+    case FA_COPY_DEVICE_TO_HOST: k = cudaMemcpyDeviceToHost; break;
+    case FA_COPY_DEVICE_TO_DEVICE: k = cudaMemcpyDeviceToDevice; break;
+    default: return fail(c, FA_ERR_INVALID_ARG, "copy_2d: kind %d is not a fa_copy_kind", (int)kind);
+    }
+    if (width_bytes == 0 || rows == 0) return FA_OK;
+    if (!dst) return fail(c, FA_ERR_INVALID_ARG, "copy_2d: dst is NULL");
+    if (!src) return fail(c, FA_ERR_INVALID_ARG, "copy_2d: src is NULL");
+    if (dpitch < width_bytes || spitch < width_bytes)
+        return fail(c, FA_ERR_INVALID_ARG, "copy_2d: %s %zu is smaller than width_bytes %zu",
+                    dpitch < width_bytes ? "dpitch" : "spitch", dpitch < width_bytes ? dpitch : spitch,
+                    width_bytes);
+    FA__ENTER(c, "copy_2d");
+    const cudaError_t e = cudaMemcpy2DAsync(dst, dpitch, src, spitch, width_bytes, rows, k, c->stream);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return fail(c, FA_ERR_BACKEND, "copy_2d: cudaMemcpy2DAsync of %zu rows x %zu bytes failed: %s",
+                    rows, width_bytes, cudaGetErrorString(e));
+    }
+    return FA_OK;
+}
+
 fa_status op_fill(void *ctx, void *dst, size_t pitch, int value, size_t width_bytes, size_t rows) {
     Ctx *c = ctx_of(ctx);
     if (width_bytes == 0 || rows == 0) return FA_OK;
@@ -265,6 +292,7 @@ extern "C" fa_status fa_cuda_backend_create(int device, void *stream, fa_backend
     be->ops.dcp_correct = op_dcp_correct;
     be->ops.copy = op_copy;
     be->ops.fill = op_fill;
+    be->ops.copy_2d = op_copy_2d;
     be->ops.alloc = op_alloc;
     be->ops.free = op_free;
     be->ops.synchronize = op_synchronize;

@@ -22,6 +22,7 @@
 static int passed, failed;
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
 
+static unsigned urand8(void);
 static float frand(void)
 {
     rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
@@ -37,6 +38,8 @@ static float frand(void)
             return -1;                                                                            \
         }                                                                                         \
     } while (0)
+
+static unsigned urand8(void) { return (unsigned)((frand() + 1.f) * 127.9f); }
 
 /* ---- a scene: model, batch, cache contents ---------------------------------------------- */
 typedef struct scene {
@@ -577,6 +580,31 @@ static void run_kv_sharing_case(scene *s)
     free(before); free(after); free(o);
 }
 
+/* copy_2d (used by DCP for a token-strided q): rows of a strided source into a packed buffer */
+static void run_copy_2d_case(void)
+{
+    enum { ROWS = 37, W = 200, SP = 328, DP = 256 };
+    unsigned char src[ROWS * SP], got[ROWS * DP], want[ROWS * DP];
+    void *ds = dalloc(g_cuda, sizeof src), *dd = dalloc(g_cuda, sizeof got);
+    int i, rc = -1;
+    double err = INFINITY;
+    for (i = 0; i < (int)sizeof src; ++i) src[i] = (unsigned char)(urand8());
+    memset(want, 0xAB, sizeof want);
+    for (i = 0; i < ROWS; ++i) memcpy(want + i * DP, src + i * SP, W);
+    if (ds && dd && g_cuda->ops.copy_2d &&
+        g_cuda->ops.copy(g_cuda->ctx, ds, src, sizeof src, FA_COPY_HOST_TO_DEVICE) == FA_OK &&
+        g_cuda->ops.fill(g_cuda->ctx, dd, sizeof got, 0xAB, sizeof got, 1) == FA_OK &&
+        g_cuda->ops.copy_2d(g_cuda->ctx, dd, DP, ds, SP, W, ROWS, FA_COPY_DEVICE_TO_DEVICE) == FA_OK &&
+        g_cuda->ops.copy(g_cuda->ctx, got, dd, sizeof got, FA_COPY_DEVICE_TO_HOST) == FA_OK &&
+        g_cuda->ops.synchronize(g_cuda->ctx) == FA_OK) {
+        rc = 0;
+        err = memcmp(got, want, sizeof got) == 0 ? 0 : INFINITY;
+    }
+    report("copy_2d device to device (pitched rows)", rc, err, 0);
+    if (ds) g_cuda->ops.free(g_cuda->ctx, ds);
+    if (dd) g_cuda->ops.free(g_cuda->ctx, dd);
+}
+
 static void scene_init(scene *s, int32_t hq, int32_t hkv, int32_t d, int32_t bs)
 {
     memset(s, 0, sizeof *s);
@@ -634,6 +662,7 @@ int main(void)
         run_case("cross-attention step: no new k/v (no cache write)", &x, &ld, 0, 0, 2e-2);
     }
     run_kv_sharing_case(&s);
+    run_copy_2d_case();
     run_profiling_case(&s);
     scene_free(&s);
 
