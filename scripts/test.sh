@@ -5,10 +5,16 @@
 # BUILD_DIR selects the build directory (default build-test).
 set -e
 cd "$(dirname "$0")/.."
+# the CUDA toolkit, where it is installed but not on the PATH
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then PATH=/usr/local/cuda/bin:$PATH; export PATH; fi
 sh scripts/deps.sh tests
 dir="${BUILD_DIR:-build-test}"
-[ -d "$dir" ] || meson setup "$dir" "$@" >/dev/null
-ninja -C "$dir" >/dev/null
+if [ ! -f "$dir/build.ninja" ]; then
+  meson setup "$dir" "$@" > "$dir.setup.log" 2>&1 || { tail -n 30 "$dir.setup.log"; echo "0 passed, 1 failed"; exit 1; }
+fi
+echo "building in $dir ($(nproc) cores)..."
+ninja -C "$dir" > "$dir/build.log" 2>&1 || { grep -E -A5 "error|FAILED" "$dir/build.log" | head -60; echo "0 passed, 1 failed"; exit 1; }
+grep -E "warning" "$dir/build.log" | head -20 || true
 suites="--suite unit"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && [ -d "$dir/tests/gpu" ]; then
   suites="$suites --suite gpu"
