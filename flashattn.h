@@ -1356,7 +1356,35 @@ FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_
         total_mblocks += (int64_t)p->num_heads_kv * fa__cdiv(fa__max(lq, 1) * g, FA_TILE_M);
         total_blocks += (int64_t)fa__cdiv(fa__max(lq, 1) * g, FA_TILE_M) * fa__cdiv(lk, tile_n);
     }
-    (void)max_q;
+    if (cap > 1 && max_q > 0 && (int64_t)max_q * g <= 16) {
+        /* Decode (the backend's packed one-warp tile: one CTA per request, KV head and split,
+           32-key tiles). Work is counted in 32-key tiles per (request, KV head); a split gets an
+           even share of the whole batch's work spread over FA__DEC_CTAS_PER_SM CTAs per SM, but
+           never fewer than FA__DEC_MIN_TILES tiles (512 keys), so short requests and batches that
+           already fill the GPU stay whole. Splits = floor(tiles / share), clamped to [1, cap]. */
+        enum { FA__DEC_TILE = 32, FA__DEC_MIN_TILES = 16, FA__DEC_CTAS_PER_SM = 32 };
+        int64_t work = 0, share;
+        int32_t s_max = 1;
+        for (b = 0; b < p->num_reqs; ++b) {
+            int32_t lk = p->seqused_k[b];
+            if (p->window.left >= 0)
+                lk = fa__min(lk, p->window.left + (p->causal ? 0 : fa__max(p->window.right, 0)) + 1 + max_q);
+            work += fa__cdiv64(lk, FA__DEC_TILE) * p->num_heads_kv;
+        }
+        share = fa__cdiv64(work, (int64_t)FA__DEC_CTAS_PER_SM * p->num_sms);
+        if (share < FA__DEC_MIN_TILES) share = FA__DEC_MIN_TILES;
+        for (b = 0; b < p->num_reqs; ++b) {
+            int32_t lk = p->seqused_k[b];
+            int64_t sp;
+            if (p->window.left >= 0)
+                lk = fa__min(lk, p->window.left + (p->causal ? 0 : fa__max(p->window.right, 0)) + 1 + max_q);
+            sp = fa__cdiv64(lk, FA__DEC_TILE) / share;
+            plan[1 + b] = (int32_t)(sp < 1 ? 1 : (sp > cap ? cap : sp));
+            s_max = fa__max(s_max, plan[1 + b]);
+        }
+        plan[0] = s_max;
+        return FA_OK;
+    }
     num_n_blocks = fa__cdiv(max_k, tile_n);
     s_static = cap <= 1 ? 1 : fa_num_splits_heuristic(total_mblocks, p->num_sms, num_n_blocks, cap);
     plan[0] = s_static;

@@ -864,13 +864,87 @@ Test(splits, plan_batch1_long_vs_batch64)
     memset(plan, 0x7f, sizeof plan);
     ASSERT_OK(fa_plan_splits(&p, plan, 300));
     check_plan_layout(plan, 64, 300, 32);
+    /* decode rule: 64 x 8 KV heads x 256 tiles spread over 32 CTAs per SM -> a share of 32 tiles
+       -> 8 splits per request (the measured best region on the H200: s = 8..16) */
     for (int b = 0; b < 64; ++b)
-        cr_assert_eq(plan[1 + b], 1, "batch 64: request %d gets %d splits, expected 1", b, plan[1 + b]);
+        cr_assert_eq(plan[1 + b], 8, "batch 64: request %d gets %d splits, expected 8", b, plan[1 + b]);
 
     /* short context: no split */
     p = decode_params(1, 100, cu, sk);
     ASSERT_OK(fa_plan_splits(&p, plan, 2));
     cr_assert_eq(plan[1], 1, "100 keys (1 tile) -> 1 split, got %d", plan[1]);
+}
+
+/* Decode (max q_len x G <= 16, the packed decode tile): splits share the batch's work (32-key
+   tiles per request and KV head) over 3 CTAs per SM, each split keeping >= 16 tiles (512 keys).
+   Shapes of the H200 bench (132 SMs, 32/8 heads, head 128, cap 32). */
+Test(splits, plan_decode_rule)
+{
+    static int32_t cu[257], sk[256], plan[300];
+    fa_split_params p = decode_params(1, 32768, cu, sk);
+    ASSERT_OK(fa_plan_splits(&p, plan, 300));
+    check_plan_layout(plan, 1, 300, 32);
+    cr_assert_eq(plan[1], 32, "batch 1 x 32768: %d splits, expected the cap 32", plan[1]);
+    cr_assert_eq(plan[0], 32);
+
+    p = decode_params(1, 8192, cu, sk);
+    ASSERT_OK(fa_plan_splits(&p, plan, 300));
+    cr_assert_eq(plan[1], 16, "batch 1 x 8192 (256 tiles): %d splits, expected 16 (16 tiles each)", plan[1]);
+
+    p = decode_params(256, 1024, cu, sk); /* 65536 tiles / (32 x 132) -> share 16 -> 2 splits */
+    ASSERT_OK(fa_plan_splits(&p, plan, 300));
+    check_plan_layout(plan, 256, 300, 32);
+    cr_assert_eq(plan[0], 2);
+    for (int b = 0; b < 256; ++b) cr_assert_eq(plan[1 + b], 2);
+
+    p = decode_params(64, 8192, cu, sk); /* 131072 tiles / 4224 -> share 32 -> 8 splits */
+    ASSERT_OK(fa_plan_splits(&p, plan, 300));
+    cr_assert_eq(plan[0], 8);
+
+    /* one long request among short ones: only the long one splits */
+    p = decode_params(64, 100, cu, sk);
+    sk[17] = 32768;
+    ASSERT_OK(fa_plan_splits(&p, plan, 300));
+    check_plan_layout(plan, 64, 300, 32);
+    cr_assert_geq(plan[1 + 17], 16, "long request among 63 short ones: %d splits", plan[1 + 17]);
+    for (int b = 0; b < 64; ++b)
+        if (b != 17) cr_assert_eq(plan[1 + b], 1, "short request %d: %d splits", b, plan[1 + b]);
+
+    /* a window bounds the keys a decode row reads */
+    p = decode_params(1, 32768, cu, sk);
+    p.window.left = 1000;
+    p.window.right = 0;
+    ASSERT_OK(fa_plan_splits(&p, plan, 300));
+    cr_assert_leq(plan[1], 2, "window 1000: %d splits", plan[1]);
+
+    /* properties over random decode batches: >= 16 tiles per split, within the cap, the work
+       of the grid's longest CTA no more than needed */
+    rng_seed(0xDEC0);
+    for (int it = 0; it < 300; ++it) {
+        int32_t n = rng_int(1, 256);
+        p = decode_params(n, 1, cu, sk);
+        for (int32_t b = 0; b < n; ++b) sk[b] = rng_int(0, 3) ? rng_int(1, 4000) : rng_int(1, 200000);
+        p.num_sms = rng_int(1, 160);
+        p.max_num_splits = rng_int(1, 64);
+        const int32_t hkv[4] = {1, 2, 8, 16};
+        p.num_heads_kv = hkv[rng_int(0, 3)];
+        p.num_heads_q = p.num_heads_kv * (1 << rng_int(0, 4)); /* G <= 16 */
+        ASSERT_OK(fa_plan_splits(&p, plan, 300));
+        check_plan_layout(plan, n, 300, p.max_num_splits);
+        int64_t work = 0;
+        int32_t smax = 1;
+        for (int32_t b = 0; b < n; ++b) work += (int64_t)cdiv32(sk[b], 32) * p.num_heads_kv;
+        for (int32_t b = 0; b < n; ++b) {
+            int32_t tiles = cdiv32(sk[b], 32), s = plan[1 + b];
+            if (s > smax) smax = s;
+            cr_assert(s == 1 || tiles / s >= 16, "req %d: %d splits of %d tiles", b, s, tiles);
+            /* splitting more would not leave a split under the even share of the work */
+            int64_t share = (work + 3LL * p.num_sms - 1) / (3LL * p.num_sms);
+            if (share < 16) share = 16;
+            if (s < p.max_num_splits) cr_assert_lt(tiles, (int64_t)(s + 1) * share, "req %d under-split", b);
+        }
+        cr_assert_eq(plan[0], smax, "S = %d, largest request split %d", plan[0], smax);
+    }
 }
 
 Test(splits, plan_caps_and_batch_invariance)
