@@ -172,7 +172,8 @@ run_sanitizer() {   # tool program
     FA_GPU_TEST_QUICK=1 timeout "$san_timeout" "$sanitizer" --tool "$tool" \
         --error-exitcode 97 --print-limit 30 "$build/tests/gpu/$p" > "$log" 2>&1
     local rc=$?
-    if [ $rc -eq 0 ] && grep -q 'ERROR SUMMARY: 0 errors' "$log"; then
+    # memcheck ends with "ERROR SUMMARY: 0 errors", racecheck with "RACECHECK SUMMARY: 0 hazards"
+    if [ $rc -eq 0 ] && grep -qE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$log"; then
         row "$tool $p (quick)" 1 0 ""
     else
         local note="exit $rc"
