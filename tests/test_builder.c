@@ -11,12 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ASSERT_OK(expr)                                                                      \
-    do {                                                                                     \
-        fa_status st__ = (expr);                                                             \
-        cr_assert_eq(st__, FA_OK, "%s -> %d (%s): %s", #expr, (int)st__,                     \
-                     fa_status_string(st__), fa_last_error());                               \
-    } while (0)
+#include "test_support.h"
 
 static uint64_t rng_state;
 static void rng_seed(uint64_t s) { rng_state = s; }
@@ -88,21 +83,6 @@ static void setup(void)
     BE.ops.synchronize = cb_sync;
     snprintf(BE.info.name, sizeof BE.info.name, "counter");
     BE.info.num_sms = 132;
-}
-
-/* comm for DCP builders (not used by build()) */
-static fa_status cm_ag(void *c, const void *s, void *r, size_t n, fa_dtype t) { (void)c; (void)s; (void)r; (void)n; (void)t; return FA_OK; }
-static fa_status cm_rs(void *c, const void *s, void *r, size_t n, fa_dtype t) { (void)c; (void)s; (void)r; (void)n; (void)t; return FA_OK; }
-static fa_comm make_comm(int32_t world, int32_t rank)
-{
-    fa_comm c;
-    memset(&c, 0, sizeof c);
-    c.api_version = FA_BACKEND_API_VERSION;
-    c.world_size = world;
-    c.rank = rank;
-    c.all_gather = cm_ag;
-    c.reduce_scatter = cm_rs;
-    return c;
 }
 
 static fa_config base_cfg(void)
@@ -739,5 +719,35 @@ Test(build, no_alloc_no_sync_after_create, .init = setup)
     cr_assert_eq(CNT.sync, 0, "build/forward synchronised %d times", CNT.sync);
     cr_assert_eq(CNT.copy_d2h, 0, "build/forward copied device-to-host %d times", CNT.copy_d2h);
     cr_assert_gt(CNT.attn, 0);
+    fa_builder_destroy(b);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* build: lengths of a non-causal (cross-attention) batch */
+
+Test(build, noncausal_batch_may_have_more_queries_than_keys, .init = setup)
+{
+    fa_config c = base_cfg();
+    fa_builder *b = make_builder(&c, NULL);
+    int32_t qsl[3] = {0, 40, 41}, seq[2] = {16, 16}, bt[8] = {3, 1, 4, 1, 5, 9, 2, 6};
+    fa_batch batch;
+    fa_metadata md;
+    memset(&batch, 0, sizeof batch);
+    batch.num_reqs = 2;
+    batch.query_start_loc = qsl;
+    batch.seq_lens = seq;
+    batch.block_table = bt;
+    batch.block_table_stride = 4;
+    batch.causal = 0;                 /* 40 decoder queries over a 16-token encoder output */
+    ASSERT_OK(fa_builder_build(b, &batch, 0, &md));
+    cr_assert_eq(md.max_query_len, 40);
+    cr_assert_eq(md.max_seq_len, 16);
+    batch.causal = 1;                 /* the same lengths in a causal batch are an error */
+    cr_assert_eq(fa_builder_build(b, &batch, 0, &md), FA_ERR_INVALID_ARG);
+    cr_assert(strstr(fa_last_error(), "seq_lens[0] = 16") != NULL, "%s", fa_last_error());
+    seq[0] = -1;                      /* negative lengths are an error either way */
+    batch.causal = 0;
+    cr_assert_eq(fa_builder_build(b, &batch, 0, &md), FA_ERR_INVALID_ARG);
+    cr_assert(strstr(fa_last_error(), "seq_lens[0] = -1") != NULL, "%s", fa_last_error());
     fa_builder_destroy(b);
 }

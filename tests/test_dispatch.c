@@ -12,12 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ASSERT_OK(expr)                                                                      \
-    do {                                                                                     \
-        fa_status st__ = (expr);                                                             \
-        cr_assert_eq(st__, FA_OK, "%s -> %d (%s): %s", #expr, (int)st__,                     \
-                     fa_status_string(st__), fa_last_error());                               \
-    } while (0)
+#include "test_support.h"
 
 /* ---------------------------------------------------------------------------------------- */
 /* the recording backend */

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_support.h"
+
 /* ---------------------------------------------------------------------------------------- */
 /* checking helpers */
 
@@ -54,13 +56,6 @@ static void check_err(fa_status st, unsigned mask, const char *names, const char
                   line, expr, msg, values);
 }
 #define EXPECT_ERR(expr, mask, names, values) check_err((expr), (mask), (names), (values), #expr, __LINE__)
-
-#define ASSERT_OK(expr)                                                                      \
-    do {                                                                                     \
-        fa_status st__ = (expr);                                                             \
-        cr_assert_eq(st__, FA_OK, "%s -> %d (%s): %s", #expr, (int)st__,                     \
-                     fa_status_string(st__), fa_last_error());                               \
-    } while (0)
 
 #define ASSERT_UNCHANGED(ptr, snap, n, what)                                                 \
     cr_assert(memcmp((ptr), (snap), (n)) == 0, "%s was written by a failing call", what)
@@ -123,21 +118,6 @@ static void make_stub(fa_backend *be, stub_ctx *ctx, const char *name)
     be->ops.synchronize = st_sync;
     snprintf(be->info.name, sizeof be->info.name, "%s", name);
     be->info.num_sms = 132;
-}
-
-/* A comm that does nothing useful (it is never used for data here). */
-static fa_status cm_ag(void *c, const void *s, void *r, size_t n, fa_dtype t) { (void)c; (void)s; (void)r; (void)n; (void)t; return FA_OK; }
-static fa_status cm_rs(void *c, const void *s, void *r, size_t n, fa_dtype t) { (void)c; (void)s; (void)r; (void)n; (void)t; return FA_OK; }
-static fa_comm make_comm(int32_t world, int32_t rank)
-{
-    fa_comm c;
-    memset(&c, 0, sizeof c);
-    c.api_version = FA_BACKEND_API_VERSION;
-    c.world_size = world;
-    c.rank = rank;
-    c.all_gather = cm_ag;
-    c.reduce_scatter = cm_rs;
-    return c;
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -16,12 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ASSERT_OK(expr)                                                                      \
-    do {                                                                                     \
-        fa_status st__ = (expr);                                                             \
-        cr_assert_eq(st__, FA_OK, "%s -> %d (%s): %s", #expr, (int)st__,                     \
-                     fa_status_string(st__), fa_last_error());                               \
-    } while (0)
+#include "test_support.h"
 
 /* ---------------------------------------------------------------------------------------- */
 /* random numbers, dtype helpers */
@@ -473,6 +468,20 @@ static fa_backend *cpu(void)
     return be;
 }
 
+/* the usual step: builder from cfg, layer from d, plain build (no cascade) of the scenario's batch,
+   one forward; returns the builder for the caller to destroy */
+static fa_builder *scen_build_forward(scen *s, fa_backend *be, fa_config cfg, fa_layer_desc d, int causal,
+                                      int with_kv, fa_layer *L, fa_metadata *md)
+{
+    fa_builder *b;
+    ASSERT_OK(fa_builder_create(be, &cfg, NULL, &b));
+    ASSERT_OK(fa_layer_init(L, &d));
+    fa_batch bt = scen_batch(s, causal);
+    ASSERT_OK(fa_builder_build(b, &bt, 0, md));
+    ASSERT_OK(scen_forward(s, be, L, md, with_kv));
+    return b;
+}
+
 /* a mixed batch: decodes, prefills with and without context, one long request */
 static void mixed_shape(scen *s, int n)
 {
@@ -501,19 +510,13 @@ static void plain_case(fa_dtype dt, fa_kv_layout layout, int softcap, int alibi,
     static float slopes[8], sk[8];
     for (int h = 0; h < 8; ++h) { slopes[h] = 0.02f * (float)(h + 1); sk[h] = 2.0f * rng_unif(); }
     fa_backend *be = cpu();
-    fa_config cfg = scen_cfg(&s);
-    fa_builder *b;
-    ASSERT_OK(fa_builder_create(be, &cfg, NULL, &b));
     fa_layer_desc d = scen_desc(&s);
     if (softcap) d.logits_soft_cap = 5.0f;
     if (alibi) { d.alibi_slopes = slopes; d.num_alibi_slopes = 8; }
     if (sinks) { d.sinks = sk; d.num_sinks = 8; }
     fa_layer L;
-    ASSERT_OK(fa_layer_init(&L, &d));
-    fa_batch bt = scen_batch(&s, 1);
     fa_metadata md;
-    ASSERT_OK(fa_builder_build(b, &bt, 0, &md));
-    ASSERT_OK(scen_forward(&s, be, &L, &md, 1));
+    fa_builder *b = scen_build_forward(&s, be, scen_cfg(&s), d, 1, 1, &L, &md);
     refcfg rc = ref_from_layer(&L, 1);
     char what[128];
     snprintf(what, sizeof what, "plain %s layout %d softcap %d alibi %d sinks %d", fa_dtype_name(dt), (int)layout,
@@ -540,16 +543,9 @@ Test(forward, plain_fused_qkv_views)
     mixed_shape(&s, 6);
     scen_init(&s);
     fa_backend *be = cpu();
-    fa_config cfg = scen_cfg(&s);
-    fa_builder *b;
-    ASSERT_OK(fa_builder_create(be, &cfg, NULL, &b));
-    fa_layer_desc d = scen_desc(&s);
     fa_layer L;
-    ASSERT_OK(fa_layer_init(&L, &d));
-    fa_batch bt = scen_batch(&s, 1);
     fa_metadata md;
-    ASSERT_OK(fa_builder_build(b, &bt, 0, &md));
-    ASSERT_OK(scen_forward(&s, be, &L, &md, 1));
+    fa_builder *b = scen_build_forward(&s, be, scen_cfg(&s), scen_desc(&s), 1, 1, &L, &md);
     refcfg rc = ref_from_layer(&L, 1);
     scen_check(&s, &rc, tol_for(s.dt), "fused qkv");
     fa_builder_destroy(b);
@@ -570,17 +566,11 @@ Test(forward, cross_attention_decode_step)
     void *snap = malloc(s.cache_bytes);
     memcpy(snap, s.cache, s.cache_bytes);
     fa_backend *be = cpu();
-    fa_config cfg = scen_cfg(&s);
-    fa_builder *b;
-    ASSERT_OK(fa_builder_create(be, &cfg, NULL, &b));
     fa_layer_desc d = scen_desc(&s);
     d.attn_type = FA_ATTN_ENCODER_DECODER;
     fa_layer L;
-    ASSERT_OK(fa_layer_init(&L, &d));
-    fa_batch bt = scen_batch(&s, 0);
     fa_metadata md;
-    ASSERT_OK(fa_builder_build(b, &bt, 0, &md));
-    ASSERT_OK(scen_forward(&s, be, &L, &md, 0));
+    fa_builder *b = scen_build_forward(&s, be, scen_cfg(&s), d, 0, 0, &L, &md);
     cr_assert(memcmp(snap, s.cache, s.cache_bytes) == 0, "cross-attention step with k/v NULL wrote the cache");
     refcfg rc = ref_from_layer(&L, 0);
     scen_check(&s, &rc, 2e-5, "cross attention");
@@ -600,16 +590,9 @@ Test(forward, cache_write_lands_at_slots)
     mixed_shape(&s, 5);
     scen_init(&s);
     fa_backend *be = cpu();
-    fa_config cfg = scen_cfg(&s);
-    fa_builder *b;
-    ASSERT_OK(fa_builder_create(be, &cfg, NULL, &b));
-    fa_layer_desc d = scen_desc(&s);
     fa_layer L;
-    ASSERT_OK(fa_layer_init(&L, &d));
-    fa_batch bt = scen_batch(&s, 1);
     fa_metadata md;
-    ASSERT_OK(fa_builder_build(b, &bt, 0, &md));
-    ASSERT_OK(scen_forward(&s, be, &L, &md, 1));
+    fa_builder *b = scen_build_forward(&s, be, scen_cfg(&s), scen_desc(&s), 1, 1, &L, &md);
     for (int t = 0; t < s.T; ++t)
         for (int h = 0; h < s.Hkv; ++h)
             for (int dd = 0; dd < s.D; ++dd) {
@@ -830,15 +813,9 @@ Test(forward, chunked_local_metadata_plain_layer)
     fa_backend *be = cpu();
     fa_config cfg = scen_cfg(&s);
     cfg.scheduler.attention_chunk_size = 64;
-    fa_builder *b;
-    ASSERT_OK(fa_builder_create(be, &cfg, NULL, &b));
-    fa_layer_desc d = scen_desc(&s);
     fa_layer L;
-    ASSERT_OK(fa_layer_init(&L, &d));
-    fa_batch bt = scen_batch(&s, 1);
     fa_metadata md;
-    ASSERT_OK(fa_builder_build(b, &bt, 0, &md));
-    ASSERT_OK(scen_forward(&s, be, &L, &md, 1));
+    fa_builder *b = scen_build_forward(&s, be, cfg, scen_desc(&s), 1, 1, &L, &md);
     refcfg rc = ref_from_layer(&L, 1);
     scen_check(&s, &rc, 2e-5, "plain layer, local metadata");
     fa_builder_destroy(b);
@@ -860,16 +837,9 @@ static void fp8_case(fa_cache_dtype cd, fa_dtype storage, fa_dtype act, uint64_t
     mixed_shape(&s, 6);
     scen_init(&s);
     fa_backend *be = cpu();
-    fa_config cfg = scen_cfg(&s);
-    fa_builder *b;
-    ASSERT_OK(fa_builder_create(be, &cfg, NULL, &b));
-    fa_layer_desc d = scen_desc(&s);
     fa_layer L;
-    ASSERT_OK(fa_layer_init(&L, &d));
-    fa_batch bt = scen_batch(&s, 1);
     fa_metadata md;
-    ASSERT_OK(fa_builder_build(b, &bt, 0, &md));
-    ASSERT_OK(scen_forward(&s, be, &L, &md, 1));
+    fa_builder *b = scen_build_forward(&s, be, scen_cfg(&s), scen_desc(&s), 1, 1, &L, &md);
     /* the new tokens are stored as saturate(x / scale) */
     for (int t = 0; t < s.T; ++t)
         for (int h = 0; h < s.Hkv; ++h)
@@ -922,17 +892,11 @@ Test(forward, kv_sharing_skips_the_write)
     void *snap = malloc(s.cache_bytes);
     memcpy(snap, s.cache, s.cache_bytes);
     fa_backend *be = cpu();
-    fa_config cfg = scen_cfg(&s);
-    fa_builder *b;
-    ASSERT_OK(fa_builder_create(be, &cfg, NULL, &b));
     fa_layer_desc d = scen_desc(&s);
     d.kv_sharing = 1;
     fa_layer L;
-    ASSERT_OK(fa_layer_init(&L, &d));
-    fa_batch bt = scen_batch(&s, 1);
     fa_metadata md;
-    ASSERT_OK(fa_builder_build(b, &bt, 0, &md));
-    ASSERT_OK(scen_forward(&s, be, &L, &md, 1));
+    fa_builder *b = scen_build_forward(&s, be, scen_cfg(&s), d, 1, 1, &L, &md);
     cr_assert(memcmp(snap, s.cache, s.cache_bytes) == 0, "a kv-sharing layer wrote the cache");
     refcfg rc = ref_from_layer(&L, 1);
     scen_check(&s, &rc, 2e-5, "kv-sharing");
@@ -1172,17 +1136,11 @@ static void dcp_case(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int fus
     /* one rank, all heads: the plain path on g's cache (g.cache holds the context); with one
        KV head this is exactly the DCP group's model */
     fa_backend *be = cpu();
-    fa_config cfg = scen_cfg(&g);
-    fa_builder *b1;
-    ASSERT_OK(fa_builder_create(be, &cfg, NULL, &b1));
     fa_layer_desc d1 = scen_desc(&g);
     if (with_sinks) { d1.sinks = sinks; d1.num_sinks = N * H; }
     fa_layer L1;
-    ASSERT_OK(fa_layer_init(&L1, &d1));
-    fa_batch bt1 = scen_batch(&g, 1);
     fa_metadata md1;
-    ASSERT_OK(fa_builder_build(b1, &bt1, 0, &md1));
-    ASSERT_OK(scen_forward(&g, be, &L1, &md1, 1));
+    fa_builder *b1 = scen_build_forward(&g, be, scen_cfg(&g), d1, 1, 1, &L1, &md1);
     refcfg rc = ref_from_layer(&L1, 1);
     if (Hkv == 1) scen_check(&g, &rc, tol_for(dt), "DCP control: one rank");
     fa_builder_destroy(b1);

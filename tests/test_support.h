@@ -1,0 +1,38 @@
+/* Scaffolding shared by the host unit tests: ASSERT_OK and a comm that does nothing (its
+   all_gather / reduce_scatter return FA_OK and move no data; for builders that need a comm but
+   never run a DCP forward). Include after flashattn.h (the including file defines
+   FLASHATTN_IMPLEMENTATION itself). The test backends stay in their files: they differ. */
+#ifndef FLASHATTN_TEST_SUPPORT_H
+#define FLASHATTN_TEST_SUPPORT_H
+
+#ifndef FLASHATTN_H
+#error "include flashattn.h before test_support.h"
+#endif
+
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <string.h>
+
+#define ASSERT_OK(expr)                                                                      \
+    do {                                                                                     \
+        fa_status st__ = (expr);                                                             \
+        cr_assert_eq(st__, FA_OK, "%s -> %d (%s): %s", #expr, (int)st__,                     \
+                     fa_status_string(st__), fa_last_error());                               \
+    } while (0)
+
+/* static inline: no unused-function warning in a file that only wants ASSERT_OK */
+static inline fa_status cm_ag(void *c, const void *s, void *r, size_t n, fa_dtype t) { (void)c; (void)s; (void)r; (void)n; (void)t; return FA_OK; }
+static inline fa_status cm_rs(void *c, const void *s, void *r, size_t n, fa_dtype t) { (void)c; (void)s; (void)r; (void)n; (void)t; return FA_OK; }
+static inline fa_comm make_comm(int32_t world, int32_t rank)
+{
+    fa_comm c;
+    memset(&c, 0, sizeof c);
+    c.api_version = FA_BACKEND_API_VERSION;
+    c.world_size = world;
+    c.rank = rank;
+    c.all_gather = cm_ag;
+    c.reduce_scatter = cm_rs;
+    return c;
+}
+
+#endif
