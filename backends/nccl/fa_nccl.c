@@ -221,46 +221,40 @@ static fa_status fa__nccl_result(fa__nccl_ctx *c, const char *op, ncclResult_t r
     return FA_OK;
 }
 
-static fa_status fa__nccl_all_gather(void *ctx, const void *send, void *recv, size_t count, fa_dtype dtype)
+/* One collective on the comm's stream and device: all_gather (reduce = 0) or a summing
+   reduce_scatter (reduce = 1). */
+static fa_status fa__nccl_collective(void *ctx, int reduce, const void *send, void *recv, size_t count,
+                                     fa_dtype dtype)
 {
     fa__nccl_ctx *c = (fa__nccl_ctx *)ctx;
-    ncclDataType_t nt = ncclUint8;
+    const char *op = reduce ? "reduce_scatter" : "all_gather";
+    ncclDataType_t nt = reduce ? ncclFloat32 : ncclUint8;
     size_t elems = 0;
     int prev = -1;
     cudaError_t ce;
     ncclResult_t r;
     fa_status s;
     if (c == NULL) return FA_ERR_INVALID_ARG;
-    s = fa__nccl_prepare(c, "all_gather", 0, send, recv, count, dtype, &nt, &elems);
+    s = fa__nccl_prepare(c, op, reduce, send, recv, count, dtype, &nt, &elems);
     if (s != FA_OK || elems == 0) return s;
     ce = fa__nccl_enter(c->device, &prev);
     if (ce != cudaSuccess)
-        return fa__nccl_ctx_fail(c, FA_ERR_BACKEND, "all_gather: cannot make device %d current: %s", c->device,
+        return fa__nccl_ctx_fail(c, FA_ERR_BACKEND, "%s: cannot make device %d current: %s", op, c->device,
                                  cudaGetErrorString(ce));
-    r = ncclAllGather(send, recv, elems, nt, c->comm, c->stream);
+    r = reduce ? ncclReduceScatter(send, recv, elems, nt, ncclSum, c->comm, c->stream)
+               : ncclAllGather(send, recv, elems, nt, c->comm, c->stream);
     fa__nccl_leave(prev);
-    return fa__nccl_result(c, "all_gather", r, count, dtype);
+    return fa__nccl_result(c, op, r, count, dtype);
+}
+
+static fa_status fa__nccl_all_gather(void *ctx, const void *send, void *recv, size_t count, fa_dtype dtype)
+{
+    return fa__nccl_collective(ctx, 0, send, recv, count, dtype);
 }
 
 static fa_status fa__nccl_reduce_scatter(void *ctx, const void *send, void *recv, size_t count, fa_dtype dtype)
 {
-    fa__nccl_ctx *c = (fa__nccl_ctx *)ctx;
-    ncclDataType_t nt = ncclFloat32;
-    size_t elems = 0;
-    int prev = -1;
-    cudaError_t ce;
-    ncclResult_t r;
-    fa_status s;
-    if (c == NULL) return FA_ERR_INVALID_ARG;
-    s = fa__nccl_prepare(c, "reduce_scatter", 1, send, recv, count, dtype, &nt, &elems);
-    if (s != FA_OK || elems == 0) return s;
-    ce = fa__nccl_enter(c->device, &prev);
-    if (ce != cudaSuccess)
-        return fa__nccl_ctx_fail(c, FA_ERR_BACKEND, "reduce_scatter: cannot make device %d current: %s", c->device,
-                                 cudaGetErrorString(ce));
-    r = ncclReduceScatter(send, recv, elems, nt, ncclSum, c->comm, c->stream);
-    fa__nccl_leave(prev);
-    return fa__nccl_result(c, "reduce_scatter", r, count, dtype);
+    return fa__nccl_collective(ctx, 1, send, recv, count, dtype);
 }
 
 static const char *fa__nccl_last_error_op(void *ctx)
