@@ -1189,7 +1189,8 @@ static void pworld_attn_args(const pworld *w, int c, fa_attn_args *a)
     a->num_splits = 1;
 }
 
-static const int k_splits[] = {1, 2, 4, 8, 16, 32};
+static const int k_splits[] = {1, 2, 4, 8, 16, 32, 64};
+#define K_SPLITS_MAX 64
 
 static void split_sweep(pworld *w, const row *planner, ref_sample *ref)
 {
@@ -1213,8 +1214,8 @@ static void split_sweep(pworld *w, const row *planner, ref_sample *ref)
     sc.a = (fa_attn_args *)xmalloc(sizeof(fa_attn_args) * (size_t)w->ncopies);
     plan_host = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)(w->nreq + 1));
     plan_dev = (int32_t *)dalloc(sizeof(int32_t) * (size_t)(w->nreq + 1));
-    sout = (float *)dalloc(sizeof(float) * (size_t)32 * w->T * w->hq * w->D);
-    slse = (float *)dalloc(sizeof(float) * (size_t)32 * w->hq * w->T);
+    sout = (float *)dalloc(sizeof(float) * (size_t)K_SPLITS_MAX * w->T * w->hq * w->D);
+    slse = (float *)dalloc(sizeof(float) * (size_t)K_SPLITS_MAX * w->hq * w->T);
     for (i = 0; i < ns; ++i) {
         row *r = &rows_sel[i];
         int s = k_splits[i], k;

@@ -8,10 +8,10 @@
 //
 // Kernel shape (memory-bound: each byte is read once and written once). A thread moves one
 // chunk of 8 consecutive elements of one (token, head) row, for K and for V: both loads are
-// issued before either store. Block = (head_size / 8, rows) threads, rows = 256 / (D / 8)
-// tokens, so consecutive threads touch consecutive 16-byte pieces of one row, then the same
-// head of the next token; grid = (tokens / rows, num_heads_kv). No division by run-time sizes
-// other than slot / block_size (32-bit when the slot fits). The chunk moves as 16-byte
+// issued before either store. A block covers whole [Hkv x D] rows of consecutive tokens
+// (FaRowMap), so consecutive threads touch consecutive pieces of a token's row, every head of
+// it, and a block reads (and, for a cache whose page row is [Hkv, D], writes) contiguous
+// memory. 32-bit divisions only (the map; slot / block_size when the slot fits). The chunk moves as 16-byte
 // vectors (8-byte for an fp8 destination) when the pointers and strides allow it, else
 // element by element (same mapping).
 #include "fa_cuda_internal.cuh"
@@ -52,6 +52,7 @@ struct CacheParams {
     const int64_t *slot_mapping;         // [num_tokens]; negative = skip
     int32_t num_tokens, head_size, block_size;
     float k_scale, v_scale;              // fp8 only
+    FaRowMap map;                        // threads -> (token, head, chunk)
 };
 
 template <class T>
@@ -118,10 +119,10 @@ __device__ __forceinline__ void store_fp8(uint8_t *dst, const Chunk<T> &c, float
 template <class T, int kMode, bool kVec>
 __global__ void __launch_bounds__(kThreads) reshape_and_cache_kernel(const CacheParams p) {
     typedef typename T::raw R;
-    const int64_t t = (int64_t)blockIdx.x * blockDim.y + threadIdx.y;
-    if (t >= p.num_tokens) return;
-    const int h = blockIdx.y;
-    const int d = threadIdx.x * kChunk;
+    int64_t t;
+    int h, c;
+    if (!fa_row_pos(p.map, &t, &h, &c) || t >= p.num_tokens) return;
+    const int d = c * kChunk;
     const int64_t hd = (int64_t)h * p.head_size + d;
     // the slot and both source chunks in one round trip (row t of key/value exists even when
     // the slot is negative: they are [num_tokens, Hkv, D])
@@ -302,10 +303,8 @@ fa_status fa_cuda__reshape_and_cache(const fa_cache_write_args *a, cudaStream_t 
     p.k_scale = a->k_scale;
     p.v_scale = a->v_scale;
 
-    const int chunks = a->head_size / kChunk;          // 1..32
-    const int rows = kThreads / chunks;                // tokens per block
-    const dim3 block((unsigned)chunks, (unsigned)rows);
-    const dim3 grid((unsigned)((a->num_tokens + rows - 1) / rows), (unsigned)a->num_heads_kv);
+    dim3 grid, block;
+    p.map = fa_row_map(a->num_tokens, a->num_heads_kv, a->head_size / kChunk, kThreads, &grid, &block);
 
     if (mode == kCopy) {  // AUTO cache: the bits move unchanged, so only the width matters
         if (a->kv_dtype == FA_DTYPE_F32)

@@ -16,8 +16,8 @@
 // Kernel shape (memory-bound): a thread owns one 16-byte chunk of one (t, h) row (8 elements
 // of f16 / bf16, 4 of f32) and computes the row's weights itself from the LSEs (a broadcast
 // read within the warp). Plain (coherent) loads throughout: out may alias an input (dcp_correct
-// is in place). Block = (D / chunk, rows), rows = 256 / (D / chunk) tokens of one
-// head; grid = (tokens / rows, heads). 16-byte loads and stores when the pointers and strides
+// is in place). A block covers whole [H x D] rows of consecutive tokens (FaRowMap), so its
+// reads and writes are contiguous. 16-byte loads and stores when the pointers and strides
 // allow, else element by element (same mapping).
 #include "fa_cuda_internal.cuh"
 
@@ -100,6 +100,7 @@ struct MergeParams {
     const float *suffix_lse;
     int64_t suffix_lse_head_stride;
     int32_t num_tokens;
+    FaRowMap map;
 };
 
 // merge: an LSE that is not finite (+-inf, NaN) marks an empty side
@@ -109,10 +110,11 @@ template <class T, bool kVec>
 __global__ void __launch_bounds__(kThreads) merge_states_kernel(const MergeParams p) {
     typedef typename T::raw R;
     constexpr int n = Chunk<T>::n;
-    const int64_t t = (int64_t)blockIdx.x * blockDim.y + threadIdx.y;
-    if (t >= p.num_tokens) return;
-    const int64_t h = blockIdx.y;
-    const int d = threadIdx.x * n;
+    int64_t t;
+    int hh, c;
+    if (!fa_row_pos(p.map, &t, &hh, &c) || t >= p.num_tokens) return;
+    const int64_t h = hh;
+    const int d = c * n;
 
     // every load first (one round trip); a side with weight 0 is then ignored, never
     // multiplied by 0 (its output may hold anything, NaN included)
@@ -141,7 +143,7 @@ __global__ void __launch_bounds__(kThreads) merge_states_kernel(const MergeParam
     }
     store_chunk<T, kVec>(static_cast<R *>(p.out) + t * p.out_token_stride + h * p.out_head_stride + d,
                          acc);
-    if (p.out_lse && threadIdx.x == 0) p.out_lse[h * p.out_lse_head_stride + t] = lse;
+    if (p.out_lse && c == 0) p.out_lse[h * p.out_lse_head_stride + t] = lse;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -153,6 +155,7 @@ struct DcpParams {
     const float *lse_all;                // [W, H, T] contiguous
     float *lse_out;                      // NULL-able; [H, T] contiguous
     int32_t world_size, rank, num_tokens, num_heads;
+    FaRowMap map;
 };
 
 __device__ __forceinline__ float empty_if_nan_or_pinf(float l) {
@@ -163,10 +166,11 @@ template <class T, bool kVec>
 __global__ void __launch_bounds__(kThreads) dcp_correct_kernel(const DcpParams p) {
     typedef typename T::raw R;
     constexpr int n = Chunk<T>::n;
-    const int64_t t = (int64_t)blockIdx.x * blockDim.y + threadIdx.y;
-    if (t >= p.num_tokens) return;
-    const int64_t h = blockIdx.y;
-    const int d = threadIdx.x * n;
+    int64_t t;
+    int hh, c;
+    if (!fa_row_pos(p.map, &t, &hh, &c) || t >= p.num_tokens) return;
+    const int64_t h = hh;
+    const int d = c * n;
 
     R *row = static_cast<R *>(p.out) + t * p.out_token_stride + h * p.out_head_stride + d;
     float x[n];
@@ -185,7 +189,7 @@ __global__ void __launch_bounds__(kThreads) dcp_correct_kernel(const DcpParams p
 #pragma unroll
     for (int i = 0; i < n; ++i) x[i] = f != 0.0f ? x[i] * f : 0.0f;   // 0, never 0 * NaN
     store_chunk<T, kVec>(row, x);
-    if (p.lse_out && threadIdx.x == 0) p.lse_out[h * p.num_tokens + t] = L;
+    if (p.lse_out && c == 0) p.lse_out[h * p.num_tokens + t] = L;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -260,12 +264,10 @@ bool vec_ok(const void *ptr, int64_t token_stride, int64_t head_stride, int es) 
     return aligned16(ptr) && (token_stride * es) % 16 == 0 && (head_stride * es) % 16 == 0;
 }
 
-void shape(fa_dtype dtype, int32_t num_tokens, int32_t num_heads, int32_t head_size, dim3 *grid,
-           dim3 *block) {
-    const int chunks = head_size * elem_size(dtype) / 16;   // 1..64
-    const int rows = kThreads / chunks;
-    *block = dim3((unsigned)chunks, (unsigned)rows);
-    *grid = dim3((unsigned)((num_tokens + rows - 1) / rows), (unsigned)num_heads);
+FaRowMap shape(fa_dtype dtype, int32_t num_tokens, int32_t num_heads, int32_t head_size, dim3 *grid,
+               dim3 *block) {
+    const int chunks = head_size * elem_size(dtype) / 16;   // 1..64 per head
+    return fa_row_map(num_tokens, num_heads, chunks, kThreads, grid, block);
 }
 
 template <class T>
@@ -341,7 +343,7 @@ fa_status fa_cuda__merge_states(const fa_merge_args *a, cudaStream_t stream, cha
                      vec_ok(a->prefix_out, a->prefix_token_stride, a->prefix_head_stride, es) &&
                      vec_ok(a->suffix_out, a->suffix_token_stride, a->suffix_head_stride, es);
     dim3 grid, block;
-    shape(a->dtype, a->num_tokens, a->num_heads, a->head_size, &grid, &block);
+    p.map = shape(a->dtype, a->num_tokens, a->num_heads, a->head_size, &grid, &block);
     switch (a->dtype) {
     case FA_DTYPE_F32: launch_merge<TF32>(p, vec, grid, block, stream); break;
     case FA_DTYPE_F16: launch_merge<TF16>(p, vec, grid, block, stream); break;
@@ -378,7 +380,7 @@ fa_status fa_cuda__dcp_correct(const fa_dcp_correct_args *a, cudaStream_t stream
 
     const bool vec = vec_ok(a->out, a->out_token_stride, a->out_head_stride, elem_size(a->dtype));
     dim3 grid, block;
-    shape(a->dtype, a->num_tokens, a->num_heads, a->head_size, &grid, &block);
+    p.map = shape(a->dtype, a->num_tokens, a->num_heads, a->head_size, &grid, &block);
     switch (a->dtype) {
     case FA_DTYPE_F32: launch_dcp<TF32>(p, vec, grid, block, stream); break;
     case FA_DTYPE_F16: launch_dcp<TF16>(p, vec, grid, block, stream); break;

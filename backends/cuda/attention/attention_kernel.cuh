@@ -7,17 +7,19 @@
 //   prefill  4 warps stacked along M, MF m16 fragments per warp (BM = 64 * MF rows), BN keys per
 //            stage, every warp reads the whole key tile.
 //   decode   one warp, 16 rows (the G query heads of one KV head for q_len 1, "packed GQA"),
-//            small CTAs, several per SM. It walks the keys in the same steps as a prefill warp, so
-//            a row gets the same bits from either shape (num_splits <= 1 is batch invariant).
+//            small CTAs, about 3 per SM, each with a deep K/V pipeline. It walks the keys in the
+//            same steps as a prefill warp, so a row gets the same bits from either shape
+//            (num_splits <= 1 is batch invariant).
 //
 // Rows of a tile are (query token, query head of the KV head) pairs, r = t * G + g, so the K/V
 // tile staged in shared memory serves every query head of its KV head (GQA packing, prefill and
 // decode); query_head() maps g to the head index (grouped queries included).
 //
 // Pipeline per key tile (16-bit K/V): one cp.async group per tile (K and V rows gathered through
-// the block table, 16-byte copies, rows outside the CTA's key range zero-filled, never read), two
-// stages: tile i+1 is in flight while tile i is computed. fp8 K/V: the raw bytes are staged the
-// same way and converted to QT in shared memory before the tile is used.
+// the block table, 16-byte copies, rows outside the CTA's key range zero-filled, never read), NS
+// stages: tiles i+1 .. i+NS-1 are in flight while tile i is computed (prefill NS = 2, padded
+// rows; decode NS = 3-6, swizzled rows). fp8 K/V: the raw bytes are staged the same way and
+// converted to QT in shared memory before the tile is used.
 // Math: S = Q K^T and O += P V with mma.sync m16n8k16 (fp32 accumulate) fed by ldmatrix; online
 // softmax in registers in log2 units; logits: scale -> softcap -> ALiBi -> mask (-inf) -> softmax
 // with the sink as initial state (m = z, l = 1) of split 0.
@@ -95,7 +97,7 @@ namespace fa_attn {
 // ---------------------------------------------------------------------------------------------
 // Tile shapes
 
-template <int D_, int WM_, int MF_, int BN_, int BNC_, int MINB_, int KV_>
+template <int D_, int WM_, int MF_, int BN_, int BNC_, int MINB_, int KV_, int NS_, bool SWZ_>
 struct Cfg {
     static constexpr int D = D_;                 // padded head dim (multiple of 16)
     static constexpr int WM = WM_;               // warps (stacked along the rows)
@@ -108,15 +110,19 @@ struct Cfg {
     static constexpr int KS = D / 16;            // k16 steps of Q K^T
     static constexpr int DF = D / 8;             // n8 fragments of O
     static constexpr int MINB = MINB_;
+    static constexpr int NS = NS_;               // K/V pipeline stages (NS - 1 tiles in flight)
     static constexpr bool FP8 = KV_ != KV_SAME;
-    // smem rows padded by 16 bytes: ldmatrix rows land in distinct banks (D % 16 == 0) and every
-    // fragment address is one base register plus an immediate
-    static constexpr int LD = D + 8;             // smem row length (elements)
-    static constexpr int KST = FP8 ? 1 : 2;      // QT stages of K and of V
+    // Shared-memory rows: either padded by 16 bytes (ldmatrix rows land in distinct banks and
+    // every fragment address is one base register plus an immediate), or unpadded with the
+    // 16-byte chunks XOR-swizzled by (row & 7) (SWZ: denser, so more stages fit; needs
+    // D % 64 == 0 so that a row holds whole groups of 8 chunks).
+    static constexpr bool SWZ = SWZ_;
+    static constexpr int LD = SWZ ? D : D + 8;   // smem row length (elements)
+    static constexpr int KST = FP8 ? 1 : NS;     // QT stages of K and of V
     static constexpr int Q_BYTES = BM * LD * 2;
     static constexpr int KV_TILE_BYTES = BN * LD * 2;
     static constexpr int RAW_TILE_BYTES = FP8 ? BN * D : 0;   // one raw fp8 tile (K or V)
-    static constexpr int MAIN_BYTES = Q_BYTES + 2 * KST * KV_TILE_BYTES + 2 * 2 * RAW_TILE_BYTES;
+    static constexpr int MAIN_BYTES = Q_BYTES + 2 * KST * KV_TILE_BYTES + NS * 2 * RAW_TILE_BYTES;
     static constexpr int OLD = D + 8;            // fp32 epilogue row length (float2 stores conflict-free)
     static constexpr int EPI_BYTES = BM * OLD * 4;   // fp32 (split) or QT staging of O
     static constexpr int OFF_OFF = MAIN_BYTES;          // int64 K/V row offsets [2][2][BN]
@@ -128,6 +134,8 @@ struct Cfg {
     static_assert(BNC % 16 == 0 && BN % BNC == 0, "keys per step: multiples of 16");
     static_assert((BNC / 8) % 2 == 0 && ((BNC / 8) & (BNC / 8 - 1)) == 0, "n8 fragments: power of 2");
     static_assert(D % 16 == 0, "padded head dim must be a multiple of 16");
+    static_assert(!SWZ || D % 64 == 0, "swizzled rows need whole groups of 8 chunks");
+    static_assert(NS >= 2, "at least two stages");
     static_assert(BM <= NT, "one thread per row in the epilogue");
 };
 
@@ -152,16 +160,29 @@ struct Cfg {
 template <int D>
 constexpr int kStepKeys = D <= 64 ? 64 : (D <= 128 ? FA_ATTN_STEP : 32);
 // prefill: 4 warps along M; 2 fragments per warp (128 rows) up to D = 128, else 1 (64 rows)
-// with 32-key stages so that two CTAs fit an SM.
+// with 32-key stages so that two CTAs fit an SM. Two stages, padded rows.
 template <int D, int KV>
 using PrefillCfg = typename std::conditional<
     (D > 64 && D <= 128),
-    Cfg<D, FA_ATTN_PF_WM, FA_ATTN_PF_MF, FA_ATTN_PF_BN, kStepKeys<D>, FA_ATTN_PF_MINB, KV>,
-    Cfg<D, 4, (D <= 128 ? 2 : 1), (D <= 128 ? 64 : 32), kStepKeys<D>, 2, KV>>::type;
-// decode: one warp, 16 rows (q_len x heads of one KV head), one step per stage; small CTAs,
-// several per SM.
+    Cfg<D, FA_ATTN_PF_WM, FA_ATTN_PF_MF, FA_ATTN_PF_BN, kStepKeys<D>, FA_ATTN_PF_MINB, KV, 2, false>,
+    Cfg<D, 4, (D <= 128 ? 2 : 1), (D <= 128 ? 64 : 32), kStepKeys<D>, 2, KV, 2, false>>::type;
+// decode: one warp, 16 rows (q_len x heads of one KV head), one step per stage. Decode is
+// memory-bound and one warp computes a stage quickly, so what sets the speed is the bytes in
+// flight: a deep pipeline (NS - 1 stages in flight while one is computed) in swizzled,
+// unpadded rows, sized so that about 3 CTAs fit an SM (~70 KB each).
+#ifndef FA_ATTN_DEC_STAGE_BYTES
+#define FA_ATTN_DEC_STAGE_BYTES (64 * 1024)
+#endif
 template <int D, int KV>
-using DecodeCfg = Cfg<D, 1, 1, kStepKeys<D>, kStepKeys<D>, 8, KV>;
+constexpr int kDecStageBytes = 2 * kStepKeys<D> * D * (KV == KV_SAME ? 2 : 1);   // K + V of a stage
+template <int D, int KV>
+constexpr int kDecStages = FA_ATTN_DEC_STAGE_BYTES / kDecStageBytes<D, KV> > 6
+                               ? 6
+                               : (FA_ATTN_DEC_STAGE_BYTES / kDecStageBytes<D, KV> < 3
+                                      ? 3
+                                      : FA_ATTN_DEC_STAGE_BYTES / kDecStageBytes<D, KV>);
+template <int D, int KV>
+using DecodeCfg = Cfg<D, 1, 1, kStepKeys<D>, kStepKeys<D>, 8, KV, kDecStages<D, KV>, (D % 64 == 0)>;
 
 // ---------------------------------------------------------------------------------------------
 // Device helpers
@@ -190,6 +211,9 @@ __device__ __forceinline__ void cp_async8(uint32_t dst, const void *src, int src
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -278,10 +302,36 @@ __device__ __forceinline__ int query_head(const Params &p, int kvh, int g) {
     return (g / gq) * p.q_head_group + kvh * gq + g % gq;
 }
 
-// Byte offset of (row, 16-byte chunk) in a [rows][LD] 16-bit tile.
+// Byte offset of (row, 16-byte chunk) in a [rows][LD] 16-bit tile (padded or swizzled rows).
 template <class C>
 __device__ __forceinline__ uint32_t tile_off(int row, int chunk) {
-    return static_cast<uint32_t>(row * C::LD * 2 + (chunk << 4));
+    if constexpr (C::SWZ) return static_cast<uint32_t>(row * C::LD * 2 + ((chunk ^ (row & 7)) << 4));
+    else return static_cast<uint32_t>(row * C::LD * 2 + (chunk << 4));
+}
+
+// A lane's ldmatrix row address in a tile: its row and chunk (0 or 1), then moved by whole
+// 8-row groups and even chunk counts (at()), which keeps (row & 7) and the chunk's low bit:
+// padded rows add an immediate; swizzled rows XOR the chunk offset with the lane's (row & 6).
+template <class C>
+struct Frag {
+    uint32_t base, x;
+    __device__ __forceinline__ uint32_t at(int row_add, int chunk_add) const {
+        if constexpr (C::SWZ) return base + row_add * C::LD * 2 + ((static_cast<uint32_t>(chunk_add) << 4) ^ x);
+        else return base + (row_add * C::LD + chunk_add * 8) * 2;
+    }
+};
+
+template <class C>
+__device__ __forceinline__ Frag<C> frag_of(uint32_t tile, int row, int chunk) {
+    Frag<C> f;
+    if constexpr (C::SWZ) {
+        f.base = opaque(tile + row * C::LD * 2 + (((chunk ^ row) & 1) << 4));
+        f.x = static_cast<uint32_t>(row & 6) << 4;
+    } else {
+        f.base = opaque(tile + tile_off<C>(row, chunk));
+        f.x = 0;
+    }
+    return f;
 }
 
 // Row offsets of one key tile: sOffK/sOffV[r] = element offset of key (n0 + r) in the K / V
@@ -557,7 +607,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
     unsigned char *sQ = smem;
     unsigned char *sK = smem + C::Q_BYTES;
     unsigned char *sV = sK + C::KST * C::KV_TILE_BYTES;
-    unsigned char *sRaw = sV + C::KST * C::KV_TILE_BYTES;   // fp8: [2 stages][K, V][BN * D]
+    unsigned char *sRaw = sV + C::KST * C::KV_TILE_BYTES;   // fp8: [NS stages][K, V][BN * D]
     const uint32_t sQa = smem_addr(sQ), sKa = smem_addr(sK), sVa = smem_addr(sV);
     const uint32_t sRawa = smem_addr(sRaw);
 
@@ -594,27 +644,37 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
             }
         }
     }
-    for (int r = tid; r < C::BN; r += C::NT) {
-        if (my_tb < my_te) {
-            const int j = my_tb * C::BN + r;
-            int64_t ok, ov;
-            store_offsets(p, kr, j, block_id_of(p, kr, j), &ok, &ov);
-            if constexpr (C::FP8) {
-                const uint8_t *kb = static_cast<const uint8_t *>(kbase);
-                const uint8_t *vb = static_cast<const uint8_t *>(vbase);
-                if (p.kv_vec16) load_row<C, uint8_t, 16>(p, kb, vb, ok, ov, sRawa, sRawa + C::RAW_TILE_BYTES, r);
-                else load_row<C, uint8_t, 8>(p, kb, vb, ok, ov, sRawa, sRawa + C::RAW_TILE_BYTES, r);
-            } else {
-                load_row<C, QT, 16>(p, static_cast<const QT *>(kbase), static_cast<const QT *>(vbase),
-                                    ok, ov, sKa, sVa, r);
+    // tiles 0 .. NS-2 of the split (one cp.async group each; Q joins the first), then the
+    // offsets of tile NS-1 into its slot ((NS-1) & 1)
+#pragma unroll 1
+    for (int i = 0; i < C::NS - 1; ++i) {
+        for (int r = tid; r < C::BN; r += C::NT) {
+            if (my_tb + i < my_te) {
+                const int j = (my_tb + i) * C::BN + r;
+                int64_t ok, ov;
+                store_offsets(p, kr, j, block_id_of(p, kr, j), &ok, &ov);
+                if constexpr (C::FP8) {
+                    const uint8_t *kb = static_cast<const uint8_t *>(kbase);
+                    const uint8_t *vb = static_cast<const uint8_t *>(vbase);
+                    const uint32_t rs = sRawa + i * 2 * C::RAW_TILE_BYTES;
+                    if (p.kv_vec16) load_row<C, uint8_t, 16>(p, kb, vb, ok, ov, rs, rs + C::RAW_TILE_BYTES, r);
+                    else load_row<C, uint8_t, 8>(p, kb, vb, ok, ov, rs, rs + C::RAW_TILE_BYTES, r);
+                } else {
+                    load_row<C, QT, 16>(p, static_cast<const QT *>(kbase), static_cast<const QT *>(vbase),
+                                        ok, ov, sKa + i * C::KV_TILE_BYTES, sVa + i * C::KV_TILE_BYTES, r);
+                }
             }
         }
-        if (my_tb + 1 < my_te) {
-            const int j = (my_tb + 1) * C::BN + r;
-            store_offsets(p, kr, j, block_id_of(p, kr, j), sOff + 2 * C::BN + r, sOff + 3 * C::BN + r);
+        cp_async_commit();
+    }
+    for (int r = tid; r < C::BN; r += C::NT) {
+        if (my_tb + C::NS - 1 < my_te) {
+            const int j = (my_tb + C::NS - 1) * C::BN + r;
+            constexpr int slot = (C::NS - 1) & 1;
+            store_offsets(p, kr, j, block_id_of(p, kr, j), sOff + slot * 2 * C::BN + r,
+                          sOff + slot * 2 * C::BN + C::BN + r);
         }
     }
-    cp_async_commit();
     CtaInfo *info = reinterpret_cast<CtaInfo *>(smem + C::INFO_OFF);
     if (tid == 0) {
         info->kr = kr;
@@ -643,28 +703,31 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
     // ldmatrix lane offsets. Q (A, x4): lanes 0-15 rows 0-15 at k 0, lanes 16-31 at k 8.
     // K (B, x4): matrices (n0-7,k0) (n0-7,k8) (n8-15,k0) (n8-15,k8) -> b0 b1 of two n8 fragments.
     // V (B, x4.trans): matrices (key0-7,d0) (key8-15,d0) (key0-7,d8) (key8-15,d8).
-    const uint32_t q_lane_off = tile_off<C>(wm * C::MF * 16 + (lane & 15), lane >> 4);
-    const uint32_t k_lane_off =
-        tile_off<C>(((lane >> 4) << 3) + (lane & 7), (lane >> 3) & 1);
-    const uint32_t v_lane_off =
-        tile_off<C>((((lane >> 3) & 1) << 3) + (lane & 7), lane >> 4);
+    const int q_lane_row = wm * C::MF * 16 + (lane & 15), q_lane_chunk = lane >> 4;
+    const int k_lane_row = ((lane >> 4) << 3) + (lane & 7), k_lane_chunk = (lane >> 3) & 1;
+    const int v_lane_row = (((lane >> 3) & 1) << 3) + (lane & 7), v_lane_chunk = lane >> 4;
+    int stage = 0;   // smem stage of tile nb (tile index within the split, mod NS)
 
     // ---- main loop over the key tiles of this split
     for (int nb = my_tb; nb < my_te; ++nb) {
-        const int stage = (nb - my_tb) & 1;   // smem stage of tile nb = offset slot of tile nb
-        cp_async_wait_all();
-        __syncthreads();   // tile nb, the offsets of nb + 1 (and, first time, the prologue's
-                           // slopes and CtaInfo) visible; tile nb - 1 consumed
-        if (nb + 1 < my_te) issue_tile(stage ^ 1, stage ^ 1);
+        // tile i = nb - my_tb sits in stage i % NS; the offsets of tile x in slot x & 1
+        const int i = nb - my_tb;
+        cp_async_wait<C::NS - 2>();
+        __syncthreads();   // tile nb, the offsets of nb + NS - 1 (and, first time, the
+                           // prologue's slopes and CtaInfo) visible; tile nb - 1 consumed
+        if (nb + C::NS - 1 < my_te) {
+            const int ahead = stage == 0 ? C::NS - 1 : stage - 1;   // stage of tile nb - 1
+            issue_tile((i + C::NS - 1) & 1, ahead);
+        }
         cp_async_commit();
-        // block ids of tile nb + 2, stored into this tile's offset slot at the end
+        // block ids of tile nb + NS, stored into slot (i + NS) & 1 at the end
         constexpr int PF = (C::BN + C::NT - 1) / C::NT;   // rows per thread
-        const bool pf = nb + 2 < my_te;
+        const bool pf = nb + C::NS < my_te;
         int64_t pf_id[PF];
 #pragma unroll
         for (int k = 0; k < PF; ++k) {
             const int r = tid + k * C::NT;
-            pf_id[k] = pf && r < C::BN ? block_id_of(p, info->kr, (nb + 2) * C::BN + r) : -1;
+            pf_id[k] = pf && r < C::BN ? block_id_of(p, info->kr, (nb + C::NS) * C::BN + r) : -1;
         }
         uint32_t kt, vt;
         if constexpr (C::FP8) {
@@ -685,9 +748,9 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
         }
 
         // per-lane fragment bases (ldmatrix row addresses), fresh each tile
-        const uint32_t qfb = opaque(sQa + q_lane_off);
-        const uint32_t kfb = opaque(kt + k_lane_off);
-        const uint32_t vfb = opaque(vt + v_lane_off);
+        const Frag<C> qfb = frag_of<C>(sQa, q_lane_row, q_lane_chunk);
+        const Frag<C> kfb = frag_of<C>(kt, k_lane_row, k_lane_chunk);
+        const Frag<C> vfb = frag_of<C>(vt, v_lane_row, v_lane_chunk);
         const int nbase = nb * C::BN;
         const bool need_mask = nbase < full_lo || nbase + C::BN > full_hi;
 
@@ -707,12 +770,12 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
                 uint32_t a[C::MF][4];
 #pragma unroll
                 for (int mf = 0; mf < C::MF; ++mf) {
-                    ldsm_x4(a[mf], qfb + (mf * 16 * C::LD + ks * 16) * 2);
+                    ldsm_x4(a[mf], qfb.at(mf * 16, 2 * ks));
                 }
 #pragma unroll
                 for (int np = 0; np < C::NF / 2; ++np) {
                     uint32_t bb[4];
-                    ldsm_x4(bb, kfb + ((sub * C::BNC + np * 16) * C::LD + ks * 16) * 2);
+                    ldsm_x4(bb, kfb.at(sub * C::BNC + np * 16, 2 * ks));
 #pragma unroll
                     for (int mf = 0; mf < C::MF; ++mf) {
                         mma16816<QT>(s[mf][2 * np], a[mf], bb[0], bb[1]);
@@ -844,7 +907,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
 #pragma unroll
                 for (int dp = 0; dp < C::D / 16; ++dp) {
                     uint32_t bb[4];
-                    ldsm_x4_t(bb, vfb + ((sub * C::BNC + kk * 16) * C::LD + dp * 16) * 2);
+                    ldsm_x4_t(bb, vfb.at(sub * C::BNC + kk * 16, 2 * dp));
 #pragma unroll
                     for (int mf = 0; mf < C::MF; ++mf) {
                         mma16816<QT>(o[mf][2 * dp], pa[mf], bb[0], bb[1]);
@@ -858,11 +921,13 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
             for (int k = 0; k < PF; ++k) {
                 const int r = tid + k * C::NT;
                 if (r < C::BN) {
-                    store_offsets(p, info->kr, (nb + 2) * C::BN + r, pf_id[k],
-                                  sOff + stage * 2 * C::BN + r, sOff + stage * 2 * C::BN + C::BN + r);
+                    const int slot = (i + C::NS) & 1;
+                    store_offsets(p, info->kr, (nb + C::NS) * C::BN + r, pf_id[k],
+                                  sOff + slot * 2 * C::BN + r, sOff + slot * 2 * C::BN + C::BN + r);
                 }
             }
         }
+        stage = stage + 1 == C::NS ? 0 : stage + 1;
     }
 
     // ---- epilogue: normalise in registers, LSE, stage O in shared memory, coalesced stores
@@ -897,10 +962,9 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
                         *reinterpret_cast<float2 *>(dst + df * 8) =
                             make_float2(o[mf][df][2 * hf] * inv, o[mf][df][2 * hf + 1] * inv);
                 } else {
-                    unsigned char *dst = smem + tile_off<C>(row, 0) + 4 * tig;
 #pragma unroll
                     for (int df = 0; df < C::DF; ++df)
-                        *reinterpret_cast<uint32_t *>(dst + df * 16) =
+                        *reinterpret_cast<uint32_t *>(smem + tile_off<C>(row, df) + 4 * tig) =
                             pack2<QT>(o[mf][df][2 * hf] * inv, o[mf][df][2 * hf + 1] * inv);
                 }
                 if (tig == 0) {
