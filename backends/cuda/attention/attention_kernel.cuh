@@ -178,8 +178,8 @@ constexpr int kDecStageBytes = 2 * kStepKeys<D> * D * (KV == KV_SAME ? 2 : 1);  
 template <int D, int KV>
 constexpr int kDecStages = FA_ATTN_DEC_STAGE_BYTES / kDecStageBytes<D, KV> > 6
                                ? 6
-                               : (FA_ATTN_DEC_STAGE_BYTES / kDecStageBytes<D, KV> < 3
-                                      ? 3
+                               : (FA_ATTN_DEC_STAGE_BYTES / kDecStageBytes<D, KV> < 2
+                                      ? 2
                                       : FA_ATTN_DEC_STAGE_BYTES / kDecStageBytes<D, KV>);
 template <int D, int KV>
 using DecodeCfg = Cfg<D, 1, 1, kStepKeys<D>, kStepKeys<D>, 8, KV, kDecStages<D, KV>, (D % 64 == 0)>;
