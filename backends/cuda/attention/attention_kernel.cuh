@@ -379,10 +379,63 @@ __device__ __forceinline__ void store_offsets(const Params &p, const KeyRange &k
     *offv = ov;
 }
 
-// K and V tile -> smem through the row offsets. 16-bit: QT tile with padded rows; fp8: raw
-// [BN][D] bytes (converted later). Chunks past head_size and invalid rows are zero-filled.
+// K and V tile -> smem through the row offsets. 16-bit: QT tile (padded or swizzled rows);
+// fp8: raw [BN][D] bytes (converted later). Chunks past head_size and invalid rows are
+// zero-filled. Lane pairs share a row: thread tid copies chunks (tid & 1) + 2j of rows
+// (tid >> 1) + k * NT / 2, so one instruction moves whole 32-byte sectors of NT / 2 rows, a
+// row's offsets are read once, and the source offsets of its chunks are immediates (the copy
+// loop costs a few instructions per 16 bytes, not a division and 64-bit math per chunk).
+template <class C, typename T, int CH, bool FULL>
+__device__ __forceinline__ void load_kv_rows(const Params &p, const T *kb, const T *vb,
+                                             const int64_t *offk, const int64_t *offv, uint32_t sk,
+                                             uint32_t sv, int tid) {
+    constexpr int EPC = CH / static_cast<int>(sizeof(T));   // elements per chunk
+    constexpr int CPR = C::D / EPC;                         // chunks per row
+    constexpr int RPP = C::NT / 2;                          // rows per pass
+    static_assert(CPR % 2 == 0, "lane pairs split a row's chunks");
+    const int c0 = tid & 1, r0 = tid >> 1;
+#pragma unroll
+    for (int k = 0; k < (C::BN + RPP - 1) / RPP; ++k) {
+        const int r = r0 + k * RPP;
+        if (C::BN % RPP == 0 || r < C::BN) {
+            const int64_t ok = offk[r], ov = offv[r];
+            const bool valid = ok >= 0;
+            const T *ks = kb + (valid ? ok : 0) + c0 * EPC;
+            const T *vs = vb + (valid ? ov : 0) + c0 * EPC;
+#pragma unroll
+            for (int j = 0; j < CPR / 2; ++j) {
+                const int c = c0 + 2 * j;
+                int bytes = valid ? CH : 0;
+                if constexpr (!FULL) {
+                    const int rem = (p.head_size - c * EPC) * static_cast<int>(sizeof(T));
+                    bytes = rem <= 0 ? 0 : min(bytes, rem);
+                }
+                uint32_t o;
+                if constexpr (sizeof(T) == 1) {
+                    o = static_cast<uint32_t>((r * CPR + c) * CH);   // raw rows are unpadded
+                } else {
+                    o = tile_off<C>(r, c);
+                }
+                const T *ksrc = ks + 2 * j * EPC, *vsrc = vs + 2 * j * EPC;
+                if constexpr (!FULL) {
+                    if (bytes == 0) { ksrc = kb; vsrc = vb; }
+                }
+                if constexpr (CH == 16) {
+                    cp_async16(sk + o, ksrc, bytes);
+                    cp_async16(sv + o, vsrc, bytes);
+                } else {
+                    cp_async8(sk + o, ksrc, bytes);
+                    cp_async8(sv + o, vsrc, bytes);
+                }
+            }
+        }
+    }
+}
+
+// The same copy with consecutive threads on consecutive chunks (prefill: fewer registers than
+// load_kv_rows, whose hoisted row pointers would spill the 4-warp tile).
 template <class C, typename T, int CH>
-__device__ __forceinline__ void load_kv(const Params &p, const T *kb, const T *vb,
+__device__ __forceinline__ void load_kv_flat(const Params &p, const T *kb, const T *vb,
                                         const int64_t *offk, const int64_t *offv, uint32_t sk,
                                         uint32_t sv, int tid) {
     constexpr int EPC = CH / static_cast<int>(sizeof(T));   // elements per chunk
@@ -414,6 +467,15 @@ __device__ __forceinline__ void load_kv(const Params &p, const T *kb, const T *v
             }
         }
     }
+}
+
+template <class C, typename T, int CH>
+__device__ __forceinline__ void load_kv(const Params &p, const T *kb, const T *vb,
+                                        const int64_t *offk, const int64_t *offv, uint32_t sk,
+                                        uint32_t sv, int tid) {
+    if constexpr (C::WM > 1) load_kv_flat<C, T, CH>(p, kb, vb, offk, offv, sk, sv, tid);
+    else if (p.head_size == C::D) load_kv_rows<C, T, CH, true>(p, kb, vb, offk, offv, sk, sv, tid);
+    else load_kv_rows<C, T, CH, false>(p, kb, vb, offk, offv, sk, sv, tid);
 }
 
 // One key row (all chunks of K and of V) of a tile, for the prologue.
