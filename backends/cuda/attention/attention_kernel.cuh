@@ -119,7 +119,10 @@ struct Cfg {
     static constexpr bool SWZ = SWZ_;
     static constexpr int LD = SWZ ? D : D + 8;   // smem row length (elements)
     static constexpr int KST = FP8 ? 1 : NS;     // QT stages of K and of V
-    static constexpr int Q_BYTES = BM * LD * 2;
+    // one-warp tiles (D <= 128) keep Q's MMA fragments in registers for the whole loop (KS x 4 registers),
+    // loaded straight from global memory: no Q tile in shared memory, no ldmatrix per step
+    static constexpr bool QREG = WM == 1 && MF == 1 && D <= 128;
+    static constexpr int Q_BYTES = QREG ? 0 : BM * LD * 2;
     static constexpr int KV_TILE_BYTES = BN * LD * 2;
     static constexpr int RAW_TILE_BYTES = FP8 ? BN * D : 0;   // one raw fp8 tile (K or V)
     static constexpr int MAIN_BYTES = Q_BYTES + 2 * KST * KV_TILE_BYTES + NS * 2 * RAW_TILE_BYTES;
@@ -381,59 +384,50 @@ __device__ __forceinline__ void store_offsets(const Params &p, const KeyRange &k
 
 // K and V tile -> smem through the row offsets. 16-bit: QT tile (padded or swizzled rows);
 // fp8: raw [BN][D] bytes (converted later). Chunks past head_size and invalid rows are
-// zero-filled. Lane pairs share a row: thread tid copies chunks (tid & 1) + 2j of rows
-// (tid >> 1) + k * NT / 2, so one instruction moves whole 32-byte sectors of NT / 2 rows, a
-// row's offsets are read once, and the source offsets of its chunks are immediates (the copy
-// loop costs a few instructions per 16 bytes, not a division and 64-bit math per chunk).
+// zero-filled. Consecutive threads take consecutive chunks of a row (one instruction moves
+// NT / CPR whole rows: few cache lines per instruction), and a thread keeps one chunk c for
+// every row it copies, so the per-row work is the row offset and the destination: a few
+// instructions per 16 bytes. Needs NT % CPR == 0 (decode tile; see load_kv).
 template <class C, typename T, int CH, bool FULL>
 __device__ __forceinline__ void load_kv_rows(const Params &p, const T *kb, const T *vb,
                                              const int64_t *offk, const int64_t *offv, uint32_t sk,
                                              uint32_t sv, int tid) {
     constexpr int EPC = CH / static_cast<int>(sizeof(T));   // elements per chunk
     constexpr int CPR = C::D / EPC;                         // chunks per row
-    constexpr int RPP = C::NT / 2;                          // rows per pass
-    static_assert(CPR % 2 == 0, "lane pairs split a row's chunks");
-    const int c0 = tid & 1, r0 = tid >> 1;
+    constexpr int RPP = C::NT / CPR;                        // rows per pass
+    static_assert(C::NT % CPR == 0 && C::BN % RPP == 0, "whole rows per pass");
+    const int c = tid % CPR, r0 = tid / CPR;
+    int bytes_c = CH;
+    if constexpr (!FULL) {
+        const int rem = (p.head_size - c * EPC) * static_cast<int>(sizeof(T));
+        bytes_c = rem <= 0 ? 0 : min(CH, rem);
+    }
+    const T *kc = kb + c * EPC, *vc = vb + c * EPC;
 #pragma unroll
-    for (int k = 0; k < (C::BN + RPP - 1) / RPP; ++k) {
+    for (int k = 0; k < C::BN / RPP; ++k) {
         const int r = r0 + k * RPP;
-        if (C::BN % RPP == 0 || r < C::BN) {
-            const int64_t ok = offk[r], ov = offv[r];
-            const bool valid = ok >= 0;
-            const T *ks = kb + (valid ? ok : 0) + c0 * EPC;
-            const T *vs = vb + (valid ? ov : 0) + c0 * EPC;
-#pragma unroll
-            for (int j = 0; j < CPR / 2; ++j) {
-                const int c = c0 + 2 * j;
-                int bytes = valid ? CH : 0;
-                if constexpr (!FULL) {
-                    const int rem = (p.head_size - c * EPC) * static_cast<int>(sizeof(T));
-                    bytes = rem <= 0 ? 0 : min(bytes, rem);
-                }
-                uint32_t o;
-                if constexpr (sizeof(T) == 1) {
-                    o = static_cast<uint32_t>((r * CPR + c) * CH);   // raw rows are unpadded
-                } else {
-                    o = tile_off<C>(r, c);
-                }
-                const T *ksrc = ks + 2 * j * EPC, *vsrc = vs + 2 * j * EPC;
-                if constexpr (!FULL) {
-                    if (bytes == 0) { ksrc = kb; vsrc = vb; }
-                }
-                if constexpr (CH == 16) {
-                    cp_async16(sk + o, ksrc, bytes);
-                    cp_async16(sv + o, vsrc, bytes);
-                } else {
-                    cp_async8(sk + o, ksrc, bytes);
-                    cp_async8(sv + o, vsrc, bytes);
-                }
-            }
+        const int64_t ok = offk[r], ov = offv[r];
+        const bool valid = ok >= 0 && (FULL || bytes_c > 0);
+        const int bytes = valid ? bytes_c : 0;
+        uint32_t o;
+        if constexpr (sizeof(T) == 1) {
+            o = static_cast<uint32_t>((r * CPR + c) * CH);   // raw rows are unpadded
+        } else {
+            o = tile_off<C>(r, c);
+        }
+        const T *ksrc = valid ? kc + ok : kb, *vsrc = valid ? vc + ov : vb;
+        if constexpr (CH == 16) {
+            cp_async16(sk + o, ksrc, bytes);
+            cp_async16(sv + o, vsrc, bytes);
+        } else {
+            cp_async8(sk + o, ksrc, bytes);
+            cp_async8(sv + o, vsrc, bytes);
         }
     }
 }
 
-// The same copy with consecutive threads on consecutive chunks (prefill: fewer registers than
-// load_kv_rows, whose hoisted row pointers would spill the 4-warp tile).
+// The same copy with the chunks of the tile dealt out flat over the threads (prefill, and
+// widths whose chunks per row do not divide the decode warp).
 template <class C, typename T, int CH>
 __device__ __forceinline__ void load_kv_flat(const Params &p, const T *kb, const T *vb,
                                         const int64_t *offk, const int64_t *offv, uint32_t sk,
@@ -473,7 +467,9 @@ template <class C, typename T, int CH>
 __device__ __forceinline__ void load_kv(const Params &p, const T *kb, const T *vb,
                                         const int64_t *offk, const int64_t *offv, uint32_t sk,
                                         uint32_t sv, int tid) {
-    if constexpr (C::WM > 1) load_kv_flat<C, T, CH>(p, kb, vb, offk, offv, sk, sv, tid);
+    constexpr int CPR = C::D * static_cast<int>(sizeof(T)) / CH;
+    if constexpr (C::WM > 1 || C::NT % CPR != 0 || C::BN % (C::NT / CPR) != 0)
+        load_kv_flat<C, T, CH>(p, kb, vb, offk, offv, sk, sv, tid);
     else if (p.head_size == C::D) load_kv_rows<C, T, CH, true>(p, kb, vb, offk, offv, sk, sv, tid);
     else load_kv_rows<C, T, CH, false>(p, kb, vb, offk, offv, sk, sv, tid);
 }
@@ -686,7 +682,34 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
         kbase = static_cast<const QT *>(p.k) + kvh * p.k_head_stride;
         vbase = static_cast<const QT *>(p.v) + kvh * p.v_head_stride;
     }
-    {
+    // Q in registers (QREG): qa[ks] = the A fragment of k-step ks, rows g and g + 8
+    uint32_t qa[C::QREG ? C::KS : 1][4];
+    if constexpr (C::QREG) {
+        const QT *qb = static_cast<const QT *>(p.q);
+        int64_t qoff[2];
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            const int gr = m0 + g + 8 * hf;
+            qoff[hf] = -1;
+            if (gr < rows) {
+                const int t = gr / G;
+                const int h = query_head(p, kvh, gr - t * G);
+                const int qhg = p.q_head_group;
+                qoff[hf] = static_cast<int64_t>(h / qhg) * p.q_group_stride +
+                           static_cast<int64_t>(h % qhg) * p.q_head_stride +
+                           static_cast<int64_t>(q0 + t) * p.q_token_stride;
+            }
+        }
+#pragma unroll
+        for (int ks = 0; ks < C::KS; ++ks) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int hf = e & 1, col = ks * 16 + 2 * tig + 8 * (e >> 1);
+                const bool valid = qoff[hf] >= 0 && col < p.head_size;
+                qa[ks][e] = valid ? __ldg(reinterpret_cast<const unsigned int *>(qb + qoff[hf] + col)) : 0u;
+            }
+        }
+    } else {
         const QT *qb = static_cast<const QT *>(p.q);
         for (int r = tid; r < C::BM; r += C::NT) {
             const int gr = m0 + r;
@@ -832,7 +855,12 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
                 uint32_t a[C::MF][4];
 #pragma unroll
                 for (int mf = 0; mf < C::MF; ++mf) {
-                    ldsm_x4(a[mf], qfb.at(mf * 16, 2 * ks));
+                    if constexpr (C::QREG) {
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) a[mf][e] = qa[ks][e];
+                    } else {
+                        ldsm_x4(a[mf], qfb.at(mf * 16, 2 * ks));
+                    }
                 }
 #pragma unroll
                 for (int np = 0; np < C::NF / 2; ++np) {
