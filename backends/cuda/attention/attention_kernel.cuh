@@ -382,46 +382,56 @@ __device__ __forceinline__ void store_offsets(const Params &p, const KeyRange &k
     *offv = ov;
 }
 
+// Lanes per row of load_kv_rows: the largest power of two <= 8 dividing the chunks per row.
+template <int CPR>
+constexpr int kLanesPerRow = CPR % 8 == 0 ? 8 : (CPR % 4 == 0 ? 4 : (CPR % 2 == 0 ? 2 : 1));
+
 // K and V tile -> smem through the row offsets. 16-bit: QT tile (padded or swizzled rows);
 // fp8: raw [BN][D] bytes (converted later). Chunks past head_size and invalid rows are
-// zero-filled. Consecutive threads take consecutive chunks of a row (one instruction moves
-// NT / CPR whole rows: few cache lines per instruction), and a thread keeps one chunk c for
-// every row it copies, so the per-row work is the row offset and the destination: a few
-// instructions per 16 bytes. Needs NT % CPR == 0 (decode tile; see load_kv).
+// zero-filled. LPR (<= 8) consecutive lanes share a row: lane l takes chunks
+// (l % LPR) + LPR * j, so one instruction moves NT / LPR rows x 128 bytes (whole cache lines),
+// a thread reads each of its rows' offsets once, and the source (and, for LPR = 8, the
+// destination) offsets of its chunks are immediates: a few instructions per 16 bytes.
 template <class C, typename T, int CH, bool FULL>
 __device__ __forceinline__ void load_kv_rows(const Params &p, const T *kb, const T *vb,
                                              const int64_t *offk, const int64_t *offv, uint32_t sk,
                                              uint32_t sv, int tid) {
     constexpr int EPC = CH / static_cast<int>(sizeof(T));   // elements per chunk
     constexpr int CPR = C::D / EPC;                         // chunks per row
-    constexpr int RPP = C::NT / CPR;                        // rows per pass
-    static_assert(C::NT % CPR == 0 && C::BN % RPP == 0, "whole rows per pass");
-    const int c = tid % CPR, r0 = tid / CPR;
-    int bytes_c = CH;
-    if constexpr (!FULL) {
-        const int rem = (p.head_size - c * EPC) * static_cast<int>(sizeof(T));
-        bytes_c = rem <= 0 ? 0 : min(CH, rem);
-    }
-    const T *kc = kb + c * EPC, *vc = vb + c * EPC;
+    constexpr int LPR = kLanesPerRow<CPR>;
+    constexpr int RPP = C::NT / LPR;                        // rows per pass
+    static_assert(C::NT % LPR == 0 && C::BN % RPP == 0, "whole rows per pass");
+    const int c0 = tid % LPR, r0 = tid / LPR;
 #pragma unroll
     for (int k = 0; k < C::BN / RPP; ++k) {
         const int r = r0 + k * RPP;
         const int64_t ok = offk[r], ov = offv[r];
-        const bool valid = ok >= 0 && (FULL || bytes_c > 0);
-        const int bytes = valid ? bytes_c : 0;
-        uint32_t o;
-        if constexpr (sizeof(T) == 1) {
-            o = static_cast<uint32_t>((r * CPR + c) * CH);   // raw rows are unpadded
-        } else {
-            o = tile_off<C>(r, c);
-        }
-        const T *ksrc = valid ? kc + ok : kb, *vsrc = valid ? vc + ov : vb;
-        if constexpr (CH == 16) {
-            cp_async16(sk + o, ksrc, bytes);
-            cp_async16(sv + o, vsrc, bytes);
-        } else {
-            cp_async8(sk + o, ksrc, bytes);
-            cp_async8(sv + o, vsrc, bytes);
+        const bool valid = ok >= 0;
+        const T *ks = kb + (valid ? ok : 0) + c0 * EPC;
+        const T *vs = vb + (valid ? ov : 0) + c0 * EPC;
+#pragma unroll
+        for (int j = 0; j < CPR / LPR; ++j) {
+            const int c = c0 + LPR * j;
+            int bytes = valid ? CH : 0;
+            const T *ksrc = ks + LPR * j * EPC, *vsrc = vs + LPR * j * EPC;
+            if constexpr (!FULL) {
+                const int rem = (p.head_size - c * EPC) * static_cast<int>(sizeof(T));
+                bytes = rem <= 0 ? 0 : min(bytes, rem);
+                if (bytes == 0) { ksrc = kb; vsrc = vb; }
+            }
+            uint32_t o;
+            if constexpr (sizeof(T) == 1) {
+                o = static_cast<uint32_t>((r * CPR + c) * CH);   // raw rows are unpadded
+            } else {
+                o = tile_off<C>(r, c);
+            }
+            if constexpr (CH == 16) {
+                cp_async16(sk + o, ksrc, bytes);
+                cp_async16(sv + o, vsrc, bytes);
+            } else {
+                cp_async8(sk + o, ksrc, bytes);
+                cp_async8(sv + o, vsrc, bytes);
+            }
         }
     }
 }
@@ -467,8 +477,8 @@ template <class C, typename T, int CH>
 __device__ __forceinline__ void load_kv(const Params &p, const T *kb, const T *vb,
                                         const int64_t *offk, const int64_t *offv, uint32_t sk,
                                         uint32_t sv, int tid) {
-    constexpr int CPR = C::D * static_cast<int>(sizeof(T)) / CH;
-    if constexpr (C::WM > 1 || C::NT % CPR != 0 || C::BN % (C::NT / CPR) != 0)
+    constexpr int LPR = kLanesPerRow<C::D * static_cast<int>(sizeof(T)) / CH>;
+    if constexpr (C::WM > 1 || LPR < 2 || C::BN % (C::NT / LPR) != 0)
         load_kv_flat<C, T, CH>(p, kb, vb, offk, offv, sk, sv, tid);
     else if (p.head_size == C::D) load_kv_rows<C, T, CH, true>(p, kb, vb, offk, offv, sk, sv, tid);
     else load_kv_rows<C, T, CH, false>(p, kb, vb, offk, offv, sk, sv, tid);
@@ -730,14 +740,26 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
         }
     }
     // tiles 0 .. NS-2 of the split (one cp.async group each; Q joins the first), then the
-    // offsets of tile NS-1 into its slot ((NS-1) & 1)
-#pragma unroll 1
+    // offsets of tile NS-1 into its slot ((NS-1) & 1). The block ids of all of them are
+    // loaded first (independent loads, one round trip), then used.
+    constexpr int PRO_ROWS = (C::BN + C::NT - 1) / C::NT;   // rows per thread and tile
+    int64_t pro_id[C::NS][PRO_ROWS];
+#pragma unroll
+    for (int i = 0; i < C::NS; ++i)
+#pragma unroll
+        for (int k = 0; k < PRO_ROWS; ++k) {
+            const int r = tid + k * C::NT;
+            pro_id[i][k] = my_tb + i < my_te && r < C::BN ? block_id_of(p, kr, (my_tb + i) * C::BN + r) : -1;
+        }
+#pragma unroll
     for (int i = 0; i < C::NS - 1; ++i) {
-        for (int r = tid; r < C::BN; r += C::NT) {
-            if (my_tb + i < my_te) {
+#pragma unroll
+        for (int k = 0; k < PRO_ROWS; ++k) {
+            const int r = tid + k * C::NT;
+            if (my_tb + i < my_te && r < C::BN) {
                 const int j = (my_tb + i) * C::BN + r;
                 int64_t ok, ov;
-                store_offsets(p, kr, j, block_id_of(p, kr, j), &ok, &ov);
+                store_offsets(p, kr, j, pro_id[i][k], &ok, &ov);
                 if constexpr (C::FP8) {
                     const uint8_t *kb = static_cast<const uint8_t *>(kbase);
                     const uint8_t *vb = static_cast<const uint8_t *>(vbase);
@@ -752,11 +774,13 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
         }
         cp_async_commit();
     }
-    for (int r = tid; r < C::BN; r += C::NT) {
-        if (my_tb + C::NS - 1 < my_te) {
+#pragma unroll
+    for (int k = 0; k < PRO_ROWS; ++k) {
+        const int r = tid + k * C::NT;
+        if (my_tb + C::NS - 1 < my_te && r < C::BN) {
             const int j = (my_tb + C::NS - 1) * C::BN + r;
             constexpr int slot = (C::NS - 1) & 1;
-            store_offsets(p, kr, j, block_id_of(p, kr, j), sOff + slot * 2 * C::BN + r,
+            store_offsets(p, kr, j, pro_id[C::NS - 1][k], sOff + slot * 2 * C::BN + r,
                           sOff + slot * 2 * C::BN + C::BN + r);
         }
     }
