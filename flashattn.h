@@ -1360,9 +1360,9 @@ FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_
         /* Decode (the backend's packed one-warp tile: one CTA per request, KV head and split,
            32-key tiles). Work is counted in 32-key tiles per (request, KV head); a split gets an
            even share of the whole batch's work spread over FA__DEC_CTAS_PER_SM CTAs per SM, but
-           never fewer than FA__DEC_MIN_TILES tiles (512 keys), so short requests and batches that
+           never fewer than FA__DEC_MIN_TILES tiles (1024 keys), so short requests and batches that
            already fill the GPU stay whole. Splits = floor(tiles / share), clamped to [1, cap]. */
-        enum { FA__DEC_TILE = 32, FA__DEC_MIN_TILES = 16, FA__DEC_CTAS_PER_SM = 32 };
+        enum { FA__DEC_TILE = 32, FA__DEC_MIN_TILES = 32, FA__DEC_CTAS_PER_SM = 32 };
         int64_t work = 0, share;
         int32_t s_max = 1;
         for (b = 0; b < p->num_reqs; ++b) {

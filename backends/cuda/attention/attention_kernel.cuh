@@ -7,7 +7,7 @@
 //   prefill  4 warps stacked along M, MF m16 fragments per warp (BM = 64 * MF rows), BN keys per
 //            stage, every warp reads the whole key tile.
 //   decode   one warp, 16 rows (the G query heads of one KV head for q_len 1, "packed GQA"),
-//            small CTAs, about 3 per SM, each with a deep K/V pipeline. It walks the keys in the
+//            small CTAs, 6 per SM at head 128 (few instructions a stage). It walks the keys in the
 //            same steps as a prefill warp, so a row gets the same bits from either shape
 //            (num_splits <= 1 is batch invariant).
 //
@@ -18,7 +18,7 @@
 // Pipeline per key tile (16-bit K/V): one cp.async group per tile (K and V rows gathered through
 // the block table, 16-byte copies, rows outside the CTA's key range zero-filled, never read), NS
 // stages: tiles i+1 .. i+NS-1 are in flight while tile i is computed (prefill NS = 2, padded
-// rows; decode NS = 3-6, swizzled rows). fp8 K/V: the raw bytes are staged the same way and
+// rows; decode NS = 2 at head 128, swizzled rows). fp8 K/V: the raw bytes are staged the same way and
 // converted to QT in shared memory before the tile is used.
 // Math: S = Q K^T and O += P V with mma.sync m16n8k16 (fp32 accumulate) fed by ldmatrix; online
 // softmax in registers in log2 units; logits: scale -> softcap -> ALiBi -> mask (-inf) -> softmax
@@ -169,21 +169,22 @@ using PrefillCfg = typename std::conditional<
     (D > 64 && D <= 128),
     Cfg<D, FA_ATTN_PF_WM, FA_ATTN_PF_MF, FA_ATTN_PF_BN, kStepKeys<D>, FA_ATTN_PF_MINB, KV, 2, false>,
     Cfg<D, 4, (D <= 128 ? 2 : 1), (D <= 128 ? 64 : 32), kStepKeys<D>, 2, KV, 2, false>>::type;
-// decode: one warp, 16 rows (q_len x heads of one KV head), one step per stage. Decode is
-// memory-bound and one warp computes a stage quickly, so what sets the speed is the bytes in
-// flight: a deep pipeline (NS - 1 stages in flight while one is computed) in swizzled,
-// unpadded rows, sized so that about 3 CTAs fit an SM (~70 KB each).
+// decode: one warp, 16 rows (q_len x heads of one KV head), one step per stage, swizzled
+// unpadded rows, Q in registers. One warp's stage is latency-bound (~4 cycles an instruction),
+// so what sets the speed is warps per SM: the stage budget below is sized so that 6 CTAs fit
+// an SM at head 128 (2 stages of 16 KB; measured on the H200: 3 stages / 4 CTAs and 4 stages /
+// 3 CTAs were 1-13% and 14-20% slower, docs/perf.md). Wider heads get 2-3 stages.
 #ifndef FA_ATTN_DEC_STAGE_BYTES
-#define FA_ATTN_DEC_STAGE_BYTES (64 * 1024)
+#define FA_ATTN_DEC_STAGE_BYTES (32 * 1024)
 #endif
 template <int D, int KV>
 constexpr int kDecStageBytes = 2 * kStepKeys<D> * D * (KV == KV_SAME ? 2 : 1);   // K + V of a stage
+// (fp8: half the budget for the raw stages; the converted tile is the other half)
 template <int D, int KV>
-constexpr int kDecStages = FA_ATTN_DEC_STAGE_BYTES / kDecStageBytes<D, KV> > 6
-                               ? 6
-                               : (FA_ATTN_DEC_STAGE_BYTES / kDecStageBytes<D, KV> < 2
-                                      ? 2
-                                      : FA_ATTN_DEC_STAGE_BYTES / kDecStageBytes<D, KV>);
+constexpr int kDecStageFit = (KV == KV_SAME ? FA_ATTN_DEC_STAGE_BYTES : FA_ATTN_DEC_STAGE_BYTES / 2) /
+                             kDecStageBytes<D, KV>;
+template <int D, int KV>
+constexpr int kDecStages = kDecStageFit<D, KV> > 6 ? 6 : (kDecStageFit<D, KV> < 2 ? 2 : kDecStageFit<D, KV>);
 template <int D, int KV>
 using DecodeCfg = Cfg<D, 1, 1, kStepKeys<D>, kStepKeys<D>, 8, KV, kDecStages<D, KV>, (D % 64 == 0)>;
 
