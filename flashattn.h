@@ -364,7 +364,7 @@ typedef struct fa_split_params {
 FLASHATTN_API fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_t plan_len);
 
 /* Tile sizes the planner assumes (rows of queries x keys per tile). */
-#define FA_TILE_M 64
+#define FA_TILE_M(head_size) ((head_size) <= 128 ? 128 : 64)
 #define FA_TILE_N(head_size) ((head_size) <= 128 ? 128 : 64)
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1317,7 +1317,7 @@ FA__DEF int32_t fa_num_splits_heuristic(int64_t total_mblocks, int32_t num_sms, 
 FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_t plan_len)
 {
     const char *fn = "fa_plan_splits";
-    int32_t b, g, tile_n, max_q = 0, max_k = 0, num_n_blocks, s_static, cap;
+    int32_t b, g, tile_m, tile_n, max_q = 0, max_k = 0, num_n_blocks, s_static, cap;
     int64_t total_mblocks = 0, total_blocks = 0, blocks_per_sm;
     fa__clear();
     FA__CHECK_PTR(fn, p);
@@ -1347,22 +1347,23 @@ FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_
     cap = p->batch_invariant ? 1 : fa__min(p->max_num_splits, 128);
     g = p->num_heads_q / p->num_heads_kv;
     tile_n = FA_TILE_N(p->head_size);
+    tile_m = FA_TILE_M(p->head_size);
     for (b = 0; b < p->num_reqs; ++b) {
         int32_t lq = p->cu_seqlens_q[b + 1] - p->cu_seqlens_q[b], lk = p->seqused_k[b];
         max_q = fa__max(max_q, lq);
         if (p->window.left >= 0) /* keys a tile can see through a window */
-            lk = fa__min(lk, p->window.left + (p->causal ? 0 : fa__max(p->window.right, 0)) + 1 + FA_TILE_M);
+            lk = fa__min(lk, p->window.left + (p->causal ? 0 : fa__max(p->window.right, 0)) + 1 + tile_m);
         max_k = fa__max(max_k, lk);
-        total_mblocks += (int64_t)p->num_heads_kv * fa__cdiv(fa__max(lq, 1) * g, FA_TILE_M);
-        total_blocks += (int64_t)fa__cdiv(fa__max(lq, 1) * g, FA_TILE_M) * fa__cdiv(lk, tile_n);
+        total_mblocks += (int64_t)p->num_heads_kv * fa__cdiv(fa__max(lq, 1) * g, tile_m);
+        total_blocks += (int64_t)fa__cdiv(fa__max(lq, 1) * g, tile_m) * fa__cdiv(lk, tile_n);
     }
     if (cap > 1 && max_q > 0 && (int64_t)max_q * g <= 16) {
         /* Decode (the backend's packed one-warp tile: one CTA per request, KV head and split,
            32-key tiles). Work is counted in 32-key tiles per (request, KV head); a split gets an
            even share of the whole batch's work spread over FA__DEC_CTAS_PER_SM CTAs per SM, but
-           never fewer than FA__DEC_MIN_TILES tiles (1024 keys), so short requests and batches that
+           never fewer than FA__DEC_MIN_TILES tiles (512 keys), so short requests and batches that
            already fill the GPU stay whole. Splits = floor(tiles / share), clamped to [1, cap]. */
-        enum { FA__DEC_TILE = 32, FA__DEC_MIN_TILES = 32, FA__DEC_CTAS_PER_SM = 32 };
+        enum { FA__DEC_TILE = 32, FA__DEC_MIN_TILES = 16, FA__DEC_CTAS_PER_SM = 16 };
         int64_t work = 0, share;
         int32_t s_max = 1;
         for (b = 0; b < p->num_reqs; ++b) {
@@ -1398,7 +1399,7 @@ FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_
     for (b = 0; b < p->num_reqs; ++b) {
         int32_t lk = p->seqused_k[b], nb, sp;
         if (p->window.left >= 0)
-            lk = fa__min(lk, p->window.left + (p->causal ? 0 : fa__max(p->window.right, 0)) + 1 + FA_TILE_M);
+            lk = fa__min(lk, p->window.left + (p->causal ? 0 : fa__max(p->window.right, 0)) + 1 + tile_m);
         nb = fa__cdiv(lk, tile_n);
         sp = (int32_t)fa__cdiv64(nb, blocks_per_sm);
         plan[1 + b] = fa__max(1, fa__min(sp, s_static));

@@ -864,10 +864,10 @@ Test(splits, plan_batch1_long_vs_batch64)
     memset(plan, 0x7f, sizeof plan);
     ASSERT_OK(fa_plan_splits(&p, plan, 300));
     check_plan_layout(plan, 64, 300, 32);
-    /* decode rule: 64 x 8 KV heads x 256 tiles spread over 32 CTAs per SM -> a share of 32 tiles
-       -> 8 splits per request (the measured best region on the H200: s = 8..16) */
+    /* decode rule: 64 x 8 KV heads x 256 tiles spread over 16 CTAs per SM -> a share of 63 tiles
+       -> 4 splits per request (the measured best of a fixed-split sweep on the H200, perf.md) */
     for (int b = 0; b < 64; ++b)
-        cr_assert_eq(plan[1 + b], 8, "batch 64: request %d gets %d splits, expected 8", b, plan[1 + b]);
+        cr_assert_eq(plan[1 + b], 4, "batch 64: request %d gets %d splits, expected 4", b, plan[1 + b]);
 
     /* short context: no split */
     p = decode_params(1, 100, cu, sk);
@@ -876,7 +876,7 @@ Test(splits, plan_batch1_long_vs_batch64)
 }
 
 /* Decode (max q_len x G <= 16, the packed decode tile): splits share the batch's work (32-key
-   tiles per request and KV head) over 3 CTAs per SM, each split keeping >= 32 tiles (1024 keys).
+   tiles per request and KV head) over 16 CTAs per SM, each split keeping >= 16 tiles (512 keys).
    Shapes of the H200 bench (132 SMs, 32/8 heads, head 128, cap 32). */
 Test(splits, plan_decode_rule)
 {
@@ -889,17 +889,17 @@ Test(splits, plan_decode_rule)
 
     p = decode_params(1, 8192, cu, sk);
     ASSERT_OK(fa_plan_splits(&p, plan, 300));
-    cr_assert_eq(plan[1], 8, "batch 1 x 8192 (256 tiles): %d splits, expected 8 (32 tiles each)", plan[1]);
+    cr_assert_eq(plan[1], 16, "batch 1 x 8192 (256 tiles): %d splits, expected 16 (16 tiles each)", plan[1]);
 
-    p = decode_params(256, 1024, cu, sk); /* 65536 tiles / (32 x 132) -> share 16, at least 32 -> 1 split */
+    p = decode_params(256, 1024, cu, sk); /* 65536 tiles / (16 x 132) -> share 32 -> 1 split */
     ASSERT_OK(fa_plan_splits(&p, plan, 300));
     check_plan_layout(plan, 256, 300, 32);
     cr_assert_eq(plan[0], 1);
     for (int b = 0; b < 256; ++b) cr_assert_eq(plan[1 + b], 1);
 
-    p = decode_params(64, 8192, cu, sk); /* 131072 tiles / 4224 -> share 32 -> 8 splits */
+    p = decode_params(64, 8192, cu, sk); /* 131072 tiles / 2112 -> share 63 -> 4 splits */
     ASSERT_OK(fa_plan_splits(&p, plan, 300));
-    cr_assert_eq(plan[0], 8);
+    cr_assert_eq(plan[0], 4);
 
     /* one long request among short ones: only the long one splits */
     p = decode_params(64, 100, cu, sk);
@@ -917,7 +917,7 @@ Test(splits, plan_decode_rule)
     ASSERT_OK(fa_plan_splits(&p, plan, 300));
     cr_assert_leq(plan[1], 2, "window 1000: %d splits", plan[1]);
 
-    /* properties over random decode batches: >= 32 tiles per split, within the cap, the work
+    /* properties over random decode batches: >= 16 tiles per split, within the cap, the work
        of the grid's longest CTA no more than needed */
     rng_seed(0xDEC0);
     for (int it = 0; it < 300; ++it) {
@@ -937,10 +937,10 @@ Test(splits, plan_decode_rule)
         for (int32_t b = 0; b < n; ++b) {
             int32_t tiles = cdiv32(sk[b], 32), s = plan[1 + b];
             if (s > smax) smax = s;
-            cr_assert(s == 1 || tiles / s >= 32, "req %d: %d splits of %d tiles", b, s, tiles);
+            cr_assert(s == 1 || tiles / s >= 16, "req %d: %d splits of %d tiles", b, s, tiles);
             /* splitting more would not leave a split under the even share of the work */
             int64_t share = (work + 3LL * p.num_sms - 1) / (3LL * p.num_sms);
-            if (share < 32) share = 32;
+            if (share < 16) share = 16;
             if (s < p.max_num_splits) cr_assert_lt(tiles, (int64_t)(s + 1) * share, "req %d under-split", b);
         }
         cr_assert_eq(plan[0], smax, "S = %d, largest request split %d", plan[0], smax);
