@@ -14,7 +14,8 @@
 #   --only LIST      categories for both: decode,splits,prefill,mixed,cascade,cache,merge
 #   --no-peers       skip peers.py's measurements (tables then hold ours only)
 #   --peers-only     skip the build and bench_gpu; run peers.py on OUT/bench_gpu.csv
-#   --skip-build     use the existing build-perf
+#   --skip-build     use the existing build (build-perf, or --build DIR)
+#   --build DIR      build directory (default build-perf; e.g. build-gpu after scripts/gpu_run.sh)
 #   --no-flex        peers.py without FlexAttention (no torch.compile time)
 #   --flex-all       peers.py compiles Flex for every decode row too
 #   --arch LIST      gpu_arch for meson (default sm_90a, the H200's; "default" = meson_options.txt's)
@@ -49,6 +50,7 @@ while [ $# -gt 0 ]; do
     --no-peers) NO_PEERS=1; shift ;;
     --peers-only) PEERS_ONLY=1; shift ;;
     --skip-build) SKIP_BUILD=1; shift ;;
+    --build) BUILD="$2"; shift 2 ;;
     --no-flex) FLEX=(--no-flex); shift ;;
     --flex-all) FLEX=(--flex-all); shift ;;
     --arch) ARCH="$2"; shift 2 ;;
