@@ -17,7 +17,8 @@
      prefill-paged  the same through fa_forward (decoder prefill over a block-16 cache)
      mixed          64 decodes at 8k context + one chunked-prefill chunk of 2048 tokens whose
                     sequence is 8192 long (6144 cached + 2048 new), fa_forward, 32/8, head 128
-     cascade        shared prefix P {1k,16k} x {64,256} decodes, each with 512 own tokens:
+     cascade        shared prefix P {1k,16k} x {64,256} decodes (and 1k x {8,16}, where the
+                    heuristic declines), each with 512 own tokens:
                     fa_forward with common_prefix_len = P (cascade) and 0 (cascade-plain);
                     speedup, and whether fa_builder_cascade_prefix_len picks cascade
      cache          reshape_and_cache, 4k and 16k tokens, Hkv 8, head 128, bf16 in, bf16 / fp8 cache
@@ -2316,11 +2317,13 @@ static void run_all(void)
     }
     bench_mixed();
     {
-        static const int Ps[] = {1024, 16384}, Bs[] = {64, 256};
-        int p, q;
-        for (p = 0; p < 2; ++p)
-            for (q = 0; q < 2; ++q)
-                if (!O.quick || (Ps[p] == 16384 && Bs[q] == 256)) bench_cascade(Ps[p], Bs[q]);
+        /* the issue's grid {1k, 16k} x {64, 256}, plus few requests on a 1k prefix, where the
+           heuristic declines cascade (quick: the target row and one declined row) */
+        static const int cs[][2] = {{1024, 8}, {1024, 16}, {1024, 64}, {1024, 256}, {16384, 64}, {16384, 256}};
+        int k;
+        for (k = 0; k < (int)(sizeof cs / sizeof cs[0]); ++k)
+            if (!O.quick || (cs[k][0] == 16384 && cs[k][1] == 256) || (cs[k][0] == 1024 && cs[k][1] == 8))
+                bench_cascade(cs[k][0], cs[k][1]);
     }
     /* the arena is not needed any more: give the memory back to the remaining rows */
     arena_release();
