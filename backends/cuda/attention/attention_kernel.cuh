@@ -383,6 +383,26 @@ __device__ __forceinline__ void store_offsets(const Params &p, const KeyRange &k
     *offv = ov;
 }
 
+// One chunk (row r, chunk c) of K and of V into their tiles: 16-bit tiles through tile_off,
+// raw fp8 tiles unpadded; `bytes` < CH zero-fills the rest (0 = a zero chunk, nothing read).
+template <class C, typename T, int CH>
+__device__ __forceinline__ void cp_chunk_kv(uint32_t sk, uint32_t sv, int r, int c, const T *ks,
+                                            const T *vs, int bytes) {
+    uint32_t o;
+    if constexpr (sizeof(T) == 1) {
+        o = static_cast<uint32_t>(r * C::D + c * CH);
+    } else {
+        o = tile_off<C>(r, c);
+    }
+    if constexpr (CH == 16) {
+        cp_async16(sk + o, ks, bytes);
+        cp_async16(sv + o, vs, bytes);
+    } else {
+        cp_async8(sk + o, ks, bytes);
+        cp_async8(sv + o, vs, bytes);
+    }
+}
+
 // Lanes per row of load_kv_rows: the largest power of two <= 8 dividing the chunks per row.
 template <int CPR>
 constexpr int kLanesPerRow = CPR % 8 == 0 ? 8 : (CPR % 4 == 0 ? 4 : (CPR % 2 == 0 ? 2 : 1));
@@ -420,19 +440,7 @@ __device__ __forceinline__ void load_kv_rows(const Params &p, const T *kb, const
                 bytes = rem <= 0 ? 0 : min(bytes, rem);
                 if (bytes == 0) { ksrc = kb; vsrc = vb; }
             }
-            uint32_t o;
-            if constexpr (sizeof(T) == 1) {
-                o = static_cast<uint32_t>((r * CPR + c) * CH);   // raw rows are unpadded
-            } else {
-                o = tile_off<C>(r, c);
-            }
-            if constexpr (CH == 16) {
-                cp_async16(sk + o, ksrc, bytes);
-                cp_async16(sv + o, vsrc, bytes);
-            } else {
-                cp_async8(sk + o, ksrc, bytes);
-                cp_async8(sv + o, vsrc, bytes);
-            }
+            cp_chunk_kv<C, T, CH>(sk, sv, r, c, ksrc, vsrc, bytes);
         }
     }
 }
@@ -457,19 +465,7 @@ __device__ __forceinline__ void load_kv_flat(const Params &p, const T *kb, const
             const int bytes = valid ? min(rem, EPC) * static_cast<int>(sizeof(T)) : 0;
             const T *ks = valid ? kb + ok + c * EPC : kb;
             const T *vs = valid ? vb + ov + c * EPC : vb;
-            uint32_t o;
-            if constexpr (sizeof(T) == 1) {
-                o = static_cast<uint32_t>(i * CH);                 // raw rows are unpadded
-            } else {
-                o = tile_off<C>(r, c);
-            }
-            if constexpr (CH == 16) {
-                cp_async16(sk + o, ks, bytes);
-                cp_async16(sv + o, vs, bytes);
-            } else {
-                cp_async8(sk + o, ks, bytes);
-                cp_async8(sv + o, vs, bytes);
-            }
+            cp_chunk_kv<C, T, CH>(sk, sv, r, c, ks, vs, bytes);
         }
     }
 }
@@ -495,19 +491,7 @@ __device__ __forceinline__ void load_row(const Params &p, const T *kb, const T *
         const int rem = p.head_size - c * EPC;
         const bool valid = ok >= 0 && rem > 0;
         const int bytes = valid ? min(rem, EPC) * static_cast<int>(sizeof(T)) : 0;
-        uint32_t o;
-        if constexpr (sizeof(T) == 1) {
-            o = static_cast<uint32_t>(r * C::D + c * CH);
-        } else {
-            o = tile_off<C>(r, c);
-        }
-        if constexpr (CH == 16) {
-            cp_async16(sk + o, valid ? kb + ok + c * EPC : kb, bytes);
-            cp_async16(sv + o, valid ? vb + ov + c * EPC : vb, bytes);
-        } else {
-            cp_async8(sk + o, valid ? kb + ok + c * EPC : kb, bytes);
-            cp_async8(sv + o, valid ? vb + ov + c * EPC : vb, bytes);
-        }
+        cp_chunk_kv<C, T, CH>(sk, sv, r, c, valid ? kb + ok + c * EPC : kb, valid ? vb + ov + c * EPC : vb, bytes);
     }
 }
 
