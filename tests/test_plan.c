@@ -875,6 +875,26 @@ Test(splits, plan_batch1_long_vs_batch64)
     cr_assert_eq(plan[1], 1, "100 keys (1 tile) -> 1 split, got %d", plan[1]);
 }
 
+/* The cascade prefix of 256 decodes: one "request" of 256 query tokens (1024 rows per KV head)
+   over 16384 keys. Up to head 128 the backend's prefill tile holds 128 rows (FA_TILE_M), so the
+   grid is 8 x 8 = 64 CTAs on 132 SMs and the keys split in two; at head 256 (64-row tiles, 128
+   CTAs) the grid already fills the SMs and nothing splits. */
+Test(splits, plan_cascade_prefix_fills_the_sms)
+{
+    int32_t cu[2] = {0, 256}, sk[1] = {16384}, plan[4];
+    fa_split_params p = decode_params(1, 16384, cu, sk);
+    cu[1] = 256;
+    p.causal = 0;
+    cr_assert_eq(FA_TILE_M(128), 128);
+    cr_assert_eq(FA_TILE_M(256), 64);
+    ASSERT_OK(fa_plan_splits(&p, plan, 4));
+    check_plan_layout(plan, 1, 4, 32);
+    cr_assert_eq(plan[1], 2, "head 128: %d splits, expected 2 (64 CTAs on 132 SMs)", plan[1]);
+    p.head_size = 256;
+    ASSERT_OK(fa_plan_splits(&p, plan, 4));
+    cr_assert_eq(plan[1], 1, "head 256: %d splits, expected 1 (128 CTAs)", plan[1]);
+}
+
 /* Decode (max q_len x G <= 16, the packed decode tile): splits share the batch's work (32-key
    tiles per request and KV head) over 16 CTAs per SM, each split keeping >= 16 tiles (512 keys).
    Shapes of the H200 bench (132 SMs, 32/8 heads, head 128, cap 32). */
