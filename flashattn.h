@@ -1362,7 +1362,9 @@ FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_
            32-key tiles). Work is counted in 32-key tiles per (request, KV head); a split gets an
            even share of the whole batch's work spread over FA__DEC_CTAS_PER_SM CTAs per SM, but
            never fewer than FA__DEC_MIN_TILES tiles (512 keys), so short requests and batches that
-           already fill the GPU stay whole. Splits = floor(tiles / share), clamped to [1, cap]. */
+           already fill the GPU stay whole. Splits = floor(tiles / share), clamped to [1, cap].
+           (16 per SM: about 2.7 waves of the CUDA tile, 6 of which fit an SM; docs/perf.md has the
+           fixed-split sweeps this was checked against.) */
         enum { FA__DEC_TILE = 32, FA__DEC_MIN_TILES = 16, FA__DEC_CTAS_PER_SM = 16 };
         int64_t work = 0, share;
         int32_t s_max = 1;
