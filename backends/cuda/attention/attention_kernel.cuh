@@ -18,7 +18,7 @@
 // Pipeline per key tile (16-bit K/V): one cp.async group per tile (K and V rows gathered through
 // the block table, 16-byte copies, rows outside the CTA's key range zero-filled, never read), NS
 // stages: tiles i+1 .. i+NS-1 are in flight while tile i is computed (prefill NS = 2, padded
-// rows; decode NS = 2 at head 128, swizzled rows). fp8 K/V: the raw bytes are staged the same way and
+// rows; decode NS = 2, swizzled rows). fp8 K/V: the raw bytes are staged the same way and
 // converted to QT in shared memory before the tile is used.
 // Math: S = Q K^T and O += P V with mma.sync m16n8k16 (fp32 accumulate) fed by ldmatrix; online
 // softmax in registers in log2 units; logits: scale -> softcap -> ALiBi -> mask (-inf) -> softmax
@@ -173,7 +173,7 @@ using PrefillCfg = typename std::conditional<
 // unpadded rows, Q in registers. One warp's stage is latency-bound (~4 cycles an instruction),
 // so what sets the speed is warps per SM: the stage budget below is sized so that 6 CTAs fit
 // an SM at head 128 (2 stages of 16 KB; measured on the H200: 3 stages / 4 CTAs and 4 stages /
-// 3 CTAs were 1-13% and 14-20% slower, docs/perf.md). Wider heads get 2-3 stages.
+// 3 CTAs were 1-6% and 18-26% slower, docs/perf.md). Every width gets 2 stages but head 32 (4).
 #ifndef FA_ATTN_DEC_STAGE_BYTES
 #define FA_ATTN_DEC_STAGE_BYTES (32 * 1024)
 #endif
