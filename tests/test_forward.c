@@ -330,6 +330,22 @@ static void scen_free(scen *s)
     free(s->q); free(s->k); free(s->v); free(s->out); free(s->cache); free(s->qkv);
 }
 
+/* A scenario's first lines: the seed, a zeroed scenario and its shape. */
+static void scen_begin(scen *s, uint64_t seed, int Hq, int Hkv, int D, int bs, fa_dtype dt)
+{
+    rng_seed(seed);
+    memset(s, 0, sizeof *s);
+    s->Hq = Hq; s->Hkv = Hkv; s->D = D; s->bs = bs; s->dt = dt;
+}
+
+/* Its last: the builder, the backend and the scenario's arrays. */
+static void scen_end(scen *s, fa_builder *b, fa_backend *be)
+{
+    fa_builder_destroy(b);
+    fa_cpu_backend_destroy(be);
+    scen_free(s);
+}
+
 static fa_batch scen_batch(const scen *s, int causal)
 {
     fa_batch b;
@@ -501,10 +517,9 @@ static void mixed_shape(scen *s, int n)
 
 static void plain_case(fa_dtype dt, fa_kv_layout layout, int softcap, int alibi, int sinks, uint64_t seed)
 {
-    rng_seed(seed);
     scen s;
-    memset(&s, 0, sizeof s);
-    s.Hq = 8; s.Hkv = 2; s.D = 64; s.bs = 16; s.dt = dt; s.layout = layout;
+    scen_begin(&s, seed, 8, 2, 64, 16, dt);
+    s.layout = layout;
     mixed_shape(&s, 7);
     scen_init(&s);
     static float slopes[8], sk[8];
@@ -522,9 +537,7 @@ static void plain_case(fa_dtype dt, fa_kv_layout layout, int softcap, int alibi,
     snprintf(what, sizeof what, "plain %s layout %d softcap %d alibi %d sinks %d", fa_dtype_name(dt), (int)layout,
              softcap, alibi, sinks);
     scen_check(&s, &rc, tol_for(dt), what);
-    fa_builder_destroy(b);
-    fa_cpu_backend_destroy(be);
-    scen_free(&s);
+    scen_end(&s, b, be);
 }
 
 Test(forward, plain_f32_nhd) { plain_case(FA_DTYPE_F32, FA_LAYOUT_NHD, 0, 0, 0, 101); }
@@ -536,10 +549,9 @@ Test(forward, plain_bf16) { plain_case(FA_DTYPE_BF16, FA_LAYOUT_NHD, 0, 0, 1, 10
 /* q/k/v as strided views of one fused QKV buffer (token stride (Hq + 2 Hkv) * D) */
 Test(forward, plain_fused_qkv_views)
 {
-    rng_seed(108);
     scen s;
-    memset(&s, 0, sizeof s);
-    s.Hq = 8; s.Hkv = 2; s.D = 32; s.bs = 16; s.dt = FA_DTYPE_F16; s.layout = FA_LAYOUT_HND; s.fused = 1;
+    scen_begin(&s, 108, 8, 2, 32, 16, FA_DTYPE_F16);
+    s.layout = FA_LAYOUT_HND; s.fused = 1;
     mixed_shape(&s, 6);
     scen_init(&s);
     fa_backend *be = cpu();
@@ -548,18 +560,15 @@ Test(forward, plain_fused_qkv_views)
     fa_builder *b = scen_build_forward(&s, be, scen_cfg(&s), scen_desc(&s), 1, 1, &L, &md);
     refcfg rc = ref_from_layer(&L, 1);
     scen_check(&s, &rc, tol_for(s.dt), "fused qkv");
-    fa_builder_destroy(b);
-    fa_cpu_backend_destroy(be);
-    scen_free(&s);
+    scen_end(&s, b, be);
 }
 
 /* cross-attention decode step: keys are the cached encoder states, k/v NULL, non-causal */
 Test(forward, cross_attention_decode_step)
 {
-    rng_seed(109);
     scen s;
-    memset(&s, 0, sizeof s);
-    s.Hq = 8; s.Hkv = 4; s.D = 32; s.bs = 16; s.dt = FA_DTYPE_F32; s.cross = 1;
+    scen_begin(&s, 109, 8, 4, 32, 16, FA_DTYPE_F32);
+    s.cross = 1;
     s.n = 5;
     for (int r = 0; r < s.n; ++r) { s.ctx[r] = rng_int(10, 200); s.qlen[r] = r == 2 ? rng_int(2, 9) : 1; }
     scen_init(&s);
@@ -575,18 +584,15 @@ Test(forward, cross_attention_decode_step)
     refcfg rc = ref_from_layer(&L, 0);
     scen_check(&s, &rc, 2e-5, "cross attention");
     free(snap);
-    fa_builder_destroy(b);
-    fa_cpu_backend_destroy(be);
-    scen_free(&s);
+    scen_end(&s, b, be);
 }
 
 /* the new tokens were written where the slot mapping says, in the cache's layout */
 Test(forward, cache_write_lands_at_slots)
 {
-    rng_seed(106);
     scen s;
-    memset(&s, 0, sizeof s);
-    s.Hq = 4; s.Hkv = 4; s.D = 32; s.bs = 32; s.dt = FA_DTYPE_F16; s.layout = FA_LAYOUT_HND;
+    scen_begin(&s, 106, 4, 4, 32, 32, FA_DTYPE_F16);
+    s.layout = FA_LAYOUT_HND;
     mixed_shape(&s, 5);
     scen_init(&s);
     fa_backend *be = cpu();
@@ -605,18 +611,14 @@ Test(forward, cache_write_lands_at_slots)
     for (int blk = 0; blk < 2; ++blk)
         for (int off = 0; off < s.bs; ++off)
             cr_assert(isnan(load(s.cache, cache_index(&s, 0, blk, off, 0, 0), s.cdt)), "NaN block %d written", blk);
-    fa_builder_destroy(b);
-    fa_cpu_backend_destroy(be);
-    scen_free(&s);
+    scen_end(&s, b, be);
 }
 
 /* long contexts so the builder splits the keys (exercises the split-KV combine) */
 Test(forward, long_context_split_kv)
 {
-    rng_seed(107);
     scen s;
-    memset(&s, 0, sizeof s);
-    s.Hq = 8; s.Hkv = 1; s.D = 64; s.bs = 16; s.dt = FA_DTYPE_F32;
+    scen_begin(&s, 107, 8, 1, 64, 16, FA_DTYPE_F32);
     s.n = 2;
     s.qlen[0] = 1; s.ctx[0] = 6000;
     s.qlen[1] = 2; s.ctx[1] = 3001;
@@ -638,9 +640,7 @@ Test(forward, long_context_split_kv)
     ASSERT_OK(scen_forward(&s, be, &L, &md, 1));
     refcfg rc = ref_from_layer(&L, 1);
     scen_check(&s, &rc, 2e-5, "split-KV");
-    fa_builder_destroy(b);
-    fa_cpu_backend_destroy(be);
-    scen_free(&s);
+    scen_end(&s, b, be);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -648,10 +648,8 @@ Test(forward, long_context_split_kv)
 
 Test(forward, sliding_window_layer)
 {
-    rng_seed(201);
     scen s;
-    memset(&s, 0, sizeof s);
-    s.Hq = 8; s.Hkv = 4; s.D = 32; s.bs = 16; s.dt = FA_DTYPE_F32;
+    scen_begin(&s, 201, 8, 4, 32, 16, FA_DTYPE_F32);
     mixed_shape(&s, 8);
     scen_init(&s);
     const int W = 37;
@@ -684,9 +682,7 @@ Test(forward, sliding_window_layer)
     refcfg rc = ref_from_layer(&L, 1);
     cr_assert_eq(rc.wl, W - 1);
     scen_check(&s, &rc, 2e-5, "sliding window");
-    fa_builder_destroy(b);
-    fa_cpu_backend_destroy(be);
-    scen_free(&s);
+    scen_end(&s, b, be);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -694,10 +690,8 @@ Test(forward, sliding_window_layer)
 
 static void cascade_case(fa_dtype dt, int sinks, int softcap, uint64_t seed)
 {
-    rng_seed(seed);
     scen s;
-    memset(&s, 0, sizeof s);
-    s.Hq = 8; s.Hkv = 2; s.D = 64; s.bs = 16; s.dt = dt;
+    scen_begin(&s, seed, 8, 2, 64, 16, dt);
     s.n = 10;
     s.shared_blocks = 5; /* 80 shared tokens */
     for (int r = 0; r < s.n; ++r) {
@@ -743,9 +737,7 @@ static void cascade_case(fa_dtype dt, int sinks, int softcap, uint64_t seed)
     ASSERT_OK(scen_forward(&s, be, &L, &md, 1));
     scen_check(&s, &rc, tol_for(dt), "cascade P = 80");
     free(cas);
-    fa_builder_destroy(b);
-    fa_cpu_backend_destroy(be);
-    scen_free(&s);
+    scen_end(&s, b, be);
 }
 
 Test(forward, cascade_equals_plain_f32) { cascade_case(FA_DTYPE_F32, 0, 0, 301); }
@@ -757,10 +749,8 @@ Test(forward, cascade_equals_plain_bf16) { cascade_case(FA_DTYPE_BF16, 1, 0, 303
 
 Test(forward, chunked_local)
 {
-    rng_seed(401);
     scen s;
-    memset(&s, 0, sizeof s);
-    s.Hq = 4; s.Hkv = 2; s.D = 32; s.bs = 16; s.dt = FA_DTYPE_F32;
+    scen_begin(&s, 401, 4, 2, 32, 16, FA_DTYPE_F32);
     mixed_shape(&s, 9);
     s.qlen[1] = 10; s.ctx[1] = 54;  /* seq 64: ends on a chunk boundary (last chunk full) */
     s.qlen[3] = 32; s.ctx[3] = 96;  /* queries fill exactly one chunk */
@@ -796,18 +786,14 @@ Test(forward, chunked_local)
     refcfg rc = ref_from_layer(&L, 1);
     rc.chunk = C;
     scen_check(&s, &rc, 2e-5, "chunked local");
-    fa_builder_destroy(b);
-    fa_cpu_backend_destroy(be);
-    scen_free(&s);
+    scen_end(&s, b, be);
 }
 
 Test(forward, chunked_local_metadata_plain_layer)
 {
     /* a layer without a chunk size on chunked-local metadata attends the whole context */
-    rng_seed(402);
     scen s;
-    memset(&s, 0, sizeof s);
-    s.Hq = 4; s.Hkv = 2; s.D = 32; s.bs = 16; s.dt = FA_DTYPE_F32;
+    scen_begin(&s, 402, 4, 2, 32, 16, FA_DTYPE_F32);
     mixed_shape(&s, 6);
     scen_init(&s);
     fa_backend *be = cpu();
@@ -818,9 +804,7 @@ Test(forward, chunked_local_metadata_plain_layer)
     fa_builder *b = scen_build_forward(&s, be, cfg, scen_desc(&s), 1, 1, &L, &md);
     refcfg rc = ref_from_layer(&L, 1);
     scen_check(&s, &rc, 2e-5, "plain layer, local metadata");
-    fa_builder_destroy(b);
-    fa_cpu_backend_destroy(be);
-    scen_free(&s);
+    scen_end(&s, b, be);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -828,10 +812,8 @@ Test(forward, chunked_local_metadata_plain_layer)
 
 static void fp8_case(fa_cache_dtype cd, fa_dtype storage, fa_dtype act, uint64_t seed)
 {
-    rng_seed(seed);
     scen s;
-    memset(&s, 0, sizeof s);
-    s.Hq = 8; s.Hkv = 2; s.D = 64; s.bs = 16; s.dt = act;
+    scen_begin(&s, seed, 8, 2, 64, 16, act);
     s.cache_dtype = cd; s.cdt = storage;
     s.k_scale = 0.05f; s.v_scale = 0.02f;
     mixed_shape(&s, 6);
@@ -854,9 +836,7 @@ static void fp8_case(fa_cache_dtype cd, fa_dtype storage, fa_dtype act, uint64_t
             }
     refcfg rc = ref_from_layer(&L, 1);
     scen_check(&s, &rc, tol_for(act), "fp8 cache");
-    fa_builder_destroy(b);
-    fa_cpu_backend_destroy(be);
-    scen_free(&s);
+    scen_end(&s, b, be);
 }
 
 Test(forward, fp8_e4m3_cache) { fp8_case(FA_CACHE_FP8, FA_DTYPE_FP8_E4M3, FA_DTYPE_F32, 501); }
@@ -868,10 +848,8 @@ Test(forward, fp8_e4m3_cache_bf16) { fp8_case(FA_CACHE_FP8_E4M3, FA_DTYPE_FP8_E4
 
 Test(forward, kv_sharing_skips_the_write)
 {
-    rng_seed(601);
     scen s;
-    memset(&s, 0, sizeof s);
-    s.Hq = 8; s.Hkv = 2; s.D = 32; s.bs = 16; s.dt = FA_DTYPE_F32;
+    scen_begin(&s, 601, 8, 2, 32, 16, FA_DTYPE_F32);
     mixed_shape(&s, 6);
     scen_init(&s);
     /* the owning layer already wrote this step's tokens: put them in the cache ourselves ... */
@@ -907,9 +885,7 @@ Test(forward, kv_sharing_skips_the_write)
     cr_assert(memcmp(snap, s.cache, s.cache_bytes) == 0, "k/v NULL: the cache was written");
     scen_check(&s, &rc, 2e-5, "k/v NULL");
     free(snap);
-    fa_builder_destroy(b);
-    fa_cpu_backend_destroy(be);
-    scen_free(&s);
+    scen_end(&s, b, be);
 }
 
 Test(forward, profiling_run_zeroes_out)
