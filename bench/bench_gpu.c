@@ -171,6 +171,14 @@ static void seterr(const char *fmt, ...)
     va_end(ap);
 }
 
+/* 0 when a backend op returned FA_OK; else -1 with its message in g_err. */
+static int op_status(fa_status st, const char *op)
+{
+    if (st == FA_OK) return 0;
+    seterr("%s op: %s", op, g_be->ops.last_error ? g_be->ops.last_error(g_be->ctx) : fa_status_string(st));
+    return -1;
+}
+
 /* A sticky error (illegal address, launch failure...) poisons the context for good. */
 static void note_cuda_error(cudaError_t e)
 {
@@ -1143,12 +1151,7 @@ typedef struct split_ctx {
 static int launch_attn(void *ctx, int c)
 {
     split_ctx *s = (split_ctx *)ctx;
-    fa_status st = g_be->ops.attention(g_be->ctx, &s->a[c]);
-    if (st != FA_OK) {
-        seterr("attention op: %s", g_be->ops.last_error ? g_be->ops.last_error(g_be->ctx) : fa_status_string(st));
-        return -1;
-    }
-    return 0;
+    return op_status(g_be->ops.attention(g_be->ctx, &s->a[c]), "attention");
 }
 
 /* The attention args fa_forward would pass for plain paged attention of copy c of w. */
@@ -1684,12 +1687,7 @@ typedef struct cw_ctx {
 static int launch_cw(void *ctx, int c)
 {
     cw_ctx *s = (cw_ctx *)ctx;
-    fa_status st = g_be->ops.reshape_and_cache(g_be->ctx, &s->a[c]);
-    if (st != FA_OK) {
-        seterr("reshape_and_cache op: %s", g_be->ops.last_error ? g_be->ops.last_error(g_be->ctx) : "?");
-        return -1;
-    }
-    return 0;
+    return op_status(g_be->ops.reshape_and_cache(g_be->ctx, &s->a[c]), "reshape_and_cache");
 }
 
 static void bench_cache(int T, int fp8)
@@ -1834,12 +1832,7 @@ typedef struct mg_ctx {
 static int launch_mg(void *ctx, int c)
 {
     mg_ctx *s = (mg_ctx *)ctx;
-    fa_status st = g_be->ops.merge_states(g_be->ctx, &s->a[c]);
-    if (st != FA_OK) {
-        seterr("merge_states op: %s", g_be->ops.last_error ? g_be->ops.last_error(g_be->ctx) : "?");
-        return -1;
-    }
-    return 0;
+    return op_status(g_be->ops.merge_states(g_be->ctx, &s->a[c]), "merge_states");
 }
 
 static void bench_merge(int T)
