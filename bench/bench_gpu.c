@@ -1680,21 +1680,17 @@ out:
 /* ---------------------------------------------------------------------------------------- */
 /* reshape_and_cache */
 
-typedef struct cw_ctx {
-    fa_cache_write_args *a;
-} cw_ctx;
-
+/* ctx: the [copies] argument array */
 static int launch_cw(void *ctx, int c)
 {
-    cw_ctx *s = (cw_ctx *)ctx;
-    return op_status(g_be->ops.reshape_and_cache(g_be->ctx, &s->a[c]), "reshape_and_cache");
+    return op_status(g_be->ops.reshape_and_cache(g_be->ctx, (fa_cache_write_args *)ctx + c), "reshape_and_cache");
 }
 
 static void bench_cache(int T, int fp8)
 {
     const int hkv = 8, D = 128, bs = 16;
     row r;
-    cw_ctx s;
+    fa_cache_write_args *args = NULL;
     int n, c, i;
     size_t es = fp8 ? 1 : 2, inb, cacheb;
     int64_t NB, per_copy_blocks = (T + bs - 1) / bs, rowel = (int64_t)hkv * D;
@@ -1708,7 +1704,6 @@ static void bench_cache(int T, int fp8)
     r.d = D;
     snprintf(r.kv, sizeof r.kv, "%s", fp8 ? "fp8" : "bf16");
     if (!row_selected(&r, C_CACHE)) return;
-    memset(&s, 0, sizeof s);
     r.bytes = 2.0 * T * rowel * 2.0 + 8.0 * T + 2.0 * T * rowel * (double)es;
     if (g_dead) {
         emit_na(&r, "CUDA context lost earlier");
@@ -1736,9 +1731,9 @@ static void bench_cache(int T, int fp8)
         emit_na(&r, g_err);
         goto out;
     }
-    s.a = (fa_cache_write_args *)xmalloc(sizeof(fa_cache_write_args) * (size_t)n);
+    args = (fa_cache_write_args *)xmalloc(sizeof(fa_cache_write_args) * (size_t)n);
     for (c = 0; c < n; ++c) {
-        fa_cache_write_args *a = &s.a[c];
+        fa_cache_write_args *a = &args[c];
         memset(a, 0, sizeof *a);
         a->key = (char *)kv_in + sizeof(uint16_t) * (size_t)c * T * rowel;
         a->value = (char *)kv_in + sizeof(uint16_t) * ((size_t)n + c) * T * rowel;
@@ -1757,7 +1752,7 @@ static void bench_cache(int T, int fp8)
         a->block_size = bs;
         a->k_scale = a->v_scale = fp8 ? KSCALE_FP8 : 1.f;
     }
-    if (time_row(&r, launch_cw, &s, n)) {
+    if (time_row(&r, launch_cw, args, n)) {
         emit_row(&r);
         goto out;
     }
@@ -1767,7 +1762,7 @@ static void bench_cache(int T, int fp8)
         int64_t mism = 0;
         double mx = 0;
         int k, ok = 1;
-        if (dpoison(cache, cacheb) || launch_cw(&s, 0) || CU(cudaStreamSynchronize(g_stream))) ok = 0;
+        if (dpoison(cache, cacheb) || launch_cw(args, 0) || CU(cudaStreamSynchronize(g_stream))) ok = 0;
         for (k = 0; k < 64 && ok; ++k) {
             int t = (int)(rng_u64() % (uint64_t)T), half;
             int64_t slot = slots_host[t];
@@ -1814,7 +1809,7 @@ static void bench_cache(int T, int fp8)
     }
     emit_row(&r);
 out:
-    free(s.a);
+    free(args);
     free(perm);
     free(slots_host);
     dfree(kv_in);
@@ -1825,21 +1820,17 @@ out:
 /* ---------------------------------------------------------------------------------------- */
 /* merge_states */
 
-typedef struct mg_ctx {
-    fa_merge_args *a;
-} mg_ctx;
-
+/* ctx: the [copies] argument array */
 static int launch_mg(void *ctx, int c)
 {
-    mg_ctx *s = (mg_ctx *)ctx;
-    return op_status(g_be->ops.merge_states(g_be->ctx, &s->a[c]), "merge_states");
+    return op_status(g_be->ops.merge_states(g_be->ctx, (fa_merge_args *)ctx + c), "merge_states");
 }
 
 static void bench_merge(int T)
 {
     const int H = 32, D = 128;
     row r;
-    mg_ctx s;
+    fa_merge_args *args = NULL;
     ref_sample ref;
     int n, c;
     int64_t tel = (int64_t)T * H * D;
@@ -1852,7 +1843,6 @@ static void bench_merge(int T)
     r.d = D;
     snprintf(r.kv, sizeof r.kv, "bf16");
     if (!row_selected(&r, C_MERGE)) return;
-    memset(&s, 0, sizeof s);
     memset(&ref, 0, sizeof ref);
     r.bytes = 2.0 * tel * 2 + 2.0 * T * H * 4 + 1.0 * tel * 2;
     if (g_dead) {
@@ -1869,9 +1859,9 @@ static void bench_merge(int T)
         emit_na(&r, g_err);
         goto out;
     }
-    s.a = (fa_merge_args *)xmalloc(sizeof(fa_merge_args) * (size_t)n);
+    args = (fa_merge_args *)xmalloc(sizeof(fa_merge_args) * (size_t)n);
     for (c = 0; c < n; ++c) {
-        fa_merge_args *a = &s.a[c];
+        fa_merge_args *a = &args[c];
         memset(a, 0, sizeof *a);
         a->out = (char *)out + sizeof(uint16_t) * (size_t)c * tel;
         a->out_token_stride = (int64_t)H * D;
@@ -1900,7 +1890,7 @@ static void bench_merge(int T)
         uint16_t *q = (uint16_t *)xmalloc(sizeof(uint16_t) * (size_t)me);
         float *pl = (float *)xmalloc(sizeof(float) * (size_t)T * H);
         float *sl = (float *)xmalloc(sizeof(float) * (size_t)T * H);
-        fa_merge_args a = s.a[0];
+        fa_merge_args a = args[0];
         for (i = 0; i < me; ++i) {
             p[i] = pat_bf16(i);
             q[i] = pat_bf16((int64_t)n * tel + i);
@@ -1932,11 +1922,11 @@ static void bench_merge(int T)
         free(pl);
         free(sl);
     }
-    if (time_row(&r, launch_mg, &s, n) == 0) check_attention(&r, launch_mg, &s, out, tel, &ref, ref.ref ? 1 : 0);
+    if (time_row(&r, launch_mg, args, n) == 0) check_attention(&r, launch_mg, args, out, tel, &ref, ref.ref ? 1 : 0);
     emit_row(&r);
 out:
     ref_free(&ref);
-    free(s.a);
+    free(args);
     dfree(po);
     dfree(lse);
     dfree(out);
