@@ -87,14 +87,7 @@ static void setup(void)
 
 static fa_config base_cfg(void)
 {
-    fa_config c;
-    memset(&c, 0, sizeof c);
-    c.model.num_heads_q = 16;
-    c.model.num_heads_kv = 4;
-    c.model.head_size = 128;
-    c.model.dtype = FA_DTYPE_F16;
-    c.scheduler.max_num_batched_tokens = 2048; /* keeps each builder's workspace small */
-    return c;
+    return test_cfg(16, 4, 128, FA_DTYPE_F16, 0, 0, 2048); /* 2048 tokens: small workspaces */
 }
 
 /* ---------------------------------------------------------------------------------------- */

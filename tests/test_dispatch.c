@@ -240,30 +240,9 @@ static fa_batch make_batch(int causal)
     return b;
 }
 
-static fa_config make_cfg(void)
-{
-    fa_config c;
-    memset(&c, 0, sizeof c);
-    c.model.num_heads_q = HQ;
-    c.model.num_heads_kv = HKV;
-    c.model.head_size = D;
-    c.model.dtype = FA_DTYPE_F16;
-    c.cache.block_size = BS;
-    c.scheduler.max_num_seqs = 32;
-    c.scheduler.max_num_batched_tokens = 512;
-    return c;
-}
+static fa_config make_cfg(void) { return test_cfg(HQ, HKV, D, FA_DTYPE_F16, BS, 32, 512); }
 
-static fa_layer_desc make_desc(void)
-{
-    fa_layer_desc d;
-    memset(&d, 0, sizeof d);
-    d.num_heads = HQ;
-    d.num_kv_heads = HKV;
-    d.head_size = D;
-    d.dtype = FA_DTYPE_F16;
-    return d;
-}
+static fa_layer_desc make_desc(void) { return test_desc(HQ, HKV, D, FA_DTYPE_F16); }
 
 static fa_tensor t3(void *p, int64_t a, int64_t b, int64_t c)
 {

@@ -126,30 +126,9 @@ static void make_stub(fa_backend *be, stub_ctx *ctx, const char *name)
 
 enum { HQ = 8, HKV = 2, D = 64, BS = 16, NB = 32, TPAD = 10, T = 8, NREQ = 3, BTS = 8 };
 
-static fa_config base_cfg(void)
-{
-    fa_config c;
-    memset(&c, 0, sizeof c);
-    c.model.num_heads_q = HQ;
-    c.model.num_heads_kv = HKV;
-    c.model.head_size = D;
-    c.model.dtype = FA_DTYPE_F16;
-    c.cache.block_size = BS;
-    c.scheduler.max_num_seqs = 16;
-    c.scheduler.max_num_batched_tokens = 256;
-    return c;
-}
+static fa_config base_cfg(void) { return test_cfg(HQ, HKV, D, FA_DTYPE_F16, BS, 16, 256); }
 
-static fa_layer_desc base_desc(void)
-{
-    fa_layer_desc d;
-    memset(&d, 0, sizeof d);
-    d.num_heads = HQ;
-    d.num_kv_heads = HKV;
-    d.head_size = D;
-    d.dtype = FA_DTYPE_F16;
-    return d;
-}
+static fa_layer_desc base_desc(void) { return test_desc(HQ, HKV, D, FA_DTYPE_F16); }
 
 static int32_t g_qsl[NREQ + 1] = {0, 1, 6, 8};
 static int32_t g_seq[NREQ] = {40, 37, 30};

@@ -365,28 +365,15 @@ static fa_batch scen_batch(const scen *s, int causal)
 
 static fa_config scen_cfg(const scen *s)
 {
-    fa_config c;
-    memset(&c, 0, sizeof c);
-    c.model.num_heads_q = s->Hq;
-    c.model.num_heads_kv = s->Hkv;
-    c.model.head_size = s->D;
-    c.model.dtype = s->dt;
-    c.cache.block_size = s->bs;
+    fa_config c = test_cfg(s->Hq, s->Hkv, s->D, s->dt, s->bs, 64, 4096);
     c.cache.cache_dtype = s->cache_dtype;
     c.cache.layout = s->layout;
-    c.scheduler.max_num_seqs = 64;
-    c.scheduler.max_num_batched_tokens = 4096;
     return c;
 }
 
 static fa_layer_desc scen_desc(const scen *s)
 {
-    fa_layer_desc d;
-    memset(&d, 0, sizeof d);
-    d.num_heads = s->Hq;
-    d.num_kv_heads = s->Hkv;
-    d.head_size = s->D;
-    d.dtype = s->dt;
+    fa_layer_desc d = test_desc(s->Hq, s->Hkv, s->D, s->dt);
     d.kv_cache_dtype = s->cache_dtype;
     d.k_scale = s->k_scale;
     d.v_scale = s->v_scale;
@@ -1031,26 +1018,13 @@ static void *dcp_rank_main(void *p)
     fa_builder *b = NULL;
     a->st = fa_cpu_backend_create(&be);
     if (a->st != FA_OK) goto done;
-    fa_config c;
-    memset(&c, 0, sizeof c);
-    c.model.num_heads_q = a->H;
-    c.model.num_heads_kv = a->Hkv;
-    c.model.head_size = g->D;
-    c.model.dtype = g->dt;
-    c.cache.block_size = g->bs;
+    fa_config c = test_cfg(a->H, a->Hkv, g->D, g->dt, g->bs, 64, 4096);
     c.parallel.dcp_world_size = a->N;
     c.parallel.dcp_rank = a->rank;
     c.parallel.cp_kv_cache_interleave_size = a->I;
-    c.scheduler.max_num_seqs = 64;
-    c.scheduler.max_num_batched_tokens = 4096;
     a->st = fa_builder_create(be, &c, a->comm, &b);
     if (a->st != FA_OK) goto done;
-    fa_layer_desc d;
-    memset(&d, 0, sizeof d);
-    d.num_heads = a->H;
-    d.num_kv_heads = a->Hkv;
-    d.head_size = g->D;
-    d.dtype = g->dt;
+    fa_layer_desc d = test_desc(a->H, a->Hkv, g->D, g->dt);
     d.dcp_world_size = a->N;
     if (a->with_sinks) { d.sinks = a->sinks; d.num_sinks = a->H; }
     fa_layer L;

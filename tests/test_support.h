@@ -20,6 +20,35 @@
                      fa_status_string(st__), fa_last_error());                               \
     } while (0)
 
+/* A model config (heads, head size, dtype, block size; bs 0 = the default) with the scheduler's
+   sizes; every other field zero (the defaults). */
+static inline fa_config test_cfg(int32_t hq, int32_t hkv, int32_t d, fa_dtype dt, int32_t bs, int32_t max_seqs,
+                                 int32_t max_tokens)
+{
+    fa_config c;
+    memset(&c, 0, sizeof c);
+    c.model.num_heads_q = hq;
+    c.model.num_heads_kv = hkv;
+    c.model.head_size = d;
+    c.model.dtype = dt;
+    c.cache.block_size = bs;
+    c.scheduler.max_num_seqs = max_seqs;
+    c.scheduler.max_num_batched_tokens = max_tokens;
+    return c;
+}
+
+/* A layer of that shape; every other field zero (the defaults). */
+static inline fa_layer_desc test_desc(int32_t hq, int32_t hkv, int32_t d, fa_dtype dt)
+{
+    fa_layer_desc l;
+    memset(&l, 0, sizeof l);
+    l.num_heads = hq;
+    l.num_kv_heads = hkv;
+    l.head_size = d;
+    l.dtype = dt;
+    return l;
+}
+
 /* static inline: no unused-function warning in a file that only wants ASSERT_OK */
 static inline fa_status cm_ag(void *c, const void *s, void *r, size_t n, fa_dtype t) { (void)c; (void)s; (void)r; (void)n; (void)t; return FA_OK; }
 static inline fa_status cm_rs(void *c, const void *s, void *r, size_t n, fa_dtype t) { (void)c; (void)s; (void)r; (void)n; (void)t; return FA_OK; }
