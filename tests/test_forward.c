@@ -21,16 +21,6 @@
 /* ---------------------------------------------------------------------------------------- */
 /* random numbers, dtype helpers */
 
-static uint64_t rng_state;
-static void rng_seed(uint64_t s) { rng_state = s; }
-static uint64_t rng_u64(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static int32_t rng_int(int32_t lo, int32_t hi) { return lo + (int32_t)(rng_u64() % (uint64_t)(hi - lo + 1)); }
 static float rng_unif(void) { return (float)((double)(rng_u64() >> 11) / 9007199254740992.0 * 2.0 - 1.0); }
 
 static float round_to(fa_dtype t, float x)

@@ -9,29 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_support.h"
+
 /* ---------------------------------------------------------------------------------------- */
 /* helpers */
 
-static uint64_t rng_state;
-static void rng_seed(uint64_t s) { rng_state = s ? s : 0x9E3779B97F4A7C15ull; }
-static uint64_t rng_u64(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-/* uniform integer in [lo, hi] */
-static int32_t rng_int(int32_t lo, int32_t hi) { return lo + (int32_t)(rng_u64() % (uint64_t)(hi - lo + 1)); }
-
 static int32_t cdiv32(int32_t a, int32_t b) { return (a + b - 1) / b; }
-
-#define ASSERT_OK(expr)                                                                      \
-    do {                                                                                     \
-        fa_status st__ = (expr);                                                             \
-        cr_assert_eq(st__, FA_OK, "%s -> %d (%s): %s", #expr, (int)st__,                     \
-                     fa_status_string(st__), fa_last_error());                               \
-    } while (0)
 
 #define ASSERT_ERR(expr)                                                                     \
     do {                                                                                     \

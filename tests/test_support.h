@@ -1,6 +1,7 @@
-/* Scaffolding shared by the host unit tests: ASSERT_OK and a comm that does nothing (its
-   all_gather / reduce_scatter return FA_OK and move no data; for builders that need a comm but
-   never run a DCP forward). Include after flashattn.h (the including file defines
+/* Scaffolding shared by the host unit tests: ASSERT_OK, the tests' random numbers, a model
+   config and layer of a given shape, and a comm that does nothing (its all_gather /
+   reduce_scatter return FA_OK and move no data; for builders that need a comm but never run a
+   DCP forward). Include after flashattn.h (the including file defines
    FLASHATTN_IMPLEMENTATION itself). The test backends stay in their files: they differ. */
 #ifndef FLASHATTN_TEST_SUPPORT_H
 #define FLASHATTN_TEST_SUPPORT_H
@@ -19,6 +20,19 @@
         cr_assert_eq(st__, FA_OK, "%s -> %d (%s): %s", #expr, (int)st__,                     \
                      fa_status_string(st__), fa_last_error());                               \
     } while (0)
+
+/* splitmix64: the tests' random numbers (fixed seeds, the same sequence on every machine) */
+static uint64_t rng_state;
+static inline void rng_seed(uint64_t s) { rng_state = s; }
+static inline uint64_t rng_u64(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+/* uniform integer in [lo, hi] */
+static inline int32_t rng_int(int32_t lo, int32_t hi) { return lo + (int32_t)(rng_u64() % (uint64_t)(hi - lo + 1)); }
 
 /* A model config (heads, head size, dtype, block size; bs 0 = the default) with the scheduler's
    sizes; every other field zero (the defaults). */
