@@ -25,38 +25,23 @@ static double ref_e4m3(unsigned c)
     return s ? -v : v;
 }
 
-static double ref_e5m2(unsigned c)
+/* An IEEE-style binary format (sign, ebits exponent bits, mbits mantissa bits; an all-ones
+   exponent is Inf / NaN), decoded exactly. */
+static double ref_ieee(unsigned c, int ebits, int mbits)
 {
-    int s = (c >> 7) & 1, e = (c >> 2) & 31, m = c & 3;
-    double v;
-    if (e == 31)
+    int s = (c >> (ebits + mbits)) & 1, e = (c >> mbits) & ((1 << ebits) - 1), m = c & ((1 << mbits) - 1);
+    int bias = (1 << (ebits - 1)) - 1;
+    double frac = (double)m / (double)(1 << mbits), v;
+    if (e == (1 << ebits) - 1)
         v = m == 0 ? INFINITY : NAN;
     else
-        v = e == 0 ? (m / 4.0) * pow(2.0, -14) : (1.0 + m / 4.0) * pow(2.0, e - 15);
+        v = e == 0 ? frac * pow(2.0, 1 - bias) : (1.0 + frac) * pow(2.0, e - bias);
     return s ? -v : v;
 }
 
-static double ref_half(unsigned c)
-{
-    int s = (c >> 15) & 1, e = (c >> 10) & 31, m = c & 1023;
-    double v;
-    if (e == 31)
-        v = m == 0 ? INFINITY : NAN;
-    else
-        v = e == 0 ? (m / 1024.0) * pow(2.0, -14) : (1.0 + m / 1024.0) * pow(2.0, e - 15);
-    return s ? -v : v;
-}
-
-static double ref_bf16(unsigned c)
-{
-    int s = (c >> 15) & 1, e = (c >> 7) & 255, m = c & 127;
-    double v;
-    if (e == 255)
-        v = m == 0 ? INFINITY : NAN;
-    else
-        v = e == 0 ? (m / 128.0) * pow(2.0, -126) : (1.0 + m / 128.0) * pow(2.0, e - 127);
-    return s ? -v : v;
-}
+static double ref_e5m2(unsigned c) { return ref_ieee(c, 5, 2); }
+static double ref_half(unsigned c) { return ref_ieee(c, 5, 10); }
+static double ref_bf16(unsigned c) { return ref_ieee(c, 8, 7); }
 
 static double ref_fp8(unsigned c, fa_dtype fmt)
 {
