@@ -22,12 +22,6 @@
 namespace {
 
 constexpr int kChunk = 8;            // elements per thread and tensor
-
-// FA_CACHE_STREAMING=1: evict-first (streaming) loads of the new rows and stores into the cache
-// (each byte is touched once); 0: plain read-only loads and stores. A measurement knob.
-#ifndef FA_CACHE_STREAMING
-#define FA_CACHE_STREAMING 0
-#endif
 constexpr int kThreads = 256;        // per block
 
 // ---------------------------------------------------------------------------------------------
@@ -74,7 +68,7 @@ __device__ __forceinline__ Chunk<T> load_chunk(const typename T::raw *src) {
         const uint4 *s = reinterpret_cast<const uint4 *>(src);
         uint4 *d = reinterpret_cast<uint4 *>(&c);
 #pragma unroll
-        for (int i = 0; i < n; ++i) d[i] = FA_CACHE_STREAMING ? __ldcs(s + i) : __ldg(s + i);
+        for (int i = 0; i < n; ++i) d[i] = __ldg(s + i);
     } else {
 #pragma unroll
         for (int i = 0; i < kChunk; ++i) c.e[i] = __ldg(src + i);
@@ -90,10 +84,7 @@ __device__ __forceinline__ void store_copy(typename T::raw *dst, const Chunk<T> 
         const uint4 *s = reinterpret_cast<const uint4 *>(&c);
         uint4 *d = reinterpret_cast<uint4 *>(dst);
 #pragma unroll
-        for (int i = 0; i < n; ++i) {
-            if (FA_CACHE_STREAMING) __stcs(d + i, s[i]);
-            else d[i] = s[i];
-        }
+        for (int i = 0; i < n; ++i) d[i] = s[i];
     } else {
 #pragma unroll
         for (int i = 0; i < kChunk; ++i) dst[i] = c.e[i];
@@ -117,8 +108,7 @@ __device__ __forceinline__ void store_fp8(uint8_t *dst, const Chunk<T> &c, float
             uint32_t b = (uint32_t)__nv_cvt_float2_to_fp8x2(hi, __NV_SATFINITE, fmt);
             w[i] = a | (b << 16);
         }
-        if (FA_CACHE_STREAMING) __stcs(reinterpret_cast<uint2 *>(dst), make_uint2(w[0], w[1]));
-        else *reinterpret_cast<uint2 *>(dst) = make_uint2(w[0], w[1]);
+        *reinterpret_cast<uint2 *>(dst) = make_uint2(w[0], w[1]);
     } else {
 #pragma unroll
         for (int i = 0; i < kChunk; ++i)
