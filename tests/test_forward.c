@@ -463,14 +463,22 @@ static fa_backend *cpu(void)
 
 /* the usual step: builder from cfg, layer from d, plain build (no cascade) of the scenario's batch,
    one forward; returns the builder for the caller to destroy */
-static fa_builder *scen_build_forward(scen *s, fa_backend *be, fa_config cfg, fa_layer_desc d, int causal,
-                                      int with_kv, fa_layer *L, fa_metadata *md)
+/* builder + layer + metadata of the scenario (common prefix P, 0 = none); the caller frees b */
+static fa_builder *scen_build(scen *s, fa_backend *be, fa_config cfg, fa_layer_desc d, int causal, int32_t P,
+                              fa_layer *L, fa_metadata *md)
 {
     fa_builder *b;
     ASSERT_OK(fa_builder_create(be, &cfg, NULL, &b));
     ASSERT_OK(fa_layer_init(L, &d));
     fa_batch bt = scen_batch(s, causal);
-    ASSERT_OK(fa_builder_build(b, &bt, 0, md));
+    ASSERT_OK(fa_builder_build(b, &bt, P, md));
+    return b;
+}
+
+static fa_builder *scen_build_forward(scen *s, fa_backend *be, fa_config cfg, fa_layer_desc d, int causal,
+                                      int with_kv, fa_layer *L, fa_metadata *md)
+{
+    fa_builder *b = scen_build(s, be, cfg, d, causal, 0, L, md);
     ASSERT_OK(scen_forward(s, be, L, md, with_kv));
     return b;
 }
@@ -601,18 +609,13 @@ Test(forward, long_context_split_kv)
     s.qlen[1] = 2; s.ctx[1] = 3001;
     scen_init(&s);
     fa_backend *be = cpu();
-    fa_config cfg = scen_cfg(&s);
-    fa_builder *b;
-    ASSERT_OK(fa_builder_create(be, &cfg, NULL, &b));
     static float sk[8];
     for (int h = 0; h < 8; ++h) sk[h] = 3.0f * rng_unif();
     fa_layer_desc d = scen_desc(&s);
     d.sinks = sk; d.num_sinks = 8;
     fa_layer L;
-    ASSERT_OK(fa_layer_init(&L, &d));
-    fa_batch bt = scen_batch(&s, 1);
     fa_metadata md;
-    ASSERT_OK(fa_builder_build(b, &bt, 0, &md));
+    fa_builder *b = scen_build(&s, be, scen_cfg(&s), d, 1, 0, &L, &md);
     cr_assert_gt(md.num_splits, 1, "the test needs a split plan (got %d splits)", md.num_splits);
     ASSERT_OK(scen_forward(&s, be, &L, &md, 1));
     refcfg rc = ref_from_layer(&L, 1);
@@ -679,18 +682,13 @@ static void cascade_case(fa_dtype dt, int sinks, int softcap, uint64_t seed)
     static float sk[8];
     for (int h = 0; h < 8; ++h) sk[h] = 2.0f * rng_unif();
     fa_backend *be = cpu();
-    fa_config cfg = scen_cfg(&s);
-    fa_builder *b;
-    ASSERT_OK(fa_builder_create(be, &cfg, NULL, &b));
     fa_layer_desc d = scen_desc(&s);
     if (sinks) { d.sinks = sk; d.num_sinks = 8; }
     if (softcap) d.logits_soft_cap = 4.0f;
     fa_layer L;
-    ASSERT_OK(fa_layer_init(&L, &d));
-    fa_batch bt = scen_batch(&s, 1);
     fa_metadata md;
     /* cascade with P = 64 (4 of the 5 shared blocks) */
-    ASSERT_OK(fa_builder_build(b, &bt, 64, &md));
+    fa_builder *b = scen_build(&s, be, scen_cfg(&s), d, 1, 64, &L, &md);
     cr_assert_eq(md.use_cascade, 1);
     ASSERT_OK(scen_forward(&s, be, &L, &md, 1));
     refcfg rc = ref_from_layer(&L, 1);
@@ -699,6 +697,7 @@ static void cascade_case(fa_dtype dt, int sinks, int softcap, uint64_t seed)
     void *cas = malloc(ob);
     memcpy(cas, s.out, ob);
     /* plain on the same batch (the cache already holds the new tokens; writing them again is idempotent) */
+    fa_batch bt = scen_batch(&s, 1);
     ASSERT_OK(fa_builder_build(b, &bt, 0, &md));
     cr_assert_eq(md.use_cascade, 0);
     ASSERT_OK(scen_forward(&s, be, &L, &md, 1));
@@ -749,15 +748,11 @@ Test(forward, chunked_local)
     fa_backend *be = cpu();
     fa_config cfg = scen_cfg(&s);
     cfg.scheduler.attention_chunk_size = C;
-    fa_builder *b;
-    ASSERT_OK(fa_builder_create(be, &cfg, NULL, &b));
     fa_layer_desc d = scen_desc(&s);
     d.attention_chunk_size = C;
     fa_layer L;
-    ASSERT_OK(fa_layer_init(&L, &d));
-    fa_batch bt = scen_batch(&s, 1);
     fa_metadata md;
-    ASSERT_OK(fa_builder_build(b, &bt, 0, &md));
+    fa_builder *b = scen_build(&s, be, cfg, d, 1, 0, &L, &md);
     cr_assert_eq(md.has_local, 1);
     ASSERT_OK(scen_forward(&s, be, &L, &md, 1));
     refcfg rc = ref_from_layer(&L, 1);
@@ -933,14 +928,11 @@ static void encoder_case(fa_attn_type type, int W, fa_dtype dt, uint64_t seed)
     fa_tensor tc = fa_tensor_make(cache, dt, 5, cs);
 
     fa_backend *be = cpu();
-    fa_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.model.num_heads_q = Hq; cfg.model.num_heads_kv = Hkv; cfg.model.head_size = D; cfg.model.dtype = dt;
+    fa_config cfg = test_cfg(Hq, Hkv, D, dt, 0, 0, 0);
     fa_builder *b;
     ASSERT_OK(fa_builder_create(be, &cfg, NULL, &b));
-    fa_layer_desc d;
-    memset(&d, 0, sizeof d);
-    d.num_heads = Hq; d.num_kv_heads = Hkv; d.head_size = D; d.dtype = dt; d.attn_type = type; d.sliding_window = W;
+    fa_layer_desc d = test_desc(Hq, Hkv, D, dt);
+    d.attn_type = type; d.sliding_window = W;
     fa_layer L;
     ASSERT_OK(fa_layer_init(&L, &d));
     fa_batch batch;
