@@ -9,7 +9,7 @@
                     cache write excluded (k = v = NULL): batch {1,8,64,256} x context {1k,8k,32k}
                     x Hq/Hkv {32/8, 32/32, 64/8} x head size {64,128,256}, block 16, bf16 and
                     fp8 e4m3 caches; rows whose K/V exceed --max-gb are skipped
-     decode-split   32/8 head-128 bf16 rows again with fixed splits {1,2,4,8,16,32} through the
+     decode-split   32/8 head-128 bf16 rows again with fixed splits {1,2,4,...,128} through the
                     backend's attention op (hand-made plan, own workspace); then a
                     `split-choice` row: the planner's choice against the best fixed split
      prefill-dense  causal varlen, 16k tokens as 1x16384, 4x4096, 16x1024, 32/8, bf16, head
@@ -102,6 +102,7 @@ static struct {
     int reps, warmup;
     double max_gb, rot_mb;
     int max_copies;
+    int max_splits;                     /* compilation.max_num_splits of the builders (0 = default) */
     const char *csv;
     int nfilters;
     const char *filters[MAX_FILTERS];
@@ -912,6 +913,7 @@ static int pworld_setup(pworld *w, int nreq, const int32_t *qlen, const int32_t 
     cfg.scheduler.max_num_seqs = nreq;
     cfg.scheduler.max_num_batched_tokens = w->T;
     cfg.compilation.full_cuda_graph = O.full_graph;
+    cfg.compilation.max_num_splits = O.max_splits;
     st = fa_builder_create(g_be, &cfg, NULL, &w->b);
     if (st != FA_OK) {
         w->b = NULL;
@@ -1193,19 +1195,20 @@ static void pworld_attn_args(const pworld *w, int c, fa_attn_args *a)
     a->num_splits = 1;
 }
 
-static const int k_splits[] = {1, 2, 4, 8, 16, 32, 64};
-#define K_SPLITS_MAX 64
+static const int k_splits[] = {1, 2, 4, 8, 16, 32, 48, 64, 96, 128};
+#define K_NSPLITS ((int)(sizeof k_splits / sizeof k_splits[0]))
+#define K_SPLITS_MAX 128
 
 static void split_sweep(pworld *w, const row *planner, ref_sample *ref)
 {
-    static const int ns = (int)(sizeof k_splits / sizeof k_splits[0]);
+    const int ns = K_NSPLITS;
     split_ctx sc;
     int32_t *plan_host = NULL, *plan_dev = NULL;
     float *sout = NULL, *slse = NULL;
     int i, c, best_s = 0, any = 0;
     double best_us = 0;
-    row rows_sel[8];
-    int sel[8];
+    row rows_sel[K_NSPLITS];
+    int sel[K_NSPLITS];
     memset(&sc, 0, sizeof sc);
     for (i = 0; i < ns; ++i) {
         row_init(&rows_sel[i], "decode-split");
@@ -1315,7 +1318,7 @@ static void bench_decode(int B, int ctx, int hq, int hkv, int D, int fp8, int sw
     if (O.list) {
         if (O.cats & C_DECODE) row_selected(&r, C_DECODE);
         if (sweep && (O.cats & C_SPLITS)) {
-            for (i = 0; i < 6; ++i) {
+            for (i = 0; i < K_NSPLITS; ++i) {
                 row t;
                 row_init(&t, "decode-split");
                 snprintf(t.name, sizeof t.name, "decode-split b=%d ctx=%d h=%d/%d d=%d kv=%s s=%d", B, ctx, hq, hkv, D,
@@ -1328,7 +1331,7 @@ static void bench_decode(int B, int ctx, int hq, int hkv, int D, int fp8, int sw
     {   /* is any row of this shape selected? (the sweep's names extend the planner's) */
         int run_planner = row_selected(&r, C_DECODE), run_sweep = 0;
         if (sweep && (O.cats & C_SPLITS)) {
-            for (i = 0; i < 6 && !run_sweep; ++i) {
+            for (i = 0; i < K_NSPLITS && !run_sweep; ++i) {
                 row t;
                 row_init(&t, "decode-split");
                 snprintf(t.name, sizeof t.name, "decode-split b=%d ctx=%d h=%d/%d d=%d kv=%s s=%d", B, ctx, hq, hkv,
@@ -2114,6 +2117,7 @@ static void usage(void)
         "  --no-check         skip the correctness checks\n"
         "  --no-graph         time plain launches instead of CUDA-graph replays\n"
         "  --full-graph       builders with compilation.full_cuda_graph = 1 (split grid = cap)\n"
+        "  --max-splits N     builders with compilation.max_num_splits = N (1..128; default: the library's)\n"
         "  --no-ceilings      skip the copy and GEMM ceilings (fractions then n/a)\n"
         "  --device N         CUDA device (default 0)\n"
         "  --seed N           random seed (default 1234)\n"
@@ -2240,6 +2244,13 @@ static int parse_args(int argc, char **argv)
         } else if (!strcmp(a, "--rot-mb")) {
             NEEDV;
             O.rot_mb = atof(v);
+        } else if (!strcmp(a, "--max-splits")) {
+            NEEDV;
+            O.max_splits = atoi(v);
+            if (O.max_splits < 1 || O.max_splits > 128) {
+                fprintf(stderr, "bench_gpu: --max-splits %s: expected 1..128\n", v);
+                return -1;
+            }
         } else if (!strcmp(a, "--max-copies")) {
             NEEDV;
             O.max_copies = atoi(v);

@@ -139,21 +139,31 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ fa
     float4 acc0 = make_float4(0.f, 0.f, 0.f, 0.f), acc1 = acc0;
     const int64_t ostride = static_cast<int64_t>(p.num_tokens) * p.num_heads_q * p.head_size;
     const float *os = p.split_out + (static_cast<int64_t>(tok) * p.num_heads_q + h) * p.head_size;
+    // batches of CB splits: every read of a batch is issued before the first is used (the
+    // partial rows were just written and sit in L2; a read per round trip made the combine of
+    // a 64-split request ~latency x 64). Accumulation order: s ascending, as one loop would.
+    constexpr int CB = 8;
     for (int s0 = 0; s0 < ns; s0 += 32) {
         const int sl = s0 + lane;
         const float wl = (sl < ns && L != -INFINITY) ? expf(ls[sl * lse_stride] - L) : 0.f;
         const int cnt = min(32, ns - s0);
-        for (int k = 0; k < cnt; ++k) {
-            const float w = __shfl_sync(0xffffffffu, wl, k);
-            if (w == 0.f) continue;   // empty split (its O is 0): skip the read
-            const float *src = os + static_cast<int64_t>(s0 + k) * ostride;
-            if (lane < nchunk) {
-                const float4 v = *reinterpret_cast<const float4 *>(src + lane * 4);
-                acc0.x += w * v.x; acc0.y += w * v.y; acc0.z += w * v.z; acc0.w += w * v.w;
+        for (int k0 = 0; k0 < cnt; k0 += CB) {
+            float w[CB];
+            float4 v0[CB], v1[CB];
+#pragma unroll
+            for (int j = 0; j < CB; ++j) {
+                const float wj = __shfl_sync(0xffffffffu, wl, (k0 + j) & 31);
+                w[j] = k0 + j < cnt ? wj : 0.f;   // 0: past the last split, or an empty split
+                const float *src = os + static_cast<int64_t>(s0 + k0 + j) * ostride;
+                const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+                v0[j] = w[j] != 0.f && lane < nchunk ? *reinterpret_cast<const float4 *>(src + lane * 4) : z;
+                v1[j] = w[j] != 0.f && lane + 32 < nchunk ? *reinterpret_cast<const float4 *>(src + (lane + 32) * 4) : z;
             }
-            if (lane + 32 < nchunk) {
-                const float4 v = *reinterpret_cast<const float4 *>(src + (lane + 32) * 4);
-                acc1.x += w * v.x; acc1.y += w * v.y; acc1.z += w * v.z; acc1.w += w * v.w;
+#pragma unroll
+            for (int j = 0; j < CB; ++j) {
+                if (w[j] == 0.f) continue;   // empty split (its O is 0): nothing added
+                acc0.x += w[j] * v0[j].x; acc0.y += w[j] * v0[j].y; acc0.z += w[j] * v0[j].z; acc0.w += w[j] * v0[j].w;
+                acc1.x += w[j] * v1[j].x; acc1.y += w[j] * v1[j].y; acc1.z += w[j] * v1[j].z; acc1.w += w[j] * v1[j].w;
             }
         }
     }

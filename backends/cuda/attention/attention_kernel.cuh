@@ -561,6 +561,10 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
     const int rows = Lq * G;   // host: num_tokens * G < 2^31
     if (mblk < 0 || mblk * C::BM >= rows) return;
     const int m0 = static_cast<int>(mblk) * C::BM;
+    // one-fragment tiles whose rows g + 8 are all past the sequence (decode with G <= 8 query
+    // heads per KV head): their softmax is skipped (P = 0). A valid row's operations, and so its
+    // bits, are the same either way.
+    const bool half = C::WM == 1 && C::MF == 1 && rows - m0 <= 8;
 
     const int S = p.num_splits;
     int nsplit = S;
@@ -895,6 +899,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
                     for (int mf = 0; mf < C::MF; ++mf) {
 #pragma unroll
                         for (int hf = 0; hf < 2; ++hf) {
+                            if (hf == 1 && half) continue;
                             const int tdr = td[mf][hf];
 #pragma unroll
                             for (int nf = 0; nf < C::NF; ++nf) {
@@ -914,6 +919,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
                 for (int mf = 0; mf < C::MF; ++mf) {
 #pragma unroll
                     for (int hf = 0; hf < 2; ++hf) {
+                        if (hf == 1 && half) continue;
                         const int row = wm * C::MF * 16 + mf * 16 + g + 8 * hf;
                         const float slope = has_alibi ? sSlope[row] : 0.f;
                         const int tdr = td[mf][hf];
@@ -947,6 +953,12 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
             for (int mf = 0; mf < C::MF; ++mf) {
 #pragma unroll
                 for (int hf = 0; hf < 2; ++hf) {
+                    if (hf == 1 && half) {
+#pragma unroll
+                        for (int nf = 0; nf < C::NF; ++nf) pk[mf][nf][1] = 0u;
+                        alpha[mf][1] = 1.f;
+                        continue;
+                    }
                     // pairwise trees (short dependency chains; the same order in every tile)
                     float tr[C::NF];
 #pragma unroll
@@ -987,8 +999,10 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
                     for (int df = 0; df < C::DF; ++df) {
                         o[mf][df][0] *= alpha[mf][0];
                         o[mf][df][1] *= alpha[mf][0];
-                        o[mf][df][2] *= alpha[mf][1];
-                        o[mf][df][3] *= alpha[mf][1];
+                        if (!half) {
+                            o[mf][df][2] *= alpha[mf][1];
+                            o[mf][df][3] *= alpha[mf][1];
+                        }
                     }
             }
 
