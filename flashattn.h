@@ -170,7 +170,9 @@ typedef struct fa_compilation_config {
     int32_t max_cudagraph_capture_size; /* tokens; 0 -> 512 */
     int32_t max_num_splits_for_cuda_graph; /* split cap in full-graph mode; 0 -> 32 */
     int32_t batch_invariant;          /* 1 = num_splits forced to 1 (same bits whatever the batch) */
-    int32_t max_num_splits;           /* hard cap on split-KV; 0 -> 32; sizes the workspace */
+    int32_t max_num_splits;           /* split-KV cap; sizes the workspace. 0 -> a workspace for 32
+                                         splits of a full batch, and a call may use up to 128 while
+                                         its partials fit it (small batches); N > 0 -> hard cap N */
 } fa_compilation_config;
 
 typedef struct fa_scheduler_config {
@@ -1416,6 +1418,8 @@ struct fa_builder {
     fa_config cfg;
     int32_t max_seqs, max_tokens, max_virtual, pages_per_virtual;
     int32_t max_splits;              /* workspace cap on splits */
+    int32_t split_elastic;           /* max_num_splits left 0: a call may use up to 128 splits
+                                        while its partials fit the workspace */
     int64_t split_floats;            /* capacity of split_out in floats */
     int32_t heads_all;               /* query heads an attention call can see (Hq * DCP) */
     fa_window aot_window;
@@ -1599,6 +1603,7 @@ FA__DEF fa_status fa_builder_create(const fa_backend *be, const fa_config *cfg, 
     b->max_virtual = L.max_virtual;
     b->pages_per_virtual = L.pages;
     b->max_splits = L.max_splits;
+    b->split_elastic = cfg->compilation.max_num_splits == 0 && L.max_splits > 1;
     b->split_floats = L.max_splits > 1 ? (int64_t)L.max_splits * L.split_tokens * L.heads_all * c.model.head_size : 0;
     b->heads_all = L.heads_all;
     b->aot_window.left = -1;
@@ -1723,7 +1728,7 @@ static fa_status fa__plan_call(const fa_builder *b, int32_t nreq, const int32_t 
 {
     const fa_config *c = &b->cfg;
     fa_split_params p;
-    int32_t cap = b->max_splits;
+    int32_t cap = b->split_elastic ? 128 : b->max_splits;
     int graph = c->compilation.full_cuda_graph && rows <= c->compilation.max_cudagraph_capture_size;
     fa_status s;
     if (graph) cap = fa__min(cap, c->compilation.max_num_splits_for_cuda_graph);

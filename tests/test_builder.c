@@ -301,7 +301,10 @@ Test(build, plain_batch, .init = setup)
         cr_assert_eq(md.has_local, 0);
         cr_assert_eq(md.dcp_world_size, 1);
         cr_assert_geq(md.num_splits, 1);
-        cr_assert_leq(md.num_splits, 32);
+        cr_assert_leq(md.num_splits, 128);
+        /* max_num_splits left 0: the partials of the call fit the workspace (32 full batches) */
+        cr_assert_leq((int64_t)md.num_splits * r.qsl[r.n], 32 * (int64_t)c.scheduler.max_num_seqs,
+                      "%d splits x %d tokens", md.num_splits, r.qsl[r.n]);
         check_plan(md.split_plan, r.n, md.num_splits, 1 + 64, "plain");
     }
     /* num_actual_tokens 0 means query_start_loc[num_reqs] */
@@ -359,6 +362,37 @@ Test(build, splits_follow_the_batch, .init = setup)
         cr_assert_eq(md.split_plan[1 + i], md.split_plan[1], "batch 64: request %d differs", i);
     }
     fa_builder_destroy(b);
+}
+
+/* max_num_splits left 0 is elastic: one 32k decode may split past 32 (its partials are one row
+   per split, the workspace holds 32 x max_num_seqs rows); an explicit value stays a hard cap; a
+   workspace of 32 rows caps it at 32 again. */
+Test(build, elastic_split_cap, .init = setup)
+{
+    static int32_t qsl[2] = {0, 1}, seq[1] = {32768}, bt[2048];
+    static int64_t sl[1] = {32767};
+    for (int i = 0; i < 2048; ++i) bt[i] = i;
+    fa_batch bb;
+    memset(&bb, 0, sizeof bb);
+    bb.num_reqs = 1; bb.num_actual_tokens = 1;
+    bb.query_start_loc = qsl; bb.seq_lens = seq; bb.block_table = bt; bb.block_table_host = bt;
+    bb.block_table_stride = 2048; bb.max_blocks = 2048; bb.slot_mapping = sl; bb.causal = 1;
+    const int32_t set[3] = {0, 32, 0}, seqs[3] = {64, 64, 1}, want[3] = {64, 32, 32};
+    for (int k = 0; k < 3; ++k) {
+        fa_config c = base_cfg();
+        c.model.num_heads_q = 32;
+        c.model.num_heads_kv = 8;
+        c.model.head_size = 128;
+        c.scheduler.max_num_seqs = seqs[k];
+        c.compilation.max_num_splits = set[k];
+        fa_builder *b = make_builder(&c, NULL);
+        fa_metadata md;
+        ASSERT_OK(fa_builder_build(b, &bb, 0, &md));
+        cr_assert_eq(md.num_splits, want[k], "max_num_splits %d, max_num_seqs %d: %d splits, expected %d",
+                     set[k], seqs[k], md.num_splits, want[k]);
+        cr_assert_eq(md.split_plan[1], want[k]);
+        fa_builder_destroy(b);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------- */
