@@ -19,7 +19,7 @@
 // the block table, 16-byte copies, rows outside the CTA's key range zero-filled, never read), NS
 // stages: tiles i+1 .. i+NS-1 are in flight while tile i is computed (prefill NS = 2, padded
 // rows; decode NS = 2, swizzled rows). fp8 K/V: the raw bytes are staged the same way and
-// converted to QT in shared memory before the tile is used.
+// converted in shared memory before the tile is used: K to QT, V to f16 (P . V runs in f16).
 // Math: S = Q K^T and O += P V with mma.sync m16n8k16 (fp32 accumulate) fed by ldmatrix; online
 // softmax in registers in log2 units; logits: scale -> softcap -> ALiBi -> mask (-inf) -> softmax
 // with the sink as initial state (m = z, l = 1) of split 0.
@@ -530,6 +530,9 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
     constexpr float kLog2e = 1.4426950408889634f;
     constexpr float kLn2 = 0.6931471805599453f;
 
+    // P . V operand type: the query dtype, but f16 for fp8 caches (fp8 -> f16 is one instruction
+    // a pair and exact, NaN and Inf included; P in [0, 1] keeps more bits in f16 than in bf16)
+    using PT = typename std::conditional<C::FP8, __half, QT>::type;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp;
     const int g = lane >> 2, tig = lane & 3;
@@ -832,10 +835,10 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
             const uint8_t *rs = sRaw + stage * 2 * C::RAW_TILE_BYTES;
             if (p.kv_e5m2) {
                 convert_tile<C, QT, true>(rs, sK, tid);
-                convert_tile<C, QT, true>(rs + C::RAW_TILE_BYTES, sV, tid);
+                convert_tile<C, PT, true>(rs + C::RAW_TILE_BYTES, sV, tid);
             } else {
                 convert_tile<C, QT, false>(rs, sK, tid);
-                convert_tile<C, QT, false>(rs + C::RAW_TILE_BYTES, sV, tid);
+                convert_tile<C, PT, false>(rs + C::RAW_TILE_BYTES, sV, tid);
             }
             __syncthreads();
             kt = sKa;
@@ -982,7 +985,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
                         const float p0 = fast_exp2(__fmaf_rn(s[mf][nf][2 * hf], exp_scale, -muse));
                         const float p1 = fast_exp2(__fmaf_rn(s[mf][nf][2 * hf + 1], exp_scale, -muse));
                         tr[nf] = __fadd_rn(p0, p1);
-                        pk[mf][nf][hf] = pack2<QT>(p0, p1);
+                        pk[mf][nf][hf] = pack2<PT>(p0, p1);
                     }
 #pragma unroll
                     for (int w = C::NF / 2; w >= 1; w /= 2)
@@ -1023,8 +1026,8 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
                     ldsm_x4_t(bb, vfb.at(sub * C::BNC + kk * 16, 2 * dp));
 #pragma unroll
                     for (int mf = 0; mf < C::MF; ++mf) {
-                        mma16816<QT>(o[mf][2 * dp], pa[mf], bb[0], bb[1]);
-                        mma16816<QT>(o[mf][2 * dp + 1], pa[mf], bb[2], bb[3]);
+                        mma16816<PT>(o[mf][2 * dp], pa[mf], bb[0], bb[1]);
+                        mma16816<PT>(o[mf][2 * dp + 1], pa[mf], bb[2], bb[3]);
                     }
                 }
             }
