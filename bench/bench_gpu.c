@@ -910,8 +910,11 @@ static int pworld_setup(pworld *w, int nreq, const int32_t *qlen, const int32_t 
     cfg.cache.block_size = w->bs;
     cfg.cache.cache_dtype = fp8 ? FA_CACHE_FP8_E4M3 : FA_CACHE_AUTO;
     cfg.cache.layout = FA_LAYOUT_NHD;
-    cfg.scheduler.max_num_seqs = nreq;
-    cfg.scheduler.max_num_batched_tokens = w->T;
+    /* a serving engine's builder: the library's defaults (256 sequences, 8192 tokens a step),
+       raised when the batch needs more; they size the split workspace, and with it how far a
+       call with few rows may split (max_num_splits left 0) */
+    cfg.scheduler.max_num_seqs = nreq > 256 ? nreq : 256;
+    cfg.scheduler.max_num_batched_tokens = w->T > 8192 ? w->T : 8192;
     cfg.compilation.full_cuda_graph = O.full_graph;
     cfg.compilation.max_num_splits = O.max_splits;
     st = fa_builder_create(g_be, &cfg, NULL, &w->b);
