@@ -733,6 +733,8 @@ static int32_t fa__cdiv(int32_t a, int32_t b) { return (a + b - 1) / b; }
 static int64_t fa__cdiv64(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int32_t fa__min(int32_t a, int32_t b) { return a < b ? a : b; }
 static int32_t fa__max(int32_t a, int32_t b) { return a > b ? a : b; }
+static int64_t fa__min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t fa__max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 FA__DEF const char *fa_status_string(fa_status s)
 {
@@ -1360,31 +1362,58 @@ FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_
         total_blocks += (int64_t)fa__cdiv(fa__max(lq, 1) * g, tile_m) * fa__cdiv(lk, tile_n);
     }
     if (cap > 1 && max_q > 0 && (int64_t)max_q * g <= 16) {
-        /* Decode (the backend's packed one-warp tile: one CTA per request, KV head and split,
-           32-key tiles). Work is counted in 32-key tiles per (request, KV head); a split gets an
-           even share of the whole batch's work spread over FA__DEC_CTAS_PER_SM CTAs per SM, but
-           never fewer than FA__DEC_MIN_TILES tiles (512 keys), so short requests and batches that
-           already fill the GPU stay whole. Splits = floor(tiles / share), clamped to [1, cap].
-           (16 per SM: about 2.7 waves of the CUDA tile, 6 of which fit an SM; docs/perf.md has the
-           fixed-split sweeps this was checked against.) */
-        enum { FA__DEC_TILE = 32, FA__DEC_MIN_TILES = 16, FA__DEC_CTAS_PER_SM = 16 };
-        int64_t work = 0, share;
+        /* Decode (the backends' packed one-warp tile: one CTA per request, KV head and split,
+           walking 32-key tiles; one CTA's tile is latency-bound, so few CTAs leave the GPU idle
+           and many queue up). A cost model in microseconds, calibrated on the H200 split sweeps
+           (docs/perf.md), picks how many tiles a split gets ("share"; powers of two, request b
+           then has ceil(tiles_b / share) splits, at most cap):
+               cost = waves * n * t * (1 + 0.4 (k - 1)) + 0.01 CTAs + [S > 1] (6 + 0.1 S)
+           t = 1.4 * head_size / 128 (a tile of a CTA alone on an SM), n = the longest CTA's tiles,
+           k = min(6, CTAs / SMs) CTAs sharing an SM (each slows the others), waves =
+           ceil(CTAs / (6 SMs)), S = the largest split count (the combine kernel: a launch, and
+           reads in rounds). The cheapest share wins, the smallest on ties. */
+        enum { FA__DEC_TILE = 32, FA__DEC_OCC = 6 };
+        const double t_tile = 1.4 * (double)p->head_size / 128.0;
+        double best_cost = 0.0;
+        int64_t share, best_share = 1, max_tiles = 0;
         int32_t s_max = 1;
         for (b = 0; b < p->num_reqs; ++b) {
             int32_t lk = p->seqused_k[b];
             if (p->window.left >= 0)
                 lk = fa__min(lk, p->window.left + (p->causal ? 0 : fa__max(p->window.right, 0)) + 1 + max_q);
-            work += fa__cdiv64(lk, FA__DEC_TILE) * p->num_heads_kv;
+            max_tiles = fa__max64(max_tiles, fa__cdiv64(lk, FA__DEC_TILE));
         }
-        share = fa__cdiv64(work, (int64_t)FA__DEC_CTAS_PER_SM * p->num_sms);
-        if (share < FA__DEC_MIN_TILES) share = FA__DEC_MIN_TILES;
+        for (share = 1;; share *= 2) {
+            int64_t ctas = 0, n_max = 0, waves;
+            int32_t sm = 1;
+            double k, cost;
+            for (b = 0; b < p->num_reqs; ++b) {
+                int32_t lk = p->seqused_k[b];
+                int64_t tiles, sp;
+                if (p->window.left >= 0)
+                    lk = fa__min(lk, p->window.left + (p->causal ? 0 : fa__max(p->window.right, 0)) + 1 + max_q);
+                tiles = fa__cdiv64(lk, FA__DEC_TILE);
+                sp = fa__min64(fa__max64(fa__cdiv64(tiles, share), 1), cap);
+                ctas += sp * p->num_heads_kv;
+                n_max = fa__max64(n_max, fa__cdiv64(tiles, sp));
+                sm = fa__max(sm, (int32_t)sp);
+            }
+            k = (double)ctas / p->num_sms;
+            if (k > FA__DEC_OCC) k = FA__DEC_OCC;
+            waves = fa__cdiv64(ctas, (int64_t)FA__DEC_OCC * p->num_sms);
+            cost = (double)waves * (double)n_max * t_tile * (1.0 + 0.4 * (k > 1.0 ? k - 1.0 : 0.0)) +
+                   0.01 * (double)ctas + (sm > 1 ? 6.0 + 0.1 * sm : 0.0);
+            if (share == 1 || cost < best_cost) {
+                best_cost = cost;
+                best_share = share;
+            }
+            if (share >= max_tiles) break;
+        }
         for (b = 0; b < p->num_reqs; ++b) {
             int32_t lk = p->seqused_k[b];
-            int64_t sp;
             if (p->window.left >= 0)
                 lk = fa__min(lk, p->window.left + (p->causal ? 0 : fa__max(p->window.right, 0)) + 1 + max_q);
-            sp = fa__cdiv64(lk, FA__DEC_TILE) / share;
-            plan[1 + b] = (int32_t)(sp < 1 ? 1 : (sp > cap ? cap : sp));
+            plan[1 + b] = (int32_t)fa__min64(fa__max64(fa__cdiv64(fa__cdiv64(lk, FA__DEC_TILE), best_share), 1), cap);
             s_max = fa__max(s_max, plan[1 + b]);
         }
         plan[0] = s_max;

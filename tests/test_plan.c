@@ -847,10 +847,10 @@ Test(splits, plan_batch1_long_vs_batch64)
     memset(plan, 0x7f, sizeof plan);
     ASSERT_OK(fa_plan_splits(&p, plan, 300));
     check_plan_layout(plan, 64, 300, 32);
-    /* decode rule: 64 x 8 KV heads x 256 tiles spread over 16 CTAs per SM -> a share of 63 tiles
-       -> 4 splits per request (the measured best of a fixed-split sweep on the H200, perf.md) */
+    /* decode rule: 64 x 8 KV heads fill the SMs (512 CTAs, 4 per SM): no split (1.4% off the
+       best fixed split, 4, in the H200 sweep of docs/perf.md) */
     for (int b = 0; b < 64; ++b)
-        cr_assert_eq(plan[1 + b], 4, "batch 64: request %d gets %d splits, expected 4", b, plan[1 + b]);
+        cr_assert_eq(plan[1 + b], 1, "batch 64: request %d gets %d splits, expected 1", b, plan[1 + b]);
 
     /* short context: no split */
     p = decode_params(1, 100, cu, sk);
@@ -878,31 +878,46 @@ Test(splits, plan_cascade_prefix_fills_the_sms)
     cr_assert_eq(plan[1], 1, "head 256: %d splits, expected 1 (128 CTAs)", plan[1]);
 }
 
-/* Decode (max q_len x G <= 16, the packed decode tile): splits share the batch's work (32-key
-   tiles per request and KV head) over 16 CTAs per SM, each split keeping >= 16 tiles (512 keys).
-   Shapes of the H200 bench (132 SMs, 32/8 heads, head 128, cap 32). */
+/* Decode (max q_len x G <= 16, the packed decode tile): a cost model picks a power-of-two share
+   of 32-key tiles per split (request b: ceil(tiles_b / share) splits, at most the cap). Worked
+   examples: the 12 shapes of the H200 split sweep (docs/perf.md; 132 SMs, 32/8 heads, head 128),
+   with the cap 128 of an elastic builder; each pick was within 2% of the best fixed split there. */
 Test(splits, plan_decode_rule)
 {
     static int32_t cu[257], sk[256], plan[300];
-    fa_split_params p = decode_params(1, 32768, cu, sk);
+    const int32_t batch[12] = {1, 1, 1, 8, 8, 8, 64, 64, 64, 256, 256, 256};
+    const int32_t ctx[12] = {1024, 8192, 32768, 1024, 8192, 32768, 1024, 8192, 32768, 1024, 8192, 32768};
+    const int32_t want[12] = {16, 32, 64, 8, 8, 8, 1, 1, 32, 1, 8, 8};
+    fa_split_params p;
+    for (int i = 0; i < 12; ++i) {
+        p = decode_params(batch[i], ctx[i], cu, sk);
+        p.max_num_splits = 128;
+        ASSERT_OK(fa_plan_splits(&p, plan, 300));
+        check_plan_layout(plan, batch[i], 300, 128);
+        cr_assert_eq(plan[0], want[i], "batch %d x %d: %d splits, expected %d", batch[i], ctx[i], plan[0], want[i]);
+        for (int b = 0; b < batch[i]; ++b) cr_assert_eq(plan[1 + b], want[i], "batch %d x %d, request %d", batch[i], ctx[i], b);
+    }
+    /* the cap binds */
+    p = decode_params(1, 32768, cu, sk);
     ASSERT_OK(fa_plan_splits(&p, plan, 300));
     check_plan_layout(plan, 1, 300, 32);
-    cr_assert_eq(plan[1], 32, "batch 1 x 32768: %d splits, expected the cap 32", plan[1]);
-    cr_assert_eq(plan[0], 32);
-
-    p = decode_params(1, 8192, cu, sk);
+    cr_assert_eq(plan[1], 32, "batch 1 x 32768, cap 32: %d splits", plan[1]);
+    /* a few keys: the combine's cost outweighs a shorter walk */
+    p = decode_params(1, 100, cu, sk);
     ASSERT_OK(fa_plan_splits(&p, plan, 300));
-    cr_assert_eq(plan[1], 16, "batch 1 x 8192 (256 tiles): %d splits, expected 16 (16 tiles each)", plan[1]);
-
-    p = decode_params(256, 1024, cu, sk); /* 65536 tiles / (16 x 132) -> share 32 -> 1 split */
-    ASSERT_OK(fa_plan_splits(&p, plan, 300));
-    check_plan_layout(plan, 256, 300, 32);
-    cr_assert_eq(plan[0], 1);
-    for (int b = 0; b < 256; ++b) cr_assert_eq(plan[1 + b], 1);
-
-    p = decode_params(64, 8192, cu, sk); /* 131072 tiles / 2112 -> share 63 -> 4 splits */
-    ASSERT_OK(fa_plan_splits(&p, plan, 300));
-    cr_assert_eq(plan[0], 4);
+    cr_assert_eq(plan[1], 1, "100 keys: %d splits", plan[1]);
+    /* head 256 walks tiles twice as long: never fewer splits than head 128 */
+    for (int i = 0; i < 12; ++i) {
+        int32_t s128, s256;
+        p = decode_params(batch[i], ctx[i], cu, sk);
+        p.max_num_splits = 128;
+        ASSERT_OK(fa_plan_splits(&p, plan, 300));
+        s128 = plan[0];
+        p.head_size = 256;
+        ASSERT_OK(fa_plan_splits(&p, plan, 300));
+        s256 = plan[0];
+        cr_assert_geq(s256, s128, "batch %d x %d: head 256 %d splits < head 128 %d", batch[i], ctx[i], s256, s128);
+    }
 
     /* one long request among short ones: only the long one splits */
     p = decode_params(64, 100, cu, sk);
@@ -913,39 +928,49 @@ Test(splits, plan_decode_rule)
     for (int b = 0; b < 64; ++b)
         if (b != 17) cr_assert_eq(plan[1 + b], 1, "short request %d: %d splits", b, plan[1 + b]);
 
-    /* a window bounds the keys a decode row reads */
+    /* a window bounds the keys a decode row reads: planned like a request of the window's keys */
     p = decode_params(1, 32768, cu, sk);
     p.window.left = 1000;
     p.window.right = 0;
     ASSERT_OK(fa_plan_splits(&p, plan, 300));
-    cr_assert_leq(plan[1], 2, "window 1000: %d splits", plan[1]);
+    int32_t windowed = plan[1];
+    p = decode_params(1, 1000 + 1 + 1, cu, sk);
+    ASSERT_OK(fa_plan_splits(&p, plan, 300));
+    cr_assert_eq(windowed, plan[1], "window 1000: %d splits, 1002 keys: %d", windowed, plan[1]);
+    cr_assert_lt(windowed, 32, "window 1000: %d splits (the window's 32 tiles)", windowed);
 
-    /* properties over random decode batches: >= 16 tiles per split, within the cap, the work
-       of the grid's longest CTA no more than needed */
+    /* properties over random decode batches: one power-of-two share for the whole batch, within
+       the cap, no split without a tile, S = the largest request's count */
     rng_seed(0xDEC0);
     for (int it = 0; it < 300; ++it) {
         int32_t n = rng_int(1, 256);
         p = decode_params(n, 1, cu, sk);
         for (int32_t b = 0; b < n; ++b) sk[b] = rng_int(0, 3) ? rng_int(1, 4000) : rng_int(1, 200000);
         p.num_sms = rng_int(1, 160);
-        p.max_num_splits = rng_int(1, 64);
+        p.max_num_splits = rng_int(1, 128);
         const int32_t hkv[4] = {1, 2, 8, 16};
         p.num_heads_kv = hkv[rng_int(0, 3)];
         p.num_heads_q = p.num_heads_kv * (1 << rng_int(0, 4)); /* G <= 16 */
+        p.head_size = 8 * rng_int(1, 32);
         ASSERT_OK(fa_plan_splits(&p, plan, 300));
         check_plan_layout(plan, n, 300, p.max_num_splits);
-        int64_t work = 0;
-        int32_t smax = 1;
-        for (int32_t b = 0; b < n; ++b) work += (int64_t)cdiv32(sk[b], 32) * p.num_heads_kv;
+        int32_t smax = 1, found = 0;
         for (int32_t b = 0; b < n; ++b) {
             int32_t tiles = cdiv32(sk[b], 32), s = plan[1 + b];
             if (s > smax) smax = s;
-            cr_assert(s == 1 || tiles / s >= 16, "req %d: %d splits of %d tiles", b, s, tiles);
-            /* splitting more would not leave a split under the even share of the work */
-            int64_t share = (work + 3LL * p.num_sms - 1) / (3LL * p.num_sms);
-            if (share < 16) share = 16;
-            if (s < p.max_num_splits) cr_assert_lt(tiles, (int64_t)(s + 1) * share, "req %d under-split", b);
+            cr_assert(s <= (tiles < 1 ? 1 : tiles), "req %d: %d splits of %d tiles", b, s, tiles);
         }
+        for (int64_t share = 1; share <= (1 << 20) && !found; share *= 2) {
+            int ok = 1;
+            for (int32_t b = 0; b < n && ok; ++b) {
+                int64_t want_s = (cdiv32(sk[b], 32) + share - 1) / share;
+                if (want_s < 1) want_s = 1;
+                if (want_s > p.max_num_splits) want_s = p.max_num_splits;
+                ok = plan[1 + b] == want_s;
+            }
+            found = ok;
+        }
+        cr_assert(found, "it %d: the splits of %d requests do not come from one power-of-two share", it, n);
         cr_assert_eq(plan[0], smax, "S = %d, largest request split %d", plan[0], smax);
     }
 }
