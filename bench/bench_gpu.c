@@ -2110,6 +2110,7 @@ static void usage(void)
         "                     (ceilings always run unless --no-ceilings)\n"
         "  --filter STR       run only rows whose name contains STR (repeatable: any matches)\n"
         "  --batch L --ctx L --dim L --kv L --heads L   decode grid filters, comma-separated\n"
+        "                     (--batch / --ctx may also name values outside the grid)\n"
         "                     (e.g. --batch 64,256 --ctx 8192 --dim 128 --kv bf16 --heads 32/8,64/8)\n"
         "  --csv PATH         write every row as CSV\n"
         "  --reps N           timed repetitions per row (default 30, min 20; long rows are cut to 20)\n"
@@ -2294,6 +2295,9 @@ static void run_all(void)
     static const int heads[][2] = {{32, 8}, {32, 32}, {64, 8}};
     static const int pre[][2] = {{1, 16384}, {4, 4096}, {16, 1024}};
     int kv, h, d, b, c, s;
+    /* --batch / --ctx select from the grid, or extend it (e.g. --ctx 128,512) */
+    const int *bl = O.batch.n > 0 ? O.batch.v : batches, *cl = O.ctx.n > 0 ? O.ctx.v : ctxs;
+    const int nb = O.batch.n > 0 ? O.batch.n : 4, nc = O.ctx.n > 0 ? O.ctx.n : 3;
 
     /* decode grid (+ split sweep on the 32/8 head-128 bf16 rows) */
     for (kv = 0; kv < 2; ++kv) {
@@ -2302,17 +2306,15 @@ static void run_all(void)
             if (!heads_selected(heads[h][0], heads[h][1])) continue;
             for (d = 0; d < 3; ++d) {
                 if (!in_ilist(&O.dim, dims[d])) continue;
-                for (b = 0; b < 4; ++b) {
-                    if (!in_ilist(&O.batch, batches[b])) continue;
-                    for (c = 0; c < 3; ++c) {
+                for (b = 0; b < nb; ++b) {
+                    for (c = 0; c < nc; ++c) {
                         int sweep = kv == 0 && heads[h][0] == 32 && heads[h][1] == 8 && dims[d] == 128;
-                        if (!in_ilist(&O.ctx, ctxs[c])) continue;
                         if (O.quick) {
-                            int tgt = (batches[b] == 64 && ctxs[c] == 8192) || (batches[b] == 256 && ctxs[c] == 1024) ||
-                                      (batches[b] == 1 && ctxs[c] == 32768);
+                            int tgt = (bl[b] == 64 && cl[c] == 8192) || (bl[b] == 256 && cl[c] == 1024) ||
+                                      (bl[b] == 1 && cl[c] == 32768);
                             if (!tgt || !(heads[h][0] == 32 && heads[h][1] == 8)) continue;   /* every head size */
                         }
-                        bench_decode(batches[b], ctxs[c], heads[h][0], heads[h][1], dims[d], kv, sweep);
+                        bench_decode(bl[b], cl[c], heads[h][0], heads[h][1], dims[d], kv, sweep);
                     }
                 }
             }
