@@ -358,6 +358,7 @@ typedef struct fa_split_params {
     int32_t num_sms;
     int32_t max_num_splits;           /* cap (>= 1); full-graph cap or workspace cap */
     int32_t batch_invariant;          /* 1 -> every request 1 split */
+    int32_t kv_bytes;                 /* bytes of a cached K/V element (2; 1 for fp8); 0 -> 2 */
 } fa_split_params;
 
 /* Plan layout: plan[0] = static split count S (>= 1); plan[1 + b] = splits of request b in
@@ -1367,13 +1368,17 @@ FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_
            and many queue up). A cost model in microseconds, calibrated on the H200 split sweeps
            (docs/perf.md), picks how many tiles a split gets ("share"; powers of two, request b
            then has ceil(tiles_b / share) splits, at most cap):
-               cost = waves * n * t * (1 + 0.4 (k - 1)) + 0.01 CTAs + [S > 1] (6 + 0.1 S)
-           t = 1.4 * head_size / 128 (a tile of a CTA alone on an SM), n = the longest CTA's tiles,
-           k = min(6, CTAs / SMs) CTAs sharing an SM (each slows the others), waves =
-           ceil(CTAs / (6 SMs)), S = the largest split count (the combine kernel: a launch, and
-           reads in rounds). The cheapest share wins, the smallest on ties. */
-        enum { FA__DEC_TILE = 32, FA__DEC_OCC = 6 };
-        const double t_tile = 1.4 * (double)p->head_size / 128.0;
+               cost = waves * n * max(t, k * bytes / 32) + 0.008 CTAs + [S > 1] (6 + 0.2 S)
+           n = the longest split's tiles; k = min(occ, CTAs / SMs) CTAs share an SM, occ = 6
+           (head <= 128) or 3 (the tile's shared memory), waves = ceil(CTAs / (occ SMs)); a tile
+           takes t = 1.6 (head 128; 0.8x at head <= 64, 1.3x above 128) alone, or its bytes
+           (32 keys of K and V) at an SM's share of the bandwidth, 32 KB/us, times the CTAs
+           sharing it; S = the largest split count (the combine kernel: a launch, reads in
+           rounds). The cheapest share wins, the smallest on ties. */
+        enum { FA__DEC_TILE = 32 };
+        const int32_t occ = p->head_size <= 128 ? 6 : 3;
+        const double t_tile = 1.6 * (p->head_size <= 64 ? 0.8 : (p->head_size <= 128 ? 1.0 : 1.3));
+        const double tile_kb = (double)FA__DEC_TILE * p->head_size * 2.0 * (p->kv_bytes > 0 ? p->kv_bytes : 2) / 1024.0;
         double best_cost = 0.0;
         int64_t share, best_share = 1, max_tiles = 0;
         int32_t s_max = 1;
@@ -1399,10 +1404,10 @@ FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_
                 sm = fa__max(sm, (int32_t)sp);
             }
             k = (double)ctas / p->num_sms;
-            if (k > FA__DEC_OCC) k = FA__DEC_OCC;
-            waves = fa__cdiv64(ctas, (int64_t)FA__DEC_OCC * p->num_sms);
-            cost = (double)waves * (double)n_max * t_tile * (1.0 + 0.4 * (k > 1.0 ? k - 1.0 : 0.0)) +
-                   0.01 * (double)ctas + (sm > 1 ? 6.0 + 0.1 * sm : 0.0);
+            if (k > occ) k = occ;
+            waves = fa__cdiv64(ctas, (int64_t)occ * p->num_sms);
+            cost = (double)waves * (double)n_max * (t_tile > k * tile_kb / 32.0 ? t_tile : k * tile_kb / 32.0) +
+                   0.008 * (double)ctas + (sm > 1 ? 6.0 + 0.2 * sm : 0.0);
             if (share == 1 || cost < best_cost) {
                 best_cost = cost;
                 best_share = share;
@@ -1779,6 +1784,7 @@ static fa_status fa__plan_call(const fa_builder *b, int32_t nreq, const int32_t 
     p.num_sms = b->be->info.num_sms > 0 ? b->be->info.num_sms : 1;
     p.max_num_splits = cap;
     p.batch_invariant = c->compilation.batch_invariant;
+    p.kv_bytes = (int32_t)fa_dtype_size(fa_cache_storage_dtype(c->cache.cache_dtype, c->model.dtype));
     s = fa_plan_splits(&p, plan, 1 + plan_cap);
     if (s != FA_OK) return s;
     /* In a captured graph the grid must not change between replays: launch the cap. */
