@@ -416,6 +416,8 @@ typedef struct fa_attn_args {
                                          already offset to its first column */
     int64_t block_table_stride;
     int32_t num_seqs, num_tokens, max_seqlen_q, max_seqlen_k;
+    int32_t min_seqlen_q;             /* shortest non-empty query of the call, a hint (0 = unknown):
+                                         a backend may run short (decode) queries in their own tile */
     int32_t num_heads_q, num_heads_kv, head_size, block_size;
     float softmax_scale;
     float softcap;                    /* 0 = off */
@@ -555,6 +557,7 @@ typedef struct fa_builder fa_builder;
 typedef struct fa_metadata {
     const fa_builder *builder;
     int32_t num_actual_tokens, num_reqs, max_query_len, max_seq_len;
+    int32_t min_query_len;            /* shortest non-empty query of the batch (0: none) */
     int32_t causal;
     const int32_t *query_start_loc;   /* [num_reqs + 1] device */
     const int32_t *seq_lens;          /* [num_reqs] device */
@@ -1886,6 +1889,11 @@ FA__DEF fa_status fa_builder_build(fa_builder *b, const fa_batch *batch, int32_t
     md.num_actual_tokens = t;
     md.num_reqs = n;
     md.max_query_len = max_q;
+    md.min_query_len = 0;
+    for (i = 0; i < n; ++i) {
+        int32_t ql = batch->query_start_loc[i + 1] - batch->query_start_loc[i];
+        if (ql > 0 && (md.min_query_len == 0 || ql < md.min_query_len)) md.min_query_len = ql;
+    }
     md.max_seq_len = max_s;
     md.causal = batch->causal;
     md.query_start_loc = d + b->off_qsl;
@@ -2437,6 +2445,7 @@ FA__DEF fa_status fa_forward(const fa_layer *layer, const fa_backend *be, const 
         a.block_table = md->block_table + P / bs;
         a.num_seqs = md->num_reqs;
         a.max_seqlen_q = md->max_query_len;
+        a.min_seqlen_q = md->min_query_len;
         a.max_seqlen_k = md->max_seq_len - P;
         a.causal = 1;
         a.sinks = NULL;
@@ -2456,6 +2465,7 @@ FA__DEF fa_status fa_forward(const fa_layer *layer, const fa_backend *be, const 
     a.block_table_stride = md->block_table_stride;
     a.num_seqs = md->num_reqs;
     a.max_seqlen_q = md->max_query_len;
+    a.min_seqlen_q = md->min_query_len;
     a.max_seqlen_k = md->max_seq_len;
     a.causal = md->causal;
     fa__attn_splits(&a, b, md->num_splits, md->split_plan);

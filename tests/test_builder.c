@@ -281,8 +281,10 @@ Test(build, plain_batch, .init = setup)
         fa_metadata md;
         memset(&md, 0x77, sizeof md);
         ASSERT_OK(fa_builder_build(b, &r.b, 0, &md));
-        int32_t maxq = 0, maxs = 0;
+        int32_t maxq = 0, maxs = 0, minq = 0;
         for (int i = 0; i < r.n; ++i) {
+            const int32_t ql = r.qsl[i + 1] - r.qsl[i];
+            if (ql > 0 && (minq == 0 || ql < minq)) minq = ql;
             if (r.qsl[i + 1] - r.qsl[i] > maxq) maxq = r.qsl[i + 1] - r.qsl[i];
             if (r.seq[i] > maxs) maxs = r.seq[i];
         }
@@ -290,6 +292,7 @@ Test(build, plain_batch, .init = setup)
         cr_assert_eq(md.num_reqs, r.n);
         cr_assert_eq(md.num_actual_tokens, r.qsl[r.n]);
         cr_assert_eq(md.max_query_len, maxq);
+        cr_assert_eq(md.min_query_len, minq, "min_query_len %d, expected %d", md.min_query_len, minq);
         cr_assert_eq(md.max_seq_len, maxs);
         cr_assert_eq(md.causal, 1);
         for (int i = 0; i <= r.n; ++i) cr_assert_eq(md.query_start_loc[i], r.qsl[i], "query_start_loc[%d]", i);

@@ -398,6 +398,8 @@ Test(dispatch, plain_decoder, .init = setup_backend)
     cr_assert_eq(a->num_seqs, NREQ);
     cr_assert_eq(a->num_tokens, T);
     cr_assert_eq(a->max_seqlen_q, 7);
+    cr_assert_eq(a->min_seqlen_q, 1, "min_seqlen_q hint = the shortest query (1), got %d", a->min_seqlen_q);
+    cr_assert_eq(c.md.min_query_len, 1);
     cr_assert_eq(a->max_seqlen_k, 90);
     cr_assert_float_eq(a->softmax_scale, 0.125f, 1e-7, "1/sqrt(64)");
     cr_assert_float_eq(a->softcap, 30.0f, 0);
@@ -510,6 +512,7 @@ Test(dispatch, cascade, .init = setup_backend)
     cr_assert_not_null(pa->lse, "prefix returns LSE");
     cr_assert_eq(pa->sinks, sinks, "prefix carries the sink");
     cr_assert_eq(pa->max_seqlen_q, T);
+    cr_assert_eq(pa->min_seqlen_q, 0, "prefix: no hint");
     cr_assert_eq(pa->max_seqlen_k, P);
     cr_assert_eq(pa->num_tokens, T);
     cr_assert_eq(pa->q, (const void *)qbuf);
@@ -528,6 +531,7 @@ Test(dispatch, cascade, .init = setup_backend)
     cr_assert_null(sa->sinks, "suffix has no sink");
     cr_assert_eq(sa->max_seqlen_k, 90 - P);
     cr_assert_eq(sa->max_seqlen_q, 7);
+    cr_assert_eq(sa->min_seqlen_q, 1, "suffix: min_seqlen_q hint");
     cr_assert_eq(sa->q, (const void *)qbuf);
     cr_assert_float_eq(sa->softcap, 20.0f, 0);
     check_paged_kv(&c, sa);

@@ -411,7 +411,18 @@ fa_status fa_cuda__attention(const fa_attn_args *a, cudaStream_t stream,
             return fail(err, err_size, FA_ERR_UNSUPPORTED,
                         "head_size %d needs %lld bytes of shared memory per block, device has %lld",
                         a->head_size, static_cast<long long>(need), static_cast<long long>(smem_limit));
-        ce = fa_attn::launch_attention<DIM, QT, KV>(p, decode, stream);
+        // a mixed batch (decode queries next to longer ones, as the caller's min_seqlen_q hint
+        // says): the decode sequences in the packed decode tile (same bits per row), the rest in
+        // the prefill tile, one launch each; the split combine below serves both
+        const bool mixed = !decode && a->min_seqlen_q > 0 &&
+                           static_cast<int64_t>(a->min_seqlen_q) * p.group <= 16 &&
+                           (smem_limit <= 0 || fa_attn::attention_smem_bytes<DIM, QT, KV>(true) <= smem_limit);
+        if (mixed) {
+            p.tile_filter = 1;
+            ce = fa_attn::launch_attention<DIM, QT, KV>(p, true, stream);
+            p.tile_filter = 2;
+        }
+        if (ce == cudaSuccess) ce = fa_attn::launch_attention<DIM, QT, KV>(p, decode, stream);
     })))
     if (ce != cudaSuccess)
         return fail(err, err_size, FA_ERR_BACKEND, "attention kernel launch: %s", cudaGetErrorString(ce));

@@ -70,6 +70,8 @@ struct Params {
     int32_t kv_vec16;                 // fp8 only: 16-byte aligned rows (else 8-byte copies)
     int32_t kv_e5m2;                  // fp8 only: 1 = E5M2, 0 = E4M3
     int32_t num_splits;               // S >= 1
+    int32_t tile_filter;              // 0: every sequence; 1: only those with Lq * G <= 16 (the
+                                      // decode launch of a mixed batch); 2: only the others
     const int32_t *split_plan;        // NULL-able [1 + B]
     float *split_out;                 // [S, T, Hq, head_size] (S > 1)
     float *split_lse;                 // [S, Hq, T]
@@ -560,6 +562,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
     }
     const int q0 = p.cu_seqlens_q[b];
     const int Lq = p.cu_seqlens_q[b + 1] - q0;
+    if (p.tile_filter != 0 && ((Lq * G <= 16) != (p.tile_filter == 1))) return;   // the other launch's
     const int64_t mblk = tile - (static_cast<int64_t>(q0) * G / C::BM + b);
     const int rows = Lq * G;   // host: num_tokens * G < 2^31
     if (mblk < 0 || mblk * C::BM >= rows) return;
