@@ -737,8 +737,6 @@ static int32_t fa__cdiv(int32_t a, int32_t b) { return (a + b - 1) / b; }
 static int64_t fa__cdiv64(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int32_t fa__min(int32_t a, int32_t b) { return a < b ? a : b; }
 static int32_t fa__max(int32_t a, int32_t b) { return a > b ? a : b; }
-static int64_t fa__min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static int64_t fa__max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 FA__DEF const char *fa_status_string(fa_status s)
 {
@@ -1383,46 +1381,50 @@ FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_
         const double t_tile = 1.6 * (p->head_size <= 64 ? 0.8 : (p->head_size <= 128 ? 1.0 : 1.3));
         const double tile_kb = (double)FA__DEC_TILE * p->head_size * 2.0 * (p->kv_bytes > 0 ? p->kv_bytes : 2) / 1024.0;
         double best_cost = 0.0;
-        int64_t share, best_share = 1, max_tiles = 0;
+        int32_t lg, best_lg = 0, max_tiles = 0;
         int32_t s_max = 1;
+        /* tiles per request, parked in the plan's own entries until the splits replace them */
         for (b = 0; b < p->num_reqs; ++b) {
             int32_t lk = p->seqused_k[b];
             if (p->window.left >= 0)
                 lk = fa__min(lk, p->window.left + (p->causal ? 0 : fa__max(p->window.right, 0)) + 1 + max_q);
-            max_tiles = fa__max64(max_tiles, fa__cdiv64(lk, FA__DEC_TILE));
+            plan[1 + b] = fa__cdiv(lk, FA__DEC_TILE);
+            max_tiles = fa__max(max_tiles, plan[1 + b]);
         }
-        for (share = 1;; share *= 2) {
-            int64_t ctas = 0, n_max = 0, waves;
-            int32_t sm = 1;
+        for (lg = 0;; ++lg) { /* share = 2^lg tiles */
+            const int32_t share = (int32_t)1 << lg;
+            int64_t ctas = 0, waves;
+            int32_t sm = 1, n_max = 0;
             double k, cost;
             for (b = 0; b < p->num_reqs; ++b) {
-                int32_t lk = p->seqused_k[b];
-                int64_t tiles, sp;
-                if (p->window.left >= 0)
-                    lk = fa__min(lk, p->window.left + (p->causal ? 0 : fa__max(p->window.right, 0)) + 1 + max_q);
-                tiles = fa__cdiv64(lk, FA__DEC_TILE);
-                sp = fa__min64(fa__max64(fa__cdiv64(tiles, share), 1), cap);
-                ctas += sp * p->num_heads_kv;
-                n_max = fa__max64(n_max, fa__cdiv64(tiles, sp));
-                sm = fa__max(sm, (int32_t)sp);
+                const int32_t tiles = plan[1 + b];
+                int32_t sp = (int32_t)(((int64_t)tiles + share - 1) >> lg);
+                if (sp < 1) sp = 1;
+                if (sp > cap) sp = cap;
+                ctas += sp;
+                if (sp > sm) sm = sp;
+                /* the split's tiles, ceil(tiles / sp) <= min(tiles, share) unless capped: divide
+                   only when it can raise the maximum */
+                if ((sp == cap || n_max < fa__min(tiles, share)) && tiles > n_max) n_max = fa__max(n_max, fa__cdiv(tiles, sp));
             }
+            ctas *= p->num_heads_kv;
             k = (double)ctas / p->num_sms;
             if (k > occ) k = occ;
             waves = fa__cdiv64(ctas, (int64_t)occ * p->num_sms);
             cost = (double)waves * (double)n_max * (t_tile > k * tile_kb / 32.0 ? t_tile : k * tile_kb / 32.0) +
                    0.008 * (double)ctas + (sm > 1 ? 6.0 + 0.2 * sm : 0.0);
-            if (share == 1 || cost < best_cost) {
+            if (lg == 0 || cost < best_cost) {
                 best_cost = cost;
-                best_share = share;
+                best_lg = lg;
             }
-            if (share >= max_tiles) break;
+            if (share >= max_tiles || lg >= 30) break;
         }
         for (b = 0; b < p->num_reqs; ++b) {
-            int32_t lk = p->seqused_k[b];
-            if (p->window.left >= 0)
-                lk = fa__min(lk, p->window.left + (p->causal ? 0 : fa__max(p->window.right, 0)) + 1 + max_q);
-            plan[1 + b] = (int32_t)fa__min64(fa__max64(fa__cdiv64(fa__cdiv64(lk, FA__DEC_TILE), best_share), 1), cap);
-            s_max = fa__max(s_max, plan[1 + b]);
+            int32_t sp = (int32_t)(((int64_t)plan[1 + b] + ((int64_t)1 << best_lg) - 1) >> best_lg);
+            if (sp < 1) sp = 1;
+            if (sp > cap) sp = cap;
+            plan[1 + b] = sp;
+            s_max = fa__max(s_max, sp);
         }
         plan[0] = s_max;
         return FA_OK;
