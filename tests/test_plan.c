@@ -878,6 +878,18 @@ Test(splits, plan_cascade_prefix_fills_the_sms)
     cr_assert_eq(plan[1], 1, "head 256: %d splits, expected 1 (128 CTAs)", plan[1]);
 }
 
+/* plan[0] for n decodes of lk keys (32/8 heads, cap 128) at the given head size and K/V bytes */
+static int32_t decode_splits(int32_t n, int32_t lk, int32_t head, int32_t kv_bytes, int32_t *cu, int32_t *sk)
+{
+    int32_t plan[300];
+    fa_split_params p = decode_params(n, lk, cu, sk);
+    p.max_num_splits = 128;
+    p.head_size = head;
+    p.kv_bytes = kv_bytes;
+    ASSERT_OK(fa_plan_splits(&p, plan, 300));
+    return plan[0];
+}
+
 /* Decode (max q_len x G <= 16, the packed decode tile): a cost model picks a power-of-two share
    of 32-key tiles per split (request b: ceil(tiles_b / share) splits, at most the cap). Worked
    examples: the 12 shapes of the H200 split sweep (docs/perf.md; 132 SMs, 32/8 heads, head 128),
@@ -911,31 +923,12 @@ Test(splits, plan_decode_rule)
     const int32_t heads[3] = {64, 128, 256};
     for (int i = 0; i < 12; ++i)
         for (int h = 0; h < 3; ++h) {
-            int32_t s16, s0;
-            p = decode_params(batch[i], ctx[i], cu, sk);
-            p.max_num_splits = 128;
-            p.head_size = heads[h];
-            p.kv_bytes = 2;
-            ASSERT_OK(fa_plan_splits(&p, plan, 300));
-            s16 = plan[0];
-            p.kv_bytes = 0;
-            ASSERT_OK(fa_plan_splits(&p, plan, 300));
-            s0 = plan[0];
+            const int32_t s16 = decode_splits(batch[i], ctx[i], heads[h], 2, cu, sk);
+            const int32_t s0 = decode_splits(batch[i], ctx[i], heads[h], 0, cu, sk);
             cr_assert_eq(s0, s16, "batch %d x %d head %d: kv_bytes 0 %d splits, 2 %d", batch[i], ctx[i], heads[h], s0, s16);
         }
-    {
-        int32_t s16, s8;
-        p = decode_params(64, 8192, cu, sk);
-        p.max_num_splits = 128;
-        p.head_size = 256;
-        p.kv_bytes = 2;
-        ASSERT_OK(fa_plan_splits(&p, plan, 300));
-        s16 = plan[0];
-        p.kv_bytes = 1;
-        ASSERT_OK(fa_plan_splits(&p, plan, 300));
-        s8 = plan[0];
-        cr_assert_neq(s8, s16, "64 x 8k head 256: fp8 and bf16 both %d splits", s8);
-    }
+    cr_assert_neq(decode_splits(64, 8192, 256, 1, cu, sk), decode_splits(64, 8192, 256, 2, cu, sk),
+                  "64 x 8k head 256: fp8 and bf16 the same split count");
 
     /* one long request among short ones: only the long one splits */
     p = decode_params(64, 100, cu, sk);

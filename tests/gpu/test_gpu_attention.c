@@ -62,6 +62,16 @@ typedef struct host_bufs {
     float *alibi, *sinks, *kdesc, *vdesc;
 } host_bufs;
 
+/* Whether the kernel writes token t's rows: t belongs to a sequence whose plan entry is not 0
+   (tokens past the last sequence and sequences planned to 0 splits stay untouched). */
+static int token_written(const host_bufs *hb, int32_t B, int32_t t)
+{
+    int32_t b;
+    for (b = 0; b < B; ++b)
+        if (t >= hb->cu_q[b] && t < hb->cu_q[b + 1]) return hb->plan[1 + b] != 0;
+    return 0;
+}
+
 static void describe(const acase *c, char *buf, size_t n)
 {
     int b, len = 0, shown = c->nseq < 6 ? c->nseq : 6;
@@ -399,12 +409,9 @@ static int run_case(const acase *c, void **out_bits_ret)
         int untouched_bad = 0;
         ok = 1;
         for (t = 0; t < T; ++t) {
-            int32_t sb = -1;
-            for (b = 0; b < B; ++b)
-                if (t >= hb.cu_q[b] && t < hb.cu_q[b + 1]) sb = b;
+            const int written = token_written(&hb, B, t);
             for (h = 0; h < Hq; ++h) {
                 const int64_t oo = t * ots + h * ohs;
-                const int written = sb >= 0 && hb.plan[1 + sb] != 0;
                 if (written) {
                     int32_t d;
                     for (d = 0; d < D; ++d) {
@@ -504,12 +511,10 @@ static int run_case(const acase *c, void **out_bits_ret)
                     float *want3 = (float *)gt_xmalloc(sizeof(float) * (size_t)T * Hq * D);
                     size_t n3 = 0;
                     for (t = 0; t < T; ++t) {
-                        int32_t sb = -1;
-                        for (b = 0; b < B; ++b)
-                            if (t >= hb.cu_q[b] && t < hb.cu_q[b + 1]) sb = b;
+                        const int written = token_written(&hb, B, t);
                         for (h = 0; h < Hq; ++h) {
                             const int64_t oo = t * ots + h * ohs;
-                            if (sb >= 0 && hb.plan[1 + sb] != 0) {
+                            if (written) {
                                 int32_t d;
                                 for (d = 0; d < D; ++d) {
                                     got3[n3] = gt_load(gout3, oo + d, c->qdt);
