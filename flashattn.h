@@ -358,7 +358,7 @@ typedef struct fa_split_params {
     int32_t num_sms;
     int32_t max_num_splits;           /* cap (>= 1); full-graph cap or workspace cap */
     int32_t batch_invariant;          /* 1 -> every request 1 split */
-    int32_t kv_bytes;                 /* bytes of a cached K/V element (2; 1 for fp8); 0 -> 2 */
+    int32_t kv_bytes;                 /* bytes of a cached K/V element (2; 1 for fp8) in [0, 8]; 0 -> 2 */
 } fa_split_params;
 
 /* Plan layout: plan[0] = static split count S (>= 1); plan[1 + b] = splits of request b in
@@ -1320,6 +1320,13 @@ FA__DEF int32_t fa_num_splits_heuristic(int64_t total_mblocks, int32_t num_sms, 
     return 1;
 }
 
+/* Keys a tile of `rows` query rows can see through a left window (lk when there is none). */
+static int32_t fa__window_keys(const fa_split_params *p, int32_t lk, int32_t rows)
+{
+    if (p->window.left < 0) return lk;
+    return fa__min(lk, p->window.left + (p->causal ? 0 : fa__max(p->window.right, 0)) + 1 + rows);
+}
+
 FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_t plan_len)
 {
     const char *fn = "fa_plan_splits";
@@ -1349,6 +1356,8 @@ FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_
     if (p->max_num_splits < 1)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: max_num_splits %d must be >= 1", fn, p->max_num_splits);
     if (p->num_sms < 1) return fa__fail(FA_ERR_INVALID_ARG, "%s: num_sms %d must be >= 1", fn, p->num_sms);
+    if (p->kv_bytes < 0 || p->kv_bytes > 8)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_bytes %d is outside [0, 8]", fn, p->kv_bytes);
     memset(plan, 0, (size_t)plan_len * sizeof *plan);
     cap = p->batch_invariant ? 1 : fa__min(p->max_num_splits, 128);
     g = p->num_heads_q / p->num_heads_kv;
@@ -1357,8 +1366,7 @@ FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_
     for (b = 0; b < p->num_reqs; ++b) {
         int32_t lq = p->cu_seqlens_q[b + 1] - p->cu_seqlens_q[b], lk = p->seqused_k[b];
         max_q = fa__max(max_q, lq);
-        if (p->window.left >= 0) /* keys a tile can see through a window */
-            lk = fa__min(lk, p->window.left + (p->causal ? 0 : fa__max(p->window.right, 0)) + 1 + tile_m);
+        lk = fa__window_keys(p, lk, tile_m);
         max_k = fa__max(max_k, lk);
         total_mblocks += (int64_t)p->num_heads_kv * fa__cdiv(fa__max(lq, 1) * g, tile_m);
         total_blocks += (int64_t)fa__cdiv(fa__max(lq, 1) * g, tile_m) * fa__cdiv(lk, tile_n);
@@ -1385,9 +1393,7 @@ FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_
         int32_t s_max = 1;
         /* tiles per request, parked in the plan's own entries until the splits replace them */
         for (b = 0; b < p->num_reqs; ++b) {
-            int32_t lk = p->seqused_k[b];
-            if (p->window.left >= 0)
-                lk = fa__min(lk, p->window.left + (p->causal ? 0 : fa__max(p->window.right, 0)) + 1 + max_q);
+            const int32_t lk = fa__window_keys(p, p->seqused_k[b], max_q);
             plan[1 + b] = fa__cdiv(lk, FA__DEC_TILE);
             max_tiles = fa__max(max_tiles, plan[1 + b]);
         }
@@ -1440,9 +1446,8 @@ FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_
     blocks_per_sm = (int64_t)ceil((double)total_blocks * 1.1 * p->num_heads_kv / p->num_sms);
     if (blocks_per_sm < 1) blocks_per_sm = 1;
     for (b = 0; b < p->num_reqs; ++b) {
-        int32_t lk = p->seqused_k[b], nb, sp;
-        if (p->window.left >= 0)
-            lk = fa__min(lk, p->window.left + (p->causal ? 0 : fa__max(p->window.right, 0)) + 1 + tile_m);
+        const int32_t lk = fa__window_keys(p, p->seqused_k[b], tile_m);
+        int32_t nb, sp;
         nb = fa__cdiv(lk, tile_n);
         sp = (int32_t)fa__cdiv64(nb, blocks_per_sm);
         plan[1 + b] = fa__max(1, fa__min(sp, s_static));

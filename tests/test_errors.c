@@ -609,6 +609,10 @@ Test(plan, splits_bad_input)
     EXPECT_ERR(fa_plan_splits(&p, plan, 3), E_WS | E_INV, "plan_len", "3");
     fa_split_params b = p; b.max_num_splits = 0;
     EXPECT_ERR(fa_plan_splits(&b, plan, 8), E_INV, "max_num_splits", "0");
+    b = p; b.kv_bytes = -1;
+    EXPECT_ERR(fa_plan_splits(&b, plan, 8), E_INV, "kv_bytes", "-1");
+    b = p; b.kv_bytes = 9;
+    EXPECT_ERR(fa_plan_splits(&b, plan, 8), E_INV, "kv_bytes", "9");
     b = p; b.cu_seqlens_q = NULL;
     EXPECT_ERR(fa_plan_splits(&b, plan, 8), E_INV, "cu_seqlens_q", NULL);
     b = p; b.seqused_k = NULL;
