@@ -1849,7 +1849,7 @@ FA__DEF fa_status fa_builder_build(fa_builder *b, const fa_batch *batch, int32_t
     const char *fn = "fa_builder_build";
     const fa_config *c;
     fa_metadata md;
-    int32_t n, t, i, max_q = 0, max_s = 0, bs, N, I, splits = 1;
+    int32_t n, t, i, max_q = 0, min_q = 0, max_s = 0, bs, N, I, splits = 1;
     int32_t *h, *d;
     size_t upload;
     fa_status s;
@@ -1865,7 +1865,9 @@ FA__DEF fa_status fa_builder_build(fa_builder *b, const fa_batch *batch, int32_t
     if (s != FA_OK) return s;
     n = batch->num_reqs;
     for (i = 0; i < n; ++i) {
-        max_q = fa__max(max_q, batch->query_start_loc[i + 1] - batch->query_start_loc[i]);
+        const int32_t ql = batch->query_start_loc[i + 1] - batch->query_start_loc[i];
+        max_q = fa__max(max_q, ql);
+        if (ql > 0 && (min_q == 0 || ql < min_q)) min_q = ql; /* shortest non-empty query */
         max_s = fa__max(max_s, batch->seq_lens[i]);
     }
     if (common_prefix_len != 0) {
@@ -1896,11 +1898,7 @@ FA__DEF fa_status fa_builder_build(fa_builder *b, const fa_batch *batch, int32_t
     md.num_actual_tokens = t;
     md.num_reqs = n;
     md.max_query_len = max_q;
-    md.min_query_len = 0;
-    for (i = 0; i < n; ++i) {
-        int32_t ql = batch->query_start_loc[i + 1] - batch->query_start_loc[i];
-        if (ql > 0 && (md.min_query_len == 0 || ql < md.min_query_len)) md.min_query_len = ql;
-    }
+    md.min_query_len = min_q;
     md.max_seq_len = max_s;
     md.causal = batch->causal;
     md.query_start_loc = d + b->off_qsl;
