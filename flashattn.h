@@ -69,7 +69,7 @@ extern "C" {
 #define FLASHATTN_VERSION_STRING "0.1.0"
 
 /* Version of the backend/comm vtable ABI. A backend built for another version is refused. */
-#define FA_BACKEND_API_VERSION 1
+#define FA_BACKEND_API_VERSION 2
 
 typedef enum fa_status {
     FA_OK = 0,
@@ -384,7 +384,9 @@ typedef struct fa_cache_write_args {
     void *value_cache;                /* same strides as key_cache */
     int64_t cache_block_stride, cache_page_stride, cache_head_stride; /* elements; last dim 1 */
     fa_dtype cache_dtype;             /* == kv_dtype, or FP8_E4M3 / FP8_E5M2 */
-    const int64_t *slot_mapping;      /* [num_tokens] device; negative = skip */
+    const int64_t *slot_mapping;      /* [num_tokens] device; negative = skip; a slot at or past
+                                         num_blocks * block_size is skipped and reported */
+    int64_t num_blocks;               /* blocks in the cache (its shape[1]) */
     int32_t num_tokens, num_heads_kv, head_size, block_size;
     float k_scale, v_scale;           /* fp8 only: stored = saturate(x / scale) */
 } fa_cache_write_args;
@@ -413,8 +415,10 @@ typedef struct fa_attn_args {
     const int32_t *seqused_k;         /* [num_seqs] device; paged path (NULL for dense) */
     const int32_t *cu_seqlens_k;      /* [num_seqs + 1] device; dense path (NULL for paged) */
     const int32_t *block_table;       /* [num_seqs, *] device, row stride block_table_stride;
-                                         already offset to its first column */
+                                         already offset to its first column. An id outside
+                                         [0, num_blocks) is never read and is reported */
     int64_t block_table_stride;
+    int64_t num_blocks;               /* paged: blocks in the cache (its shape[1]); dense: 0 */
     int32_t num_seqs, num_tokens, max_seqlen_q, max_seqlen_k;
     int32_t min_seqlen_q;             /* shortest non-empty query of the call, a hint (0 = unknown):
                                          a backend may run short (decode) queries in their own tile */
@@ -471,6 +475,14 @@ typedef enum fa_copy_kind {
     FA_COPY_DEVICE_TO_DEVICE = 2
 } fa_copy_kind;
 
+/* The device ops, named for fa_backend_ops.check and in error messages. */
+typedef enum fa_op {
+    FA_OP_RESHAPE_AND_CACHE = 0,      /* args: fa_cache_write_args */
+    FA_OP_ATTENTION = 1,              /* args: fa_attn_args */
+    FA_OP_MERGE_STATES = 2,           /* args: fa_merge_args */
+    FA_OP_DCP_CORRECT = 3             /* args: fa_dcp_correct_args */
+} fa_op;
+
 typedef struct fa_backend_ops {
     fa_status (*reshape_and_cache)(void *ctx, const fa_cache_write_args *a);
     fa_status (*attention)(void *ctx, const fa_attn_args *a);
@@ -490,6 +502,10 @@ typedef struct fa_backend_ops {
        Needed only by DCP when q is not packed [T, H, D] (e.g. a slice of a fused QKV). */
     fa_status (*copy_2d)(void *ctx, void *dst, size_t dpitch, const void *src, size_t spitch,
                          size_t width_bytes, size_t rows, fa_copy_kind kind);
+    /* NULL-able; every check the op would make of `args` (fa_op names their struct), without
+       running it: fa_forward checks each op of a call before the first one writes anything.
+       Returns what the op would return for these arguments (FA_OK when it would run). */
+    fa_status (*check)(void *ctx, fa_op op, const void *args);
 } fa_backend_ops;
 
 typedef struct fa_device_info {
@@ -500,6 +516,39 @@ typedef struct fa_device_info {
     int64_t smem_per_sm;
 } fa_device_info;
 
+/* What a backend's kernels are, filled by the backend from the constants its kernels are
+   compiled with (the header holds no kernel fact: the planner, the combination checks and the
+   pre-flight checks of fa_forward read this block). */
+#define FA_MAX_KERNEL_DIMS 8
+
+/* Facts of the kernels compiled for one head-dim width. */
+typedef struct fa_kernel_dim {
+    int32_t head_dim;                 /* compiled width; serves head sizes in (previous width, head_dim] */
+    int32_t prefill_tile_m;           /* query rows (GQA-packed) per prefill/general tile */
+    int32_t prefill_tile_n;           /* keys per prefill tile step */
+    int32_t decode_tile_n;            /* keys per decode-tile step */
+    int32_t decode_ctas_per_sm;       /* decode tiles resident per multiprocessor */
+    float decode_step_us;             /* one decode step of one tile running alone, microseconds */
+} fa_kernel_dim;
+
+typedef struct fa_backend_caps {
+    int32_t num_dims;                 /* entries of dims, ascending head_dim */
+    fa_kernel_dim dims[FA_MAX_KERNEL_DIMS];
+    uint32_t act_dtypes;              /* bit (1u << dtype): q / k / v / out dtypes accepted */
+    uint32_t cache_dtypes;            /* bit (1u << dtype): cache storage dtypes accepted */
+    int32_t block_size_multiple;      /* block sizes accepted: positive multiples of this */
+    int32_t head_size_multiple;       /* head sizes accepted: multiples of this up to the last dim */
+    int32_t decode_max_rows;          /* calls with max_q * (Hq / Hkv) <= this run in the decode
+                                         tile (one CTA per sequence, KV head and split); 0 = none */
+    int32_t max_splits;               /* largest split count of one call */
+    int32_t align_bytes;              /* q / k / v / out / cache data pointers and token, head
+                                         and block strides (in bytes) are multiples of this */
+    float sm_bytes_per_us;            /* one SM's share of memory bandwidth, bytes per microsecond */
+    float cta_us;                     /* cost of one more CTA in a launch, microseconds */
+    float combine_us;                 /* fixed cost of the split combine, microseconds */
+    float combine_us_per_split;       /* its cost per split of the largest request */
+} fa_backend_caps;
+
 /* A backend. Ops may be NULL: the header then reports FA_ERR_UNSUPPORTED naming op and backend. */
 typedef struct fa_backend {
     uint32_t api_version;             /* FA_BACKEND_API_VERSION */
@@ -507,6 +556,7 @@ typedef struct fa_backend {
     fa_backend_ops ops;
     void *ctx;
     fa_device_info info;
+    fa_backend_caps caps;
 } fa_backend;
 
 /* Collectives for DCP, on the backend's stream. count = elements contributed per rank.
