@@ -2932,6 +2932,7 @@ static fa_status fa__choose_path(const char *fn, const fa__call *c, fa__path *pa
     const fa_layer *L = c->L;
     const fa_metadata *md = c->md;
     const fa_attn_type ty = L->desc.attn_type;
+    *path = FA__PATH_PLAIN;
     if (ty == FA_ATTN_ENCODER || ty == FA_ATTN_ENCODER_ONLY) {
         if (c->k == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: encoder attention needs k and v (got NULL)", fn);
         *path = FA__PATH_ENCODER;
@@ -2961,7 +2962,7 @@ static fa_status fa__choose_path(const char *fn, const fa__call *c, fa__path *pa
 
 static fa_status fa__describe(const char *fn, const fa__call *c, fa__program *p)
 {
-    fa__path path;
+    fa__path path = FA__PATH_PLAIN;
     fa_status s;
     p->n = 0;
     s = fa__choose_path(fn, c, &path);

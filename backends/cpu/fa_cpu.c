@@ -906,6 +906,31 @@ fa_status fa_cpu_backend_create(fa_backend **out)
     cb->be.info.num_sms = 132;   /* nominal, for planning */
     cb->be.info.smem_per_block = 0;
     cb->be.info.smem_per_sm = 0;
+    {   /* TEMPORARY (lead branch): caps until the cpu branch lands */
+        static const int dims[6] = {32, 64, 96, 128, 192, 256};
+        fa_backend_caps *cp = &cb->be.caps;
+        int i;
+        cp->num_dims = 6;
+        for (i = 0; i < 6; ++i) {
+            fa_kernel_dim *k = &cp->dims[i];
+            k->head_dim = dims[i];
+            k->prefill_tile_m = k->prefill_tile_n = dims[i] <= 128 ? 128 : 64;
+            k->decode_tile_n = 32;
+            k->decode_ctas_per_sm = dims[i] <= 128 ? 6 : 3;
+            k->decode_step_us = 1.6 * (dims[i] <= 64 ? 0.8 : (dims[i] <= 128 ? 1.0 : 1.3));
+        }
+        cp->act_dtypes = 1u << FA_DTYPE_F16 | 1u << FA_DTYPE_BF16 | 1u << FA_DTYPE_F32;
+        cp->cache_dtypes = cp->act_dtypes | 1u << FA_DTYPE_FP8_E4M3 | 1u << FA_DTYPE_FP8_E5M2;
+        cp->block_size_multiple = 16;
+        cp->head_size_multiple = 8;
+        cp->decode_max_rows = 16;
+        cp->max_splits = 128;
+        cp->align_bytes = 1;
+        cp->sm_bytes_per_us = 32.0 * 1024.0;
+        cp->cta_us = 0.008;
+        cp->combine_us = 6.0;
+        cp->combine_us_per_split = 0.2;
+    }
     *out = &cb->be;
     return FA_OK;
 }
