@@ -2518,7 +2518,8 @@ static fa_status fa__check_rows(const char *name, const fa_tensor *x, int32_t ro
     if (x->rank != 3)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: %s has rank %d, expected 3 [tokens, heads, head_size]", fn, name, x->rank);
     if (x->dtype != dt)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: %s dtype %s, expected %s", fn, name, fa_dtype_name(x->dtype), fa_dtype_name(dt));
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: %s dtype %s (%d), expected %s", fn, name, fa_dtype_name(x->dtype),
+                        (int)x->dtype, fa_dtype_name(dt));
     if (x->shape[0] < rows || x->shape[1] != heads || x->shape[2] != d)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: %s shape [%lld, %lld, %lld], expected [>= %d, %d, %d]", fn, name,
                         (long long)x->shape[0], (long long)x->shape[1], (long long)x->shape[2], rows, heads, d);
@@ -2918,8 +2919,9 @@ static fa_status fa__check_cache_tensor(const char *fn, const fa__call *c)
         if (kv->stride[i] < 0)
             return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache stride[%d] %lld is negative", fn, i, (long long)kv->stride[i]);
     if (kv->dtype != c->cache_dt)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache dtype %s, expected %s for kv_cache_dtype %d", fn,
-                        fa_dtype_name(kv->dtype), fa_dtype_name(c->cache_dt), (int)c->L->desc.kv_cache_dtype);
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache dtype %s (%d), expected %s for kv_cache_dtype %d", fn,
+                        fa_dtype_name(kv->dtype), (int)kv->dtype, fa_dtype_name(c->cache_dt),
+                        (int)c->L->desc.kv_cache_dtype);
     if (c->md->block_table == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: md->block_table is NULL", fn);
     return FA_OK;
 }
