@@ -135,8 +135,47 @@ float fa_cpu_bf16_to_float(uint16_t b)
 /* ------------------------------------------------------------------------------------------ */
 // >>ctx
 
+/* Thread-local storage for the error message (the pattern of flashattn.h's FA__TLS). */
+#if defined(__cplusplus) && __cplusplus >= 201103L
+#define FA__CPU_TLS thread_local
+#elif defined(_MSC_VER)
+#define FA__CPU_TLS __declspec(thread)
+#elif defined(__GNUC__) || defined(__clang__)
+#define FA__CPU_TLS __thread
+#else
+#define FA__CPU_TLS /* no thread-local storage: the message is shared between threads */
+#endif
+
+/* counter += 1, returning the new value; atomic where the compiler offers it (ops may run on
+   several threads at once, and the fault hooks count their calls) */
+static int64_t fa__cpu_inc(int64_t *counter)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    return __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED);
+#else
+    return ++*counter;   /* not atomic: concurrent calls may count one call twice */
+#endif
+}
+
+static void fa__cpu_store_counter(int64_t *counter, int64_t v)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    __atomic_store_n(counter, v, __ATOMIC_RELAXED);
+#else
+    *counter = v;
+#endif
+}
+
+/* Fault-injection state (fa_cpu_backend_options): the armed call numbers and the counts. */
+typedef struct fa__cpu_faults {
+    int64_t alloc_at, copy_at, op_at;
+    fa_op op;
+    int64_t allocs, copies, op_calls;
+} fa__cpu_faults;
+
 typedef struct fa__cpu_ctx {
-    char err[512];
+    int64_t id;                /* unique per backend made in this process (error ownership) */
+    fa__cpu_faults faults;
     float half_table[65536];   /* f16 code -> float */
     float e4m3_table[256];
     float e5m2_table[256];
@@ -147,15 +186,22 @@ typedef struct fa__cpu_backend {
     fa__cpu_ctx ctx;
 } fa__cpu_backend;
 
+/* The last failure message of the calling thread, with the id of the backend that failed. Per
+   thread: ops of one backend may fail on several threads at once, each thread reads its own. */
+static FA__CPU_TLS char fa__cpu_err[512];
+static FA__CPU_TLS int64_t fa__cpu_err_owner;   /* 0: no message */
+static int64_t fa__cpu_next_id;
+
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static fa_status fa__cpu_fail(fa__cpu_ctx *c, fa_status st, const char *fmt, ...)
+static fa_status fa__cpu_fail(const fa__cpu_ctx *c, fa_status st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    vsnprintf(fa__cpu_err, sizeof fa__cpu_err, fmt, ap);
     va_end(ap);
+    fa__cpu_err_owner = c->id;
     return st;
 }
 
@@ -185,6 +231,63 @@ static int fa__cpu_head_size_ok(int32_t d)
     return d >= 8 && d <= 256 && d % 8 == 0;
 }
 
+/* *acc += i * stride, or 0 (acc unchanged) when |acc| + |i * stride| would exceed INT64_MAX. */
+static int fa__cpu_madd(int64_t *acc, int64_t i, int64_t stride)
+{
+    const uint64_t lim = (uint64_t)INT64_MAX;
+    uint64_t ai = i < 0 ? 0u - (uint64_t)i : (uint64_t)i;
+    uint64_t as = stride < 0 ? 0u - (uint64_t)stride : (uint64_t)stride;
+    uint64_t aa = *acc < 0 ? 0u - (uint64_t)*acc : (uint64_t)*acc;
+    if (ai != 0 && as > lim / ai)
+        return 0;
+    if (ai * as > lim - aa)
+        return 0;
+    *acc += i * stride;
+    return 1;
+}
+
+/* 1 when every element offset of a view (indices [0, extent[k]) of stride[k] elements each) is
+   an int64, in bytes too (es bytes an element); an empty view always is. */
+static int fa__cpu_span_ok(int n, const int64_t *extent, const int64_t *stride, size_t es)
+{
+    int64_t acc = 0, bytes = 0;
+    int k;
+    for (k = 0; k < n; ++k)
+        if (extent[k] <= 0)
+            return 1;
+    for (k = 0; k < n; ++k)
+        if (!fa__cpu_madd(&acc, extent[k] - 1, stride[k]))
+            return 0;
+    return fa__cpu_madd(&bytes, acc, (int64_t)es);
+}
+
+/* Fault injection (fa_cpu_backend_options): counts a call of `op` when a failure of it is
+   armed; 1 when this call is the one that fails. */
+static int fa__cpu_fault_count(fa__cpu_ctx *c, fa_op op)
+{
+    if (c->faults.op_at <= 0 || c->faults.op != op)
+        return 0;
+    return fa__cpu_inc(&c->faults.op_calls) == c->faults.op_at;
+}
+
+static const char *fa__cpu_op_name(fa_op op)
+{
+    switch (op) {
+    case FA_OP_RESHAPE_AND_CACHE: return "reshape_and_cache";
+    case FA_OP_ATTENTION: return "attention";
+    case FA_OP_MERGE_STATES: return "merge_states";
+    case FA_OP_DCP_CORRECT: return "dcp_correct";
+    }
+    return "?";
+}
+
+static fa_status fa__cpu_injected(const fa__cpu_ctx *c, fa_op op)
+{
+    return fa__cpu_fail(c, FA_ERR_BACKEND,
+                        "cpu %s: injected failure at call %lld (fa_cpu_backend_options.fail_op_at)",
+                        fa__cpu_op_name(op), (long long)c->faults.op_at);
+}
+
 /* Element idx of an array of dtype t, widened to double (exact). */
 static double fa__cpu_load(const fa__cpu_ctx *c, const void *base, int64_t idx, fa_dtype t)
 {
@@ -209,20 +312,24 @@ static void fa__cpu_store(void *base, int64_t idx, fa_dtype t, double v)
     }
 }
 
+/* The calling thread's last failure of this backend ("" when its last failure, if any, was
+   another backend's). */
 static const char *fa__cpu_last_error(void *ctx)
 {
-    return ((const fa__cpu_ctx *)ctx)->err;
+    const fa__cpu_ctx *c = (const fa__cpu_ctx *)ctx;
+    return c && fa__cpu_err_owner == c->id ? fa__cpu_err : "";
 }
 
 /* ------------------------------------------------------------------------------------------ */
 // >>cache
 
-static fa_status fa__cpu_reshape_and_cache(void *ctx, const fa_cache_write_args *a)
+/* The checks of reshape_and_cache, every one of them (the op and ops.check both call this):
+   FA_OK when the call would run. Reads slot_mapping (host memory here). */
+static fa_status fa__cpu_cache_validate(const fa__cpu_ctx *c, const fa_cache_write_args *a)
 {
-    fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
-    const char *op = "reshape_and_cache";
+    const char *op = "cpu reshape_and_cache";
     int64_t t, packed;
-    int32_t h, d;
+    size_t es;
     int fp8;
 
     if (!a)
@@ -245,6 +352,9 @@ static fa_status fa__cpu_reshape_and_cache(void *ctx, const fa_cache_write_args 
     if (a->block_size <= 0)
         return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: block_size %d must be positive", op,
                             (int)a->block_size);
+    if (a->num_blocks < 0)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: num_blocks %lld is negative", op,
+                            (long long)a->num_blocks);
     if (a->num_tokens < 0)
         return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: num_tokens %d is negative", op,
                             (int)a->num_tokens);
@@ -267,7 +377,59 @@ static fa_status fa__cpu_reshape_and_cache(void *ctx, const fa_cache_write_args 
         return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
                             "%s: fp8 cache needs positive finite scales (k_scale %g, v_scale %g)",
                             op, (double)a->k_scale, (double)a->v_scale);
+    es = fa__cpu_dtype_size(a->kv_dtype);
+    {
+        const int64_t ext[2] = {a->num_tokens, packed}, ks[2] = {a->key_token_stride, 1},
+                      vs[2] = {a->value_token_stride, 1};
+        if (!fa__cpu_span_ok(2, ext, ks, es) || !fa__cpu_span_ok(2, ext, vs, es))
+            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                                "%s: num_tokens %d x %s %lld overflows int64 offsets", op,
+                                (int)a->num_tokens,
+                                fa__cpu_span_ok(2, ext, ks, es) ? "value_token_stride"
+                                                                : "key_token_stride",
+                                (long long)(fa__cpu_span_ok(2, ext, ks, es) ? a->value_token_stride
+                                                                            : a->key_token_stride));
+    }
+    /* every slot before anything is written: inside the cache, and its offset fits in int64 */
+    es = fa__cpu_dtype_size(a->cache_dtype);
+    for (t = 0; t < a->num_tokens; ++t) {
+        const int64_t slot = a->slot_mapping[t];
+        int64_t ext[4], str[4];
+        if (slot < 0)
+            continue;   /* padding, or a token another DCP rank stores */
+        if (a->num_blocks > 0 && slot / a->block_size >= a->num_blocks)
+            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                                "%s: slot_mapping[%lld] = %lld is outside the cache (%lld blocks x "
+                                "%d slots)", op, (long long)t, (long long)slot,
+                                (long long)a->num_blocks, (int)a->block_size);
+        ext[0] = slot / a->block_size + 1; str[0] = a->cache_block_stride;
+        ext[1] = slot % a->block_size + 1; str[1] = a->cache_page_stride;
+        ext[2] = a->num_heads_kv;          str[2] = a->cache_head_stride;
+        ext[3] = a->head_size;             str[3] = 1;
+        if (!fa__cpu_span_ok(4, ext, str, es))
+            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                                "%s: slot_mapping[%lld] = %lld: its cache offset (block %lld x "
+                                "cache_block_stride %lld) overflows int64", op, (long long)t,
+                                (long long)slot, (long long)(slot / a->block_size),
+                                (long long)a->cache_block_stride);
+    }
+    return FA_OK;
+}
 
+static fa_status fa__cpu_reshape_and_cache(void *ctx, const fa_cache_write_args *a)
+{
+    fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
+    const int armed = fa__cpu_fault_count(c, FA_OP_RESHAPE_AND_CACHE);
+    fa_status st = fa__cpu_cache_validate(c, a);
+    int64_t t;
+    int32_t h, d;
+    int fp8;
+
+    if (st != FA_OK)
+        return st;
+    if (armed)
+        return fa__cpu_injected(c, FA_OP_RESHAPE_AND_CACHE);
+    fp8 = fa__cpu_is_fp8(a->cache_dtype);
     for (t = 0; t < a->num_tokens; ++t) {
         int64_t slot = a->slot_mapping[t], blk, off;
         if (slot < 0)
@@ -410,10 +572,14 @@ static int32_t fa__cpu_seq_splits(const fa_attn_args *a, int32_t b)
     return n;
 }
 
-static fa_status fa__cpu_attention_validate(fa__cpu_ctx *c, const fa_attn_args *a)
+/* The checks of attention, every one of them (the op and ops.check both call this): FA_OK when
+   the call would run. Reads the metadata (host memory here): cu_seqlens, seqused_k, split_plan
+   and the block-table columns the call reads. */
+static fa_status fa__cpu_attention_validate(const fa__cpu_ctx *c, const fa_attn_args *a)
 {
-    const char *op = "attention";
-    int32_t b;
+    const char *op = "cpu attention";
+    int64_t max_cols = 0, max_id = -1;
+    int32_t b, qg;
 
     if (!a)
         return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: args is NULL", op);
@@ -453,6 +619,9 @@ static fa_status fa__cpu_attention_validate(fa__cpu_ctx *c, const fa_attn_args *
     if (!isfinite(a->softmax_scale))
         return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: softmax_scale %g is not finite", op,
                             (double)a->softmax_scale);
+    if (a->num_blocks < 0)
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: num_blocks %lld is negative", op,
+                            (long long)a->num_blocks);
     if (a->num_seqs == 0)
         return FA_OK;
     if (!a->q || !a->k || !a->v || !a->out || !a->cu_seqlens_q)
@@ -493,7 +662,6 @@ static fa_status fa__cpu_attention_validate(fa__cpu_ctx *c, const fa_attn_args *
         return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: cu_seqlens_k[0] = %d is negative", op,
                             (int)a->cu_seqlens_k[0]);
     for (b = 0; b < a->num_seqs; ++b) {
-        int64_t lk, nblk, j;
         int32_t ns;
         if (a->cu_seqlens_q[b + 1] < a->cu_seqlens_q[b])
             return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
@@ -512,16 +680,104 @@ static fa_status fa__cpu_attention_validate(fa__cpu_ctx *c, const fa_attn_args *
                                 "%s: split_plan[1 + %d] = %d is outside [0, num_splits %d]", op,
                                 (int)b, (int)ns, (int)a->num_splits);
         if (a->seqused_k && a->cu_seqlens_q[b + 1] > a->cu_seqlens_q[b]) {
-            lk = a->seqused_k[b];
-            nblk = (lk + a->block_size - 1) / a->block_size;
-            for (j = 0; j < nblk; ++j) {
-                int32_t id = a->block_table[(int64_t)b * a->block_table_stride + j];
-                if (id < 0)
-                    return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                                        "%s: block_table[%d, %lld] = %d is negative", op,
-                                        (int)b, (long long)j, (int)id);
-            }
+            const int64_t cols = ((int64_t)a->seqused_k[b] + a->block_size - 1) / a->block_size;
+            if (cols > max_cols)
+                max_cols = cols;
         }
+    }
+
+    /* every element offset the call can form fits in int64 (bytes too) */
+    qg = a->q_head_group > 0 ? a->q_head_group : a->num_heads_q;
+    {
+        const int64_t qe[4] = {a->num_heads_q / qg, qg, a->num_tokens, a->head_size};
+        const int64_t qs[4] = {a->q_group_stride, a->q_head_stride, a->q_token_stride, 1};
+        const int64_t oe[3] = {a->num_tokens, a->num_heads_q, a->head_size};
+        const int64_t os[3] = {a->out_token_stride, a->out_head_stride, 1};
+        const int64_t le[2] = {a->num_heads_q, a->num_tokens}, ls[2] = {a->lse_head_stride, 1};
+        const size_t es = fa__cpu_dtype_size(a->q_dtype);
+        if (!fa__cpu_span_ok(4, qe, qs, es))
+            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                                "%s: q offsets overflow int64 (q_token_stride %lld, q_head_stride "
+                                "%lld, q_group_stride %lld)", op, (long long)a->q_token_stride,
+                                (long long)a->q_head_stride, (long long)a->q_group_stride);
+        if (!fa__cpu_span_ok(3, oe, os, es))
+            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                                "%s: out offsets overflow int64 (out_token_stride %lld, "
+                                "out_head_stride %lld)", op, (long long)a->out_token_stride,
+                                (long long)a->out_head_stride);
+        if (a->lse && !fa__cpu_span_ok(2, le, ls, sizeof(float)))
+            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                                "%s: lse offsets overflow int64 (lse_head_stride %lld)", op,
+                                (long long)a->lse_head_stride);
+    }
+    if (a->num_splits > 1) {   /* split_out [S, T, Hq, D] packed */
+        int64_t hd = 0, thd = 0;
+        if (!fa__cpu_madd(&hd, a->num_heads_q, a->head_size) ||
+            !fa__cpu_madd(&thd, a->num_tokens, hd)) {
+            thd = -1;
+        } else {
+            const int64_t se[4] = {a->num_splits, a->num_tokens, a->num_heads_q, a->head_size};
+            const int64_t ss[4] = {thd, hd, a->head_size, 1};
+            if (!fa__cpu_span_ok(4, se, ss, sizeof(float)))
+                thd = -1;
+        }
+        if (thd < 0)
+            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                                "%s: split_out offsets overflow int64 (num_splits %d x num_tokens "
+                                "%d x num_heads_q %d x head_size %d)", op, (int)a->num_splits,
+                                (int)a->num_tokens, (int)a->num_heads_q, (int)a->head_size);
+    }
+    if (a->cu_seqlens_k) {     /* dense: keys [0, cu_seqlens_k[num_seqs]) */
+        const int64_t ke[3] = {a->cu_seqlens_k[a->num_seqs], a->num_heads_kv, a->head_size};
+        const int64_t ks[3] = {a->k_row_stride, a->k_head_stride, 1};
+        const int64_t vs[3] = {a->v_row_stride, a->v_head_stride, 1};
+        const size_t es = fa__cpu_dtype_size(a->kv_dtype);
+        if (!fa__cpu_span_ok(3, ke, ks, es) || !fa__cpu_span_ok(3, ke, vs, es))
+            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                                "%s: %lld dense keys overflow int64 offsets (k_row_stride %lld, "
+                                "v_row_stride %lld)", op, (long long)ke[0],
+                                (long long)a->k_row_stride, (long long)a->v_row_stride);
+        return FA_OK;
+    }
+    {   /* paged: the block-table columns read, then every block id they hold */
+        const int64_t be[2] = {a->num_seqs, max_cols}, bs[2] = {a->block_table_stride, 1};
+        if (!fa__cpu_span_ok(2, be, bs, sizeof(int32_t)))
+            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                                "%s: block_table offsets overflow int64 (block_table_stride %lld, "
+                                "%lld columns)", op, (long long)a->block_table_stride,
+                                (long long)max_cols);
+    }
+    for (b = 0; b < a->num_seqs; ++b) {
+        int64_t j, cols;
+        if (a->cu_seqlens_q[b + 1] <= a->cu_seqlens_q[b])
+            continue;   /* no query: nothing read */
+        cols = ((int64_t)a->seqused_k[b] + a->block_size - 1) / a->block_size;
+        for (j = 0; j < cols; ++j) {
+            const int32_t id = a->block_table[(int64_t)b * a->block_table_stride + j];
+            if (id < 0 || (a->num_blocks > 0 && id >= a->num_blocks)) {
+                if (a->num_blocks > 0)
+                    return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                                        "%s: block_table[%d, %lld] = %d is outside the cache "
+                                        "[0, %lld blocks)", op, (int)b, (long long)j, (int)id,
+                                        (long long)a->num_blocks);
+                return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                                    "%s: block_table[%d, %lld] = %d is negative", op, (int)b,
+                                    (long long)j, (int)id);
+            }
+            if (id > max_id)
+                max_id = id;
+        }
+    }
+    {
+        const int64_t ke[4] = {max_id + 1, a->block_size, a->num_heads_kv, a->head_size};
+        const int64_t ks[4] = {a->k_block_stride, a->k_row_stride, a->k_head_stride, 1};
+        const int64_t vs[4] = {a->v_block_stride, a->v_row_stride, a->v_head_stride, 1};
+        const size_t es = fa__cpu_dtype_size(a->kv_dtype);
+        if (!fa__cpu_span_ok(4, ke, ks, es) || !fa__cpu_span_ok(4, ke, vs, es))
+            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                                "%s: block id %lld overflows int64 cache offsets (k_block_stride "
+                                "%lld, v_block_stride %lld)", op, (long long)max_id,
+                                (long long)a->k_block_stride, (long long)a->v_block_stride);
     }
     return FA_OK;
 }
@@ -529,14 +785,19 @@ static fa_status fa__cpu_attention_validate(fa__cpu_ctx *c, const fa_attn_args *
 static fa_status fa__cpu_attention(void *ctx, const fa_attn_args *a)
 {
     fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
+    const int armed = fa__cpu_fault_count(c, FA_OP_ATTENTION);
     fa_status st = fa__cpu_attention_validate(c, a);
     const int32_t D = a ? a->head_size : 0, Hq = a ? a->num_heads_q : 0;
     int64_t max_lk = 1, T;
     int32_t b, h, d, qg;
     double *q, *acc, *logit;
 
-    if (st != FA_OK || a->num_seqs == 0)
+    if (st != FA_OK)
         return st;
+    if (armed)
+        return fa__cpu_injected(c, FA_OP_ATTENTION);
+    if (a->num_seqs == 0)
+        return FA_OK;
     T = a->num_tokens;
     qg = a->q_head_group > 0 ? a->q_head_group : Hq;
     for (b = 0; b < a->num_seqs; ++b) {
@@ -546,7 +807,7 @@ static fa_status fa__cpu_attention(void *ctx, const fa_attn_args *a)
     }
     q = (double *)malloc(sizeof(double) * (size_t)(2 * D + max_lk));
     if (!q)
-        return fa__cpu_fail(c, FA_ERR_BACKEND, "attention: out of host memory for %lld keys",
+        return fa__cpu_fail(c, FA_ERR_BACKEND, "cpu attention: out of host memory for %lld keys",
                             (long long)max_lk);
     acc = q + D;
     logit = acc + D;
@@ -636,11 +897,10 @@ static fa_status fa__cpu_attention(void *ctx, const fa_attn_args *a)
 /* ------------------------------------------------------------------------------------------ */
 // >>merge
 
-static fa_status fa__cpu_merge_states(void *ctx, const fa_merge_args *a)
+/* The checks of merge_states (the op and ops.check both call this). */
+static fa_status fa__cpu_merge_validate(const fa__cpu_ctx *c, const fa_merge_args *a)
 {
-    fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
-    const char *op = "merge_states";
-    int32_t t, h, d;
+    const char *op = "cpu merge_states";
 
     if (!a)
         return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: args is NULL", op);
@@ -662,7 +922,41 @@ static fa_status fa__cpu_merge_states(void *ctx, const fa_merge_args *a)
                             !a->out ? "out" : !a->prefix_out ? "prefix_out"
                             : !a->suffix_out ? "suffix_out" : !a->prefix_lse ? "prefix_lse"
                             : "suffix_lse");
+    {
+        const int64_t e[3] = {a->num_tokens, a->num_heads, a->head_size};
+        const int64_t os[3] = {a->out_token_stride, a->out_head_stride, 1};
+        const int64_t ps[3] = {a->prefix_token_stride, a->prefix_head_stride, 1};
+        const int64_t ss[3] = {a->suffix_token_stride, a->suffix_head_stride, 1};
+        const int64_t le[2] = {a->num_heads, a->num_tokens};
+        const int64_t pl[2] = {a->prefix_lse_head_stride, 1}, sl[2] = {a->suffix_lse_head_stride, 1};
+        const int64_t ol[2] = {a->out_lse_head_stride, 1};
+        const size_t es = fa__cpu_dtype_size(a->dtype);
+        const char *bad = !fa__cpu_span_ok(3, e, os, es) ? "out"
+                        : !fa__cpu_span_ok(3, e, ps, es) ? "prefix_out"
+                        : !fa__cpu_span_ok(3, e, ss, es) ? "suffix_out"
+                        : !fa__cpu_span_ok(2, le, pl, sizeof(float)) ? "prefix_lse"
+                        : !fa__cpu_span_ok(2, le, sl, sizeof(float)) ? "suffix_lse"
+                        : a->out_lse && !fa__cpu_span_ok(2, le, ol, sizeof(float)) ? "out_lse"
+                        : NULL;
+        if (bad)
+            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                                "%s: %s offsets overflow int64 (num_tokens %d, num_heads %d)", op,
+                                bad, (int)a->num_tokens, (int)a->num_heads);
+    }
+    return FA_OK;
+}
 
+static fa_status fa__cpu_merge_states(void *ctx, const fa_merge_args *a)
+{
+    fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
+    const int armed = fa__cpu_fault_count(c, FA_OP_MERGE_STATES);
+    fa_status st = fa__cpu_merge_validate(c, a);
+    int32_t t, h, d;
+
+    if (st != FA_OK)
+        return st;
+    if (armed)
+        return fa__cpu_injected(c, FA_OP_MERGE_STATES);
     for (t = 0; t < a->num_tokens; ++t) {
         for (h = 0; h < a->num_heads; ++h) {
             float p = a->prefix_lse[(int64_t)h * a->prefix_lse_head_stride + t];
@@ -703,11 +997,10 @@ static fa_status fa__cpu_merge_states(void *ctx, const fa_merge_args *a)
     return FA_OK;
 }
 
-static fa_status fa__cpu_dcp_correct(void *ctx, const fa_dcp_correct_args *a)
+/* The checks of dcp_correct (the op and ops.check both call this). */
+static fa_status fa__cpu_dcp_validate(const fa__cpu_ctx *c, const fa_dcp_correct_args *a)
 {
-    fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
-    const char *op = "dcp_correct";
-    int32_t t, h, d, r;
+    const char *op = "cpu dcp_correct";
 
     if (!a)
         return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: args is NULL", op);
@@ -733,7 +1026,34 @@ static fa_status fa__cpu_dcp_correct(void *ctx, const fa_dcp_correct_args *a)
     if (!a->out || !a->lse_all)
         return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: %s is NULL", op,
                             !a->out ? "out" : "lse_all");
+    {
+        const int64_t e[3] = {a->num_tokens, a->num_heads, a->head_size};
+        const int64_t os[3] = {a->out_token_stride, a->out_head_stride, 1};
+        const int64_t le[3] = {a->world_size, a->num_heads, a->num_tokens};
+        int64_t ls[3] = {0, a->num_tokens, 1};
+        int ok = fa__cpu_madd(&ls[0], a->num_heads, a->num_tokens);
+        if (!ok || !fa__cpu_span_ok(3, le, ls, sizeof(float)) ||
+            !fa__cpu_span_ok(3, e, os, fa__cpu_dtype_size(a->dtype)))
+            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
+                                "%s: %s offsets overflow int64 (world_size %d, num_tokens %d, "
+                                "num_heads %d)", op, ok && fa__cpu_span_ok(3, le, ls, sizeof(float))
+                                ? "out" : "lse_all", (int)a->world_size, (int)a->num_tokens,
+                                (int)a->num_heads);
+    }
+    return FA_OK;
+}
 
+static fa_status fa__cpu_dcp_correct(void *ctx, const fa_dcp_correct_args *a)
+{
+    fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
+    const int armed = fa__cpu_fault_count(c, FA_OP_DCP_CORRECT);
+    fa_status st = fa__cpu_dcp_validate(c, a);
+    int32_t t, h, d, r;
+
+    if (st != FA_OK)
+        return st;
+    if (armed)
+        return fa__cpu_injected(c, FA_OP_DCP_CORRECT);
     for (t = 0; t < a->num_tokens; ++t) {
         for (h = 0; h < a->num_heads; ++h) {
             const int64_t T = a->num_tokens, H = a->num_heads;
@@ -774,16 +1094,27 @@ static fa_status fa__cpu_dcp_correct(void *ctx, const fa_dcp_correct_args *a)
 /* ------------------------------------------------------------------------------------------ */
 // >>memory
 
+/* Fault injection: counts a copy / copy_2d call when a copy failure is armed; 1 when this call
+   is the one that fails. */
+static int fa__cpu_copy_fault(fa__cpu_ctx *c)
+{
+    return c->faults.copy_at > 0 && fa__cpu_inc(&c->faults.copies) == c->faults.copy_at;
+}
+
 static fa_status fa__cpu_copy(void *ctx, void *dst, const void *src, size_t bytes,
                               fa_copy_kind kind)
 {
     fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
+    const int armed = fa__cpu_copy_fault(c);
     if ((int)kind < (int)FA_COPY_HOST_TO_DEVICE || (int)kind > (int)FA_COPY_DEVICE_TO_DEVICE)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "copy: kind %d is unknown", (int)kind);
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "cpu copy: kind %d is unknown", (int)kind);
+    if (armed)
+        return fa__cpu_fail(c, FA_ERR_BACKEND, "cpu copy: injected failure at call %lld "
+                            "(fa_cpu_backend_options.fail_copy_at)", (long long)c->faults.copy_at);
     if (bytes == 0)
         return FA_OK;
     if (!dst || !src)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "copy: %s is NULL (%zu bytes)",
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "cpu copy: %s is NULL (%zu bytes)",
                             !dst ? "dst" : "src", bytes);
     memmove(dst, src, bytes);
     return FA_OK;
@@ -793,15 +1124,19 @@ static fa_status fa__cpu_copy_2d(void *ctx, void *dst, size_t dpitch, const void
                                  size_t spitch, size_t width_bytes, size_t rows, fa_copy_kind kind)
 {
     fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
+    const int armed = fa__cpu_copy_fault(c);
     size_t r;
     if ((int)kind < (int)FA_COPY_HOST_TO_DEVICE || (int)kind > (int)FA_COPY_DEVICE_TO_DEVICE)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "copy_2d: kind %d is unknown", (int)kind);
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "cpu copy_2d: kind %d is unknown", (int)kind);
+    if (armed)
+        return fa__cpu_fail(c, FA_ERR_BACKEND, "cpu copy_2d: injected failure at call %lld "
+                            "(fa_cpu_backend_options.fail_copy_at)", (long long)c->faults.copy_at);
     if (width_bytes == 0 || rows == 0)
         return FA_OK;
     if (!dst || !src)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "copy_2d: %s is NULL", !dst ? "dst" : "src");
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "cpu copy_2d: %s is NULL", !dst ? "dst" : "src");
     if (rows > 1 && (dpitch < width_bytes || spitch < width_bytes))
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "copy_2d: %s %zu is smaller than width %zu",
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "cpu copy_2d: %s %zu is smaller than width %zu",
                             dpitch < width_bytes ? "dpitch" : "spitch",
                             dpitch < width_bytes ? dpitch : spitch, width_bytes);
     for (r = 0; r < rows; ++r)
@@ -817,9 +1152,9 @@ static fa_status fa__cpu_fill(void *ctx, void *dst, size_t pitch, int value, siz
     if (width_bytes == 0 || rows == 0)
         return FA_OK;
     if (!dst)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "fill: dst is NULL");
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "cpu fill: dst is NULL");
     if (rows > 1 && pitch < width_bytes)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "fill: pitch %zu is smaller than width %zu",
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "cpu fill: pitch %zu is smaller than width %zu",
                             pitch, width_bytes);
     for (r = 0; r < rows; ++r)
         memset((char *)dst + r * pitch, value, width_bytes);
@@ -835,13 +1170,17 @@ static fa_status fa__cpu_alloc(void *ctx, size_t bytes, void **ptr)
     size_t extra = FA__CPU_ALIGN + sizeof(void *);
     unsigned char *base, *p;
     if (!ptr)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "alloc: ptr is NULL");
+        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "cpu alloc: ptr is NULL");
     *ptr = NULL;
+    if (c->faults.alloc_at > 0 && fa__cpu_inc(&c->faults.allocs) == c->faults.alloc_at)
+        return fa__cpu_fail(c, FA_ERR_OUT_OF_MEMORY, "cpu alloc: injected failure at call %lld "
+                            "(fa_cpu_backend_options.fail_alloc_at; %zu bytes)",
+                            (long long)c->faults.alloc_at, bytes);
     if (bytes > (size_t)-1 - extra)
-        return fa__cpu_fail(c, FA_ERR_OUT_OF_MEMORY, "alloc: %zu bytes is too large", bytes);
+        return fa__cpu_fail(c, FA_ERR_OUT_OF_MEMORY, "cpu alloc: %zu bytes is too large", bytes);
     base = (unsigned char *)calloc(1, bytes + extra);
     if (!base)
-        return fa__cpu_fail(c, FA_ERR_OUT_OF_MEMORY, "alloc: out of host memory (%zu bytes)",
+        return fa__cpu_fail(c, FA_ERR_OUT_OF_MEMORY, "cpu alloc: out of host memory (%zu bytes)",
                             bytes);
     p = base + sizeof(void *);
     p += (FA__CPU_ALIGN - (size_t)((uintptr_t)p % FA__CPU_ALIGN)) % FA__CPU_ALIGN;
@@ -870,7 +1209,94 @@ static fa_status fa__cpu_synchronize(void *ctx)
 /* ------------------------------------------------------------------------------------------ */
 // >>create
 
-fa_status fa_cpu_backend_create(fa_backend **out)
+/* ops.check: the checks the op would make of args, without running it. */
+static fa_status fa__cpu_check(void *ctx, fa_op op, const void *args)
+{
+    const fa__cpu_ctx *c = (const fa__cpu_ctx *)ctx;
+    switch (op) {
+    case FA_OP_RESHAPE_AND_CACHE:
+        return fa__cpu_cache_validate(c, (const fa_cache_write_args *)args);
+    case FA_OP_ATTENTION:
+        return fa__cpu_attention_validate(c, (const fa_attn_args *)args);
+    case FA_OP_MERGE_STATES:
+        return fa__cpu_merge_validate(c, (const fa_merge_args *)args);
+    case FA_OP_DCP_CORRECT:
+        return fa__cpu_dcp_validate(c, (const fa_dcp_correct_args *)args);
+    }
+    return fa__cpu_fail(c, FA_ERR_UNSUPPORTED, "cpu check: op %d is unknown", (int)op);
+}
+
+/* The capability block. The CPU itself runs any head size that is a multiple of 8 up to 256, any
+   positive block size and needs no tiles: these numbers reproduce the planner of the CUDA
+   kernels as calibrated on the H200 (docs/perf.md; the constants the planner in flashattn.h
+   held before backend API v2), so a plan made for the CPU backend is the plan the CUDA backend
+   gets and the planner tests hold on either backend. */
+enum {
+    FA__CPU_TILE_LARGE = 128,          /* prefill tile rows / keys at head_dim <= 128 */
+    FA__CPU_TILE_SMALL = 64,           /* ... above 128 */
+    FA__CPU_DECODE_TILE_N = 32,        /* keys per decode-tile step */
+    FA__CPU_DECODE_CTAS_SMALL_HEAD = 6,/* decode tiles per SM at head_dim <= 128 */
+    FA__CPU_DECODE_CTAS_LARGE_HEAD = 3,/* ... above 128 (the tile's shared memory) */
+    FA__CPU_BLOCK_SIZE_MULTIPLE = 16,
+    FA__CPU_HEAD_SIZE_MULTIPLE = 8,
+    FA__CPU_DECODE_MAX_ROWS = 16,      /* max_q * (Hq / Hkv) <= 16: the packed decode tile */
+    FA__CPU_MAX_SPLITS = 128,
+    /* 1: no rule of its own beyond C's: the CPU reads and writes elements through pointers to
+       their type, so data pointers need only the natural alignment of their dtype (which every
+       pointer to such elements has) */
+    FA__CPU_ALIGN_BYTES = 1
+};
+static const int32_t fa__cpu_dims[] = {32, 64, 96, 128, 192, 256};
+#define FA__CPU_DECODE_STEP_US 1.6     /* one decode step at head_dim 128, microseconds */
+#define FA__CPU_DECODE_STEP_SMALL 0.8  /* its factor at head_dim <= 64 */
+#define FA__CPU_DECODE_STEP_LARGE 1.3  /* its factor above 128 */
+#define FA__CPU_SM_BYTES_PER_US 32768.0  /* one SM's share of the H200's bandwidth, 32 KiB/us */
+#define FA__CPU_CTA_US 0.008
+#define FA__CPU_COMBINE_US 6.0
+#define FA__CPU_COMBINE_US_PER_SPLIT 0.2
+
+static void fa__cpu_fill_caps(fa_backend_caps *caps)
+{
+    int32_t i;
+    memset(caps, 0, sizeof *caps);
+    caps->num_dims = (int32_t)(sizeof fa__cpu_dims / sizeof fa__cpu_dims[0]);
+    for (i = 0; i < caps->num_dims; ++i) {
+        fa_kernel_dim *k = &caps->dims[i];
+        const int32_t hd = fa__cpu_dims[i];
+        k->head_dim = hd;
+        k->prefill_tile_m = hd <= 128 ? FA__CPU_TILE_LARGE : FA__CPU_TILE_SMALL;
+        k->prefill_tile_n = k->prefill_tile_m;
+        k->decode_tile_n = FA__CPU_DECODE_TILE_N;
+        k->decode_ctas_per_sm = hd <= 128 ? FA__CPU_DECODE_CTAS_SMALL_HEAD
+                                          : FA__CPU_DECODE_CTAS_LARGE_HEAD;
+        k->decode_step_us = FA__CPU_DECODE_STEP_US *
+                            (hd <= 64 ? FA__CPU_DECODE_STEP_SMALL : hd <= 128 ? 1.0 : FA__CPU_DECODE_STEP_LARGE);
+    }
+    caps->act_dtypes = (1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16) | (1u << FA_DTYPE_F32);
+    caps->cache_dtypes = caps->act_dtypes | (1u << FA_DTYPE_FP8_E4M3) | (1u << FA_DTYPE_FP8_E5M2);
+    caps->block_size_multiple = FA__CPU_BLOCK_SIZE_MULTIPLE;
+    caps->head_size_multiple = FA__CPU_HEAD_SIZE_MULTIPLE;
+    caps->decode_max_rows = FA__CPU_DECODE_MAX_ROWS;
+    caps->max_splits = FA__CPU_MAX_SPLITS;
+    caps->align_bytes = FA__CPU_ALIGN_BYTES;
+    caps->sm_bytes_per_us = FA__CPU_SM_BYTES_PER_US;
+    caps->cta_us = FA__CPU_CTA_US;
+    caps->combine_us = FA__CPU_COMBINE_US;
+    caps->combine_us_per_split = FA__CPU_COMBINE_US_PER_SPLIT;
+}
+
+static void fa__cpu_arm(fa__cpu_ctx *c, const fa_cpu_backend_options *o)
+{
+    c->faults.alloc_at = o ? o->fail_alloc_at : 0;
+    c->faults.copy_at = o ? o->fail_copy_at : 0;
+    c->faults.op = o ? o->fail_op : FA_OP_RESHAPE_AND_CACHE;
+    c->faults.op_at = o ? o->fail_op_at : 0;
+    fa__cpu_store_counter(&c->faults.allocs, 0);
+    fa__cpu_store_counter(&c->faults.copies, 0);
+    fa__cpu_store_counter(&c->faults.op_calls, 0);
+}
+
+fa_status fa_cpu_backend_create_ex(const fa_cpu_backend_options *opts, fa_backend **out)
 {
     fa__cpu_backend *cb;
     unsigned i;
@@ -880,6 +1306,8 @@ fa_status fa_cpu_backend_create(fa_backend **out)
     cb = (fa__cpu_backend *)calloc(1, sizeof *cb);
     if (!cb)
         return FA_ERR_OUT_OF_MEMORY;
+    cb->ctx.id = fa__cpu_inc(&fa__cpu_next_id);
+    fa__cpu_arm(&cb->ctx, opts);
     for (i = 0; i < 65536u; ++i)
         cb->ctx.half_table[i] = (float)fa__cpu_decode(i, &fa__cpu_f16);
     for (i = 0; i < 256u; ++i) {
@@ -899,6 +1327,7 @@ fa_status fa_cpu_backend_create(fa_backend **out)
     cb->be.ops.synchronize = fa__cpu_synchronize;
     cb->be.ops.last_error = fa__cpu_last_error;
     cb->be.ops.copy_2d = fa__cpu_copy_2d;
+    cb->be.ops.check = fa__cpu_check;
     cb->be.ctx = &cb->ctx;
     strcpy(cb->be.info.name, "cpu");
     cb->be.info.cc_major = 0;
@@ -906,36 +1335,27 @@ fa_status fa_cpu_backend_create(fa_backend **out)
     cb->be.info.num_sms = 132;   /* nominal, for planning */
     cb->be.info.smem_per_block = 0;
     cb->be.info.smem_per_sm = 0;
-    {   /* TEMPORARY (lead branch): caps until the cpu branch lands */
-        static const int dims[6] = {32, 64, 96, 128, 192, 256};
-        fa_backend_caps *cp = &cb->be.caps;
-        int i;
-        cp->num_dims = 6;
-        for (i = 0; i < 6; ++i) {
-            fa_kernel_dim *k = &cp->dims[i];
-            k->head_dim = dims[i];
-            k->prefill_tile_m = k->prefill_tile_n = dims[i] <= 128 ? 128 : 64;
-            k->decode_tile_n = 32;
-            k->decode_ctas_per_sm = dims[i] <= 128 ? 6 : 3;
-            k->decode_step_us = 1.6 * (dims[i] <= 64 ? 0.8 : (dims[i] <= 128 ? 1.0 : 1.3));
-        }
-        cp->act_dtypes = 1u << FA_DTYPE_F16 | 1u << FA_DTYPE_BF16 | 1u << FA_DTYPE_F32;
-        cp->cache_dtypes = cp->act_dtypes | 1u << FA_DTYPE_FP8_E4M3 | 1u << FA_DTYPE_FP8_E5M2;
-        cp->block_size_multiple = 16;
-        cp->head_size_multiple = 8;
-        cp->decode_max_rows = 16;
-        cp->max_splits = 128;
-        cp->align_bytes = 1;
-        cp->sm_bytes_per_us = 32.0 * 1024.0;
-        cp->cta_us = 0.008;
-        cp->combine_us = 6.0;
-        cp->combine_us_per_split = 0.2;
-    }
+    fa__cpu_fill_caps(&cb->be.caps);
     *out = &cb->be;
+    return FA_OK;
+}
+
+fa_status fa_cpu_backend_create(fa_backend **out)
+{
+    return fa_cpu_backend_create_ex(NULL, out);
+}
+
+fa_status fa_cpu_backend_set_options(fa_backend *be, const fa_cpu_backend_options *opts)
+{
+    if (!be || !be->ctx || be->ops.alloc != fa__cpu_alloc)
+        return FA_ERR_INVALID_ARG;
+    fa__cpu_arm((fa__cpu_ctx *)be->ctx, opts);
     return FA_OK;
 }
 
 void fa_cpu_backend_destroy(fa_backend *be)
 {
+    if (be && fa__cpu_err_owner == ((const fa__cpu_ctx *)be->ctx)->id)
+        fa__cpu_err_owner = 0;   /* this thread's message of it goes with it */
     free(be);   /* be is the first member of its fa__cpu_backend allocation */
 }

@@ -21,8 +21,26 @@
      - the metadata (cu_seqlens, seqused_k, used block ids, split_plan) is host memory here and
        is checked before anything is written.
 
-   Concurrency: a backend holds no mutable state besides its last error message, so several
-   threads may call its ops at once (the message is then that of one of the failures).
+     - bounds: reshape_and_cache rejects a slot at or past num_blocks * block_size, attention a
+       block id outside [0, num_blocks) among the columns it reads (ceil(seqused_k / block_size)
+       of each sequence with queries), both with FA_ERR_INVALID_ARG before anything is written;
+       num_blocks 0 means unknown (only negative block ids are then caught). Every offset is
+       computed in 64 bits, and a view whose offsets would overflow int64 is rejected.
+     - ops.check runs the very function each op runs first (so they never disagree); messages
+       start with "cpu <op>:" and name the field and its value.
+     - caps: the CUDA kernels' facts as calibrated on the H200 (so the planner plans for the CPU
+       what it plans for the GPU); align_bytes 1 (no rule beyond the natural alignment of each
+       dtype, which C demands of the pointers anyway).
+
+   Concurrency: several threads may call the ops of one backend at once. The error message is
+   per thread: ops.last_error returns the calling thread's last failure of this backend ("" if
+   the thread's last failure was another backend's, or none).
+
+   Test hooks (fault injection, fa_cpu_backend_options): the Nth alloc, the Nth copy / copy_2d, or
+   the Nth call of one device op fails once, as a device would; every other call works. An
+   injected op failure happens after the op's checks passed (ops.check still says FA_OK), writes
+   nothing and returns FA_ERR_BACKEND with "cpu <op>: injected failure at call N". Counting
+   starts at creation or at fa_cpu_backend_set_options; calls of ops.check are not counted.
 */
 #ifndef FA_CPU_H
 #define FA_CPU_H
@@ -38,6 +56,26 @@ extern "C" {
 /* Creates the CPU backend (name "cpu", compute capability 0.0, a nominal 132 SMs for
    planning). FA_ERR_INVALID_ARG when out is NULL, FA_ERR_OUT_OF_MEMORY if malloc fails. */
 fa_status fa_cpu_backend_create(fa_backend **out);
+
+/* Test hooks. Zero-initialise, then set what should fail; a field left 0 injects nothing. */
+typedef struct fa_cpu_backend_options {
+    int64_t fail_alloc_at;   /* > 0: the Nth ops.alloc call fails with FA_ERR_OUT_OF_MEMORY
+                                ("cpu alloc: injected failure at call N"), *ptr = NULL */
+    int64_t fail_copy_at;    /* > 0: the Nth ops.copy or ops.copy_2d call (one count) fails with
+                                FA_ERR_BACKEND, copying nothing */
+    fa_op fail_op;           /* the device op that fail_op_at applies to */
+    int64_t fail_op_at;      /* > 0: the Nth call of fail_op fails with FA_ERR_BACKEND after its
+                                checks passed, writing nothing */
+} fa_cpu_backend_options;
+
+/* fa_cpu_backend_create with test hooks (opts NULL = none: the same as fa_cpu_backend_create).
+   Same errors. */
+fa_status fa_cpu_backend_create_ex(const fa_cpu_backend_options *opts, fa_backend **out);
+
+/* Re-arms the hooks of a CPU backend (opts NULL disarms) and restarts their counts at 0, e.g.
+   after a builder was created. Not concurrently with the backend's ops. FA_ERR_INVALID_ARG when
+   be is NULL or not a CPU backend. */
+fa_status fa_cpu_backend_set_options(fa_backend *be, const fa_cpu_backend_options *opts);
 
 /* Destroys a backend made by fa_cpu_backend_create (NULL is a no-op). */
 void fa_cpu_backend_destroy(fa_backend *be);

@@ -6,37 +6,23 @@
 
 #include "fa_fake_comm.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* the group's waits time out on CLOCK_MONOTONIC where the condition variable can use it */
+#if defined(_POSIX_CLOCK_SELECTION) && _POSIX_CLOCK_SELECTION > 0 && defined(CLOCK_MONOTONIC)
+#define FA__FAKE_MONOTONIC 1
+#else
+#define FA__FAKE_MONOTONIC 0
+#endif
 
 #include "fa_cpu.h"
-
-/* A reusable barrier (pthread_barrier_t is optional in POSIX). */
-typedef struct fa__fake_barrier {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int32_t n, waiting;
-    unsigned long generation;
-} fa__fake_barrier;
-
-static void fa__fake_barrier_wait(fa__fake_barrier *b)
-{
-    unsigned long gen;
-    pthread_mutex_lock(&b->mu);
-    gen = b->generation;
-    if (++b->waiting == b->n) {
-        b->waiting = 0;
-        b->generation++;
-        pthread_cond_broadcast(&b->cv);
-    } else {
-        while (gen == b->generation)
-            pthread_cond_wait(&b->cv, &b->mu);
-    }
-    pthread_mutex_unlock(&b->mu);
-}
 
 enum { FA__FAKE_ALL_GATHER = 1, FA__FAKE_REDUCE_SCATTER = 2 };
 
@@ -54,14 +40,25 @@ struct fa__fake_group;
 typedef struct fa__fake_rank {
     struct fa__fake_group *group;
     int32_t rank;
-    char err[256];
+    char err[320];
 } fa__fake_rank;
 
+/* The group: one mutex guards everything below it. Collectives meet twice (a reusable barrier
+   with a generation count). The first meeting can be left early: when the group is aborted
+   (fa_fake_comm_abort, a failed collective, or a rank that timed out waiting), every waiting
+   rank returns, and every later collective fails at once, until fa_fake_comm_group_reset. */
 typedef struct fa__fake_group {
     int32_t world_size;
-    fa__fake_barrier barrier;
-    fa__fake_slot *slots;    /* [world_size] */
-    fa__fake_rank *ranks;    /* [world_size] */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int32_t waiting;             /* ranks at the current meeting */
+    unsigned long generation;    /* meetings completed */
+    unsigned char *present;      /* [world_size] 1: the rank is at the current first meeting */
+    int aborted;
+    char abort_reason[256];      /* what aborted the group */
+    int64_t timeout_ms;          /* <= 0: wait forever */
+    fa__fake_slot *slots;        /* [world_size] */
+    fa__fake_rank *ranks;        /* [world_size] */
 } fa__fake_group;
 
 static size_t fa__fake_dtype_size(fa_dtype t)
@@ -106,9 +103,99 @@ static fa_status fa__fake_fail(fa__fake_rank *r, fa_status st, const char *fmt, 
     return st;
 }
 
+/* Marks the group aborted (g->mu held) and wakes every waiting rank. */
+static void fa__fake_abort_locked(fa__fake_group *g, const char *reason)
+{
+    if (!g->aborted) {
+        g->aborted = 1;
+        snprintf(g->abort_reason, sizeof g->abort_reason, "%s", reason);
+    }
+    pthread_cond_broadcast(&g->cv);
+}
+
+/* The deadline timeout_ms from now on the condition variable's clock. */
+static void fa__fake_deadline(const fa__fake_group *g, struct timespec *ts)
+{
+    int64_t ns;
+#if FA__FAKE_MONOTONIC
+    clock_gettime(CLOCK_MONOTONIC, ts);
+#else
+    clock_gettime(CLOCK_REALTIME, ts);
+#endif
+    ts->tv_sec += (time_t)(g->timeout_ms / 1000);
+    ns = (int64_t)ts->tv_nsec + (g->timeout_ms % 1000) * 1000000;
+    ts->tv_sec += (time_t)(ns / 1000000000);
+    ts->tv_nsec = (long)(ns % 1000000000);
+}
+
+/* The ranks not at the current first meeting, as "1, 3" (g->mu held). */
+static void fa__fake_missing(const fa__fake_group *g, char *buf, size_t n)
+{
+    size_t len = 0;
+    int32_t q;
+    buf[0] = '\0';
+    for (q = 0; q < g->world_size && len + 1 < n; ++q) {
+        int w;
+        if (g->present[q])
+            continue;
+        w = snprintf(buf + len, n - len, "%s%d", len ? ", " : "", (int)q);
+        if (w < 0)
+            break;
+        len += (size_t)w < n - len ? (size_t)w : n - len - 1;
+    }
+}
+
+/* One meeting of every rank (g->mu held). abortable: the first meeting of a collective, which
+   returns FA_ERR_BACKEND (message in me->err) when the group is or becomes aborted, or when
+   the group's timeout passes first (that aborts the group). The second meeting is never left
+   early: every rank has passed the first, so each is reading the send buffers and arrives. */
+static fa_status fa__fake_meet(fa__fake_group *g, fa__fake_rank *me, const char *name,
+                               int abortable)
+{
+    const unsigned long gen = g->generation;
+    struct timespec deadline;
+    if (abortable)
+        g->present[me->rank] = 1;
+    if (++g->waiting == g->world_size) {
+        g->waiting = 0;
+        g->generation++;
+        if (abortable)
+            memset(g->present, 0, (size_t)g->world_size);
+        pthread_cond_broadcast(&g->cv);
+        return FA_OK;
+    }
+    if (abortable && g->timeout_ms > 0)
+        fa__fake_deadline(g, &deadline);
+    while (gen == g->generation) {
+        if (abortable && g->aborted) {
+            fa__fake_fail(me, FA_ERR_BACKEND, "%s: rank %d: %s", name, (int)me->rank,
+                          g->abort_reason);
+            return FA_ERR_BACKEND;
+        }
+        if (abortable && g->timeout_ms > 0) {
+            int rc = pthread_cond_timedwait(&g->cv, &g->mu, &deadline);
+            if (rc == ETIMEDOUT && gen == g->generation && !g->aborted) {
+                char missing[160], reason[256];
+                fa__fake_missing(g, missing, sizeof missing);
+                snprintf(reason, sizeof reason,
+                         "peer rank %d timed out after %lld ms in %s: rank(s) %s did not arrive",
+                         (int)me->rank, (long long)g->timeout_ms, name, missing);
+                fa__fake_abort_locked(g, reason);
+                fa__fake_fail(me, FA_ERR_BACKEND,
+                              "%s: rank %d timed out after %lld ms: rank(s) %s did not arrive",
+                              name, (int)me->rank, (long long)g->timeout_ms, missing);
+                return FA_ERR_BACKEND;
+            }
+        } else {
+            pthread_cond_wait(&g->cv, &g->mu);
+        }
+    }
+    return FA_OK;
+}
+
 /* One collective: publish the arguments, meet, check that every rank agrees, move the data,
-   meet again (so no rank reuses its send buffer while another still reads it). Every path
-   passes both barriers, so a bad call fails on every rank instead of hanging. */
+   meet again (so no rank reuses its send buffer while another still reads it). A bad call
+   fails on every rank (each sees every rank's arguments) and aborts the group. */
 static fa_status fa__fake_collective(void *ctx, int op, const void *send, void *recv,
                                      size_t count, fa_dtype dtype)
 {
@@ -119,20 +206,32 @@ static fa_status fa__fake_collective(void *ctx, int op, const void *send, void *
     size_t es = fa__fake_dtype_size(dtype), i;
     int32_t q;
 
+    pthread_mutex_lock(&g->mu);
+    if (g->aborted) {
+        fa__fake_fail(me, FA_ERR_BACKEND, "%s: rank %d: %s", name, (int)me->rank,
+                      g->abort_reason);
+        pthread_mutex_unlock(&g->mu);
+        return FA_ERR_BACKEND;
+    }
     g->slots[me->rank].op = op;
     g->slots[me->rank].send = send;
     g->slots[me->rank].recv = recv;
     g->slots[me->rank].count = count;
     g->slots[me->rank].dtype = dtype;
-    fa__fake_barrier_wait(&g->barrier);
+    st = fa__fake_meet(g, me, name, 1);
+    pthread_mutex_unlock(&g->mu);
+    if (st != FA_OK)
+        return st;
 
+    /* every rank is here and the slots stay put until the second meeting */
     for (q = 0; q < g->world_size && st == FA_OK; ++q) {
         const fa__fake_slot *s = &g->slots[q];
         if (s->op != op || s->count != count || s->dtype != dtype)
             st = fa__fake_fail(me, FA_ERR_INVALID_ARG,
-                               "%s: rank %d called %s with count %zu dtype %d, rank %d with "
-                               "count %zu dtype %d", name, (int)me->rank, name, count,
+                               "%s: rank %d called %s with count %zu dtype %d, rank %d called %s "
+                               "with count %zu dtype %d", name, (int)me->rank, name, count,
                                (int)dtype, (int)q,
+                               s->op == FA__FAKE_ALL_GATHER ? "all_gather" : "reduce_scatter",
                                s->count, (int)s->dtype);
         else if (es == 0)
             st = fa__fake_fail(me, FA_ERR_INVALID_ARG, "%s: dtype %d is unknown", name,
@@ -162,7 +261,15 @@ static fa_status fa__fake_collective(void *ctx, int op, const void *send, void *
             }
         }
     }
-    fa__fake_barrier_wait(&g->barrier);
+    pthread_mutex_lock(&g->mu);
+    if (st != FA_OK) {
+        char reason[256];
+        snprintf(reason, sizeof reason, "peer rank %d aborted (its %s failed)", (int)me->rank,
+                 name);
+        fa__fake_abort_locked(g, reason);
+    }
+    (void)fa__fake_meet(g, me, name, 0);
+    pthread_mutex_unlock(&g->mu);
     return st;
 }
 
@@ -183,10 +290,19 @@ static const char *fa__fake_last_error(void *ctx)
     return ((const fa__fake_rank *)ctx)->err;
 }
 
+/* The group of a comm made here (NULL for anything else). */
+static fa__fake_group *fa__fake_group_of(const fa_comm *comm)
+{
+    if (!comm || !comm->ctx || comm->all_gather != fa__fake_all_gather)
+        return NULL;
+    return ((const fa__fake_rank *)comm->ctx)->group;
+}
+
 fa_status fa_fake_comm_group_create(int32_t world_size, fa_comm **comms_out)
 {
     fa__fake_group *g;
     fa_comm *comms;
+    pthread_condattr_t ca;
     int32_t r;
 
     if (!comms_out || world_size < 1)
@@ -197,20 +313,27 @@ fa_status fa_fake_comm_group_create(int32_t world_size, fa_comm **comms_out)
     if (g) {
         g->slots = (fa__fake_slot *)calloc((size_t)world_size, sizeof *g->slots);
         g->ranks = (fa__fake_rank *)calloc((size_t)world_size, sizeof *g->ranks);
+        g->present = (unsigned char *)calloc((size_t)world_size, 1);
     }
-    if (!g || !comms || !g->slots || !g->ranks) {
+    if (!g || !comms || !g->slots || !g->ranks || !g->present) {
         if (g) {
             free(g->slots);
             free(g->ranks);
+            free(g->present);
         }
         free(g);
         free(comms);
         return FA_ERR_OUT_OF_MEMORY;
     }
     g->world_size = world_size;
-    pthread_mutex_init(&g->barrier.mu, NULL);
-    pthread_cond_init(&g->barrier.cv, NULL);
-    g->barrier.n = world_size;
+    g->timeout_ms = FA_FAKE_COMM_DEFAULT_TIMEOUT_MS;
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_condattr_init(&ca);
+#if FA__FAKE_MONOTONIC
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+#endif
+    pthread_cond_init(&g->cv, &ca);
+    pthread_condattr_destroy(&ca);
     for (r = 0; r < world_size; ++r) {
         g->ranks[r].group = g;
         g->ranks[r].rank = r;
@@ -232,12 +355,68 @@ void fa_fake_comm_group_destroy(fa_comm *comms)
     if (!comms)
         return;
     g = ((fa__fake_rank *)comms[0].ctx)->group;
-    pthread_mutex_destroy(&g->barrier.mu);
-    pthread_cond_destroy(&g->barrier.cv);
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
     free(g->slots);
     free(g->ranks);
+    free(g->present);
     free(g);
     free(comms);
+}
+
+fa_status fa_fake_comm_abort(const fa_comm *comm)
+{
+    fa__fake_group *g = fa__fake_group_of(comm);
+    char reason[256];
+    if (!g)
+        return FA_ERR_INVALID_ARG;
+    snprintf(reason, sizeof reason, "peer rank %d aborted (fa_fake_comm_abort)",
+             (int)comm->rank);
+    pthread_mutex_lock(&g->mu);
+    fa__fake_abort_locked(g, reason);
+    pthread_mutex_unlock(&g->mu);
+    return FA_OK;
+}
+
+int fa_fake_comm_aborted(const fa_comm *comm)
+{
+    fa__fake_group *g = fa__fake_group_of(comm);
+    int a;
+    if (!g)
+        return 0;
+    pthread_mutex_lock(&g->mu);
+    a = g->aborted;
+    pthread_mutex_unlock(&g->mu);
+    return a;
+}
+
+fa_status fa_fake_comm_group_reset(fa_comm *comms)
+{
+    fa__fake_group *g = fa__fake_group_of(comms);
+    int32_t r;
+    if (!g)
+        return FA_ERR_INVALID_ARG;
+    pthread_mutex_lock(&g->mu);
+    g->aborted = 0;
+    g->abort_reason[0] = '\0';
+    g->waiting = 0;
+    g->generation++;
+    memset(g->present, 0, (size_t)g->world_size);
+    for (r = 0; r < g->world_size; ++r)
+        g->ranks[r].err[0] = '\0';
+    pthread_mutex_unlock(&g->mu);
+    return FA_OK;
+}
+
+fa_status fa_fake_comm_group_set_timeout(fa_comm *comms, int64_t timeout_ms)
+{
+    fa__fake_group *g = fa__fake_group_of(comms);
+    if (!g)
+        return FA_ERR_INVALID_ARG;
+    pthread_mutex_lock(&g->mu);
+    g->timeout_ms = timeout_ms > 0 ? timeout_ms : 0;
+    pthread_mutex_unlock(&g->mu);
+    return FA_OK;
 }
 
 /* The start gate of fa_fake_comm_run: 0 = wait, 1 = go, 2 = abort. */
