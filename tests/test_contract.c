@@ -824,6 +824,16 @@ Test(contract, metadata_with_another_backend_rejected)
     fa_metadata md;
     ASSERT_OK(fa_builder_build(b, &bt, 0, &md));
     FORWARD_FAILS(&e, other, &dec, &md, 1, FA_ERR_INVALID_ARG, "backend&builder");
+    /* builder B on the other backend: A's metadata with B's backend is still refused */
+    {
+        fa_builder *bB = env_builder(&e, other, NULL);
+        fa_metadata mdB;
+        ASSERT_OK(fa_builder_build(bB, &bt, 0, &mdB));
+        FORWARD_FAILS(&e, other, &dec, &md, 1, FA_ERR_INVALID_ARG, "backend&builder");
+        FORWARD_FAILS(&e, be, &dec, &mdB, 1, FA_ERR_INVALID_ARG, "backend&builder");
+        ASSERT_OK(env_fwd(&e, other, &dec, &mdB, 1));
+        fa_builder_destroy(bB);
+    }
     /* and a wrapper (another backend struct around the same device) is another backend too */
     {
         fa_backend wbe;
@@ -1269,6 +1279,11 @@ Test(contract, overflow_builder_dcp_max_context_len)
     /* the CPU backend's device memory is host memory */
     cr_assert_eq(md.dcp_context_kv_lens[0], fa_dcp_local_seq_len(2147483646, 2, 0, 1));
     cr_assert_eq(md.dcp_context_kv_lens[0], 1073741823);
+    /* a small case: 37 tokens over 2 ranks -> at most 19 per rank */
+    seq[0] = 37;
+    ASSERT_OK(fa_builder_build(b, &bt, 0, &md));
+    cr_assert_eq(md.max_dcp_context_kv_len, 19);
+    cr_assert_eq(md.dcp_context_kv_lens[0], 18); /* context 36: positions 0, 2, .., 34 */
     fa_builder_destroy(b);
     fa_cpu_backend_destroy(be);
 }
@@ -1437,6 +1452,8 @@ Test(contract, overflow_query_start_loc_wraps_rejected)
 /* ---------------------------------------------------------------------------------------- */
 /* 8. message quality */
 
+/* Every error about a dtype value that is not an fa_dtype (9) prints the number. Runs every case
+   and lists the messages that do not, so one run gives the whole list. */
 Test(contract, unknown_dtype_value_is_printed)
 {
     fa_backend *be = cpu_backend();
@@ -1446,11 +1463,48 @@ Test(contract, unknown_dtype_value_is_printed)
     fa_layer dec = env_layer(&e, FA_ATTN_DECODER, 0, 0);
     fa_batch bt = env_batch(&e, FA_CAUSAL_AUTO);
     fa_metadata md;
+    fa_tensor *which[4] = {&e.tq, &e.tk, &e.tout, &e.tc};
+    const char *names[4] = {"q", "k", "out", "kv_cache"};
+    char missing[2048] = "";
     ASSERT_OK(fa_builder_build(b, &bt, 0, &md));
-    e.tq.dtype = (fa_dtype)9;
-    FORWARD_FAILS(&e, NULL, &dec, &md, 1, FA_ERR_INVALID_ARG, "q&dtype");
-    cr_assert(has_number(fa_last_error(), 9), "the message \"%s\" does not print the unknown dtype value 9",
-              fa_last_error());
+    for (int i = 0; i < 4; ++i) {
+        fa_dtype keep = which[i]->dtype;
+        which[i]->dtype = (fa_dtype)9;
+        FORWARD_FAILS(&e, NULL, &dec, &md, 1, FA_ERR_INVALID_ARG, names[i]);
+        cr_assert(has_all(fa_last_error(), "dtype"), "message \"%s\" does not say dtype", fa_last_error());
+        if (!has_number(fa_last_error(), 9))
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "\n  fa_forward (%s.dtype = 9): \"%s\"",
+                     names[i], fa_last_error());
+        which[i]->dtype = keep;
+    }
+    {
+        fa_tensor o = e.tout;
+        snap s = snap_take(&e);
+        o.dtype = (fa_dtype)9;
+        EXPECT_ERR(fa_forward_profile(&dec, be, &o), FA_ERR_INVALID_ARG, "out&dtype");
+        snap_same(&e, &s, __LINE__);
+        snap_free(&s);
+        if (!has_number(fa_last_error(), 9))
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing),
+                     "\n  fa_forward_profile (out.dtype = 9): \"%s\"", fa_last_error());
+    }
+    {
+        fa_config c = env_cfg(&e), r;
+        c.model.dtype = (fa_dtype)9;
+        EXPECT_ERR(fa_config_resolve(&c, &r), FA_ERR_INVALID_ARG, "dtype");
+        if (!has_number(fa_last_error(), 9))
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing),
+                     "\n  fa_config_resolve (model.dtype = 9): \"%s\"", fa_last_error());
+    }
+    {
+        fa_layer_desc d = test_desc(e.Hq, e.Hkv, e.D, (fa_dtype)9);
+        fa_layer L;
+        EXPECT_ERR(fa_layer_init(&L, &d), FA_ERR_INVALID_ARG, "dtype");
+        if (!has_number(fa_last_error(), 9))
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "\n  fa_layer_init (dtype = 9): \"%s\"",
+                     fa_last_error());
+    }
+    cr_assert(missing[0] == 0, "messages that do not print the unknown dtype value 9:%s", missing);
     fa_builder_destroy(b);
     env_free(&e);
     fa_cpu_backend_destroy(be);
