@@ -2893,9 +2893,9 @@ static fa_status fa__check_metadata(const char *fn, const fa__call *c)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: md names builder id %llu but points to builder %llu", fn,
                         (unsigned long long)md->builder_id, (unsigned long long)b->id);
     if (md->generation != b->generation)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: md is from build %llu of its builder, which has since built %llu more "
-                        "time(s) (metadata is valid until the next build)", fn, (unsigned long long)md->generation,
-                        (unsigned long long)(b->generation - md->generation));
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: md is from build %llu of its builder, which is at build %llu now "
+                        "(metadata is valid until the next build)", fn, (unsigned long long)md->generation,
+                        (unsigned long long)b->generation);
     if (b->be != c->be)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: backend '%s' is not the one the builder was created with ('%s')", fn,
                         c->be->name ? c->be->name : "?", b->be->name ? b->be->name : "?");
@@ -3245,10 +3245,10 @@ FA__DEF fa_status fa_forward(const fa_layer *layer, const fa_backend *be, const 
         s = fa__fail(FA_ERR_INVALID_ARG, "%s: k is %s but v is %s (give both or neither)", fn, k ? "set" : "NULL",
                      v ? "set" : "NULL");
     if (s == FA_OK) s = fa__describe(fn, &c, &p);
-    if (s == FA_OK) s = fa__check_program(fn, &c, &p);
     if (s == FA_OK && c.b->cfg.debug.validate && kv_cache != NULL && p.n > 0 &&
         layer->desc.attn_type != FA_ATTN_ENCODER && layer->desc.attn_type != FA_ATTN_ENCODER_ONLY)
         s = fa__validate_ids(fn, &c);
+    if (s == FA_OK) s = fa__check_program(fn, &c, &p);
     if (s == FA_OK) s = fa__run_program(&c, &p);
     if (s != FA_OK && md->dcp_world_size > 1 && c.b->comm != NULL && c.b->comm->abort != NULL)
         c.b->comm->abort(c.b->comm->ctx); /* the peers must not wait for this rank */
