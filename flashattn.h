@@ -1058,7 +1058,7 @@ FA__DEF fa_status fa_kv_cache_strides(fa_kv_layout layout, int64_t num_blocks, i
     s = fa_kv_cache_shape(num_blocks, block_size, num_heads_kv, head_size, shape);
     if (s != FA_OK) return fa__refail(s, "fa_kv_cache_strides", "fa_kv_cache_shape: ");
     s = fa_kv_cache_stride_order(layout, 0, order, &rank);
-    if (s != FA_OK) return s;
+    if (s != FA_OK) return fa__refail(s, "fa_kv_cache_strides", "fa_kv_cache_stride_order: ");
     /* physical dim i holds logical dim order[i]; contiguous in physical order */
     phys_stride[4] = 1;
     for (i = 3; i >= 0; --i) phys_stride[i] = phys_stride[i + 1] * shape[order[i + 1]];
