@@ -1366,7 +1366,8 @@ FA__DEF fa_status fa_make_local_virtual_batches(int32_t chunk_size, int32_t bloc
             out->max_query_len = fa__max(out->max_query_len, ql);
             out->max_seq_len = fa__max(out->max_seq_len, kl);
             for (t = 0; t < pages; ++t) {
-                int32_t col = fa__min(k_start / block_size + t, max_blocks - 1);
+                int64_t col = (int64_t)(k_start / block_size) + t; /* int32 would wrap near INT32_MAX */
+                if (col > max_blocks - 1) col = max_blocks - 1;
                 out->block_table[(int64_t)v * pages + t] = block_table[(int64_t)b * row_stride + col];
             }
         }
