@@ -13,15 +13,6 @@ static void fz_use_cascade(fz_reader *r)
     hq = fz_i32(r); hkv = fz_i32(r); sms = fz_i32(r); dcp = fz_i32(r);
     alibi = fz_u8(r) == 1; sw = fz_u8(r) == 1; local = fz_u8(r) == 1; null_q = fz_u8(r) == 1;
     for (i = 0; i < n_arr; ++i) ql[i] = (fz_u8(r) & 3) ? 1 : fz_i32(r);
-#if FA_FUZZ_SKIP_KNOWN
-    /* known: fa__cdiv overflow near INT32_MAX; cascade cost model int64 overflow */
-    if (P > INT32_MAX - 128) return;
-    if (hkv > 0 && hq / hkv > INT32_MAX - 128) return;
-    if (hq > 0 && hkv > 0 && sms > 0) {
-        double tiles = ceil(P / 128.0), g = hq / hkv;
-        if ((double)hq * ceil(nreq / 128.0) * tiles > 4e18 || (double)nreq * hkv * ceil(g / 128.0) * tiles > 4e18) return;
-    }
-#endif
     fz_set_marker_error();
     res = fa_use_cascade_attention(P, null_q ? NULL : ql, nreq, hq, hkv, alibi, sw, local, sms, dcp);
     FZ_CHECK(fz_marker_intact());
@@ -60,20 +51,6 @@ static void fz_prefix_len(fz_reader *r)
     }
     q.num_computed_tokens = fz_u8(r) == 3 ? NULL : comp;
     q.query_lens = fz_u8(r) == 3 ? NULL : ql;
-#if FA_FUZZ_SKIP_KNOWN
-    /* known: fa_cascade_prefix_len num_common_prefix_blocks * block_size overflow */
-    if ((int64_t)q.num_common_prefix_blocks * q.block_size > INT32_MAX) return;
-    if (q.num_heads_kv > 0 && q.num_heads_q / q.num_heads_kv > INT32_MAX - 128) return;
-    if (q.block_size > 0 && q.num_common_prefix_blocks > 0) { /* fa__cdiv(P, 128) near INT32_MAX */
-        int64_t p = (int64_t)q.num_common_prefix_blocks * q.block_size;
-        for (i = 0; i < q.num_reqs && q.num_computed_tokens; ++i) p = comp[i] < p ? comp[i] : p;
-        if (p > INT32_MAX - 128) return;
-    }
-    /* known: fa__cdiv / cost model overflow inside the heuristic */
-    if (q.num_heads_q > 0 && q.num_heads_kv > 0 &&
-        (double)q.num_reqs * q.num_heads_kv * ceil((double)(q.num_heads_q / q.num_heads_kv) / 128.0) * 2e7 > 4e18) return;
-    if ((double)q.num_heads_q * ceil(q.num_reqs / 128.0) * 2e7 > 4e18) return;
-#endif
     out = (int32_t *)fz_buf_new(&ob, sizeof(int32_t));
     s = fa_cascade_prefix_len(null_q ? NULL : &q, null_out ? NULL : out);
     fz_check_status(s, "fa_cascade_prefix_len", NULL);

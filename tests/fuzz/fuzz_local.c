@@ -51,14 +51,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     for (i = 0; i < n_arr * rs; ++i) table[i] = i; /* entry = row * stride + col */
-#if FA_FUZZ_SKIP_KNOWN
-    if (fz_qsl_wraps(qsl, n)) return 0; /* known: fa__check_qsl int32 wrap */
-    /* known: fa__cdiv overflow (q - first + chunk - 1) for huge queries / chunks */
-    for (i = 0; i < n; ++i) {
-        int64_t q = (int64_t)qsl[i + 1] - qsl[i];
-        if (q + chunk > INT32_MAX) return 0;
-    }
-#endif
     /* the reference: is the count query valid, and its V */
     ok_ref = nulls != 1 && nulls != 2 && chunk > 0 && n >= 0 && qsl[0] == 0;
     for (i = 0; ok_ref && i < n; ++i) {
