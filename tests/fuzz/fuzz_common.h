@@ -196,7 +196,24 @@ static inline void fz_buf_free(fz_buf *b)
 /* ---------------------------------------------------------------------------------------- */
 /* the error contract */
 
-/* status in range; on error a message that names fn (or alt, a documented inner name); on
+/* 1 when msg contains one of the '|'-separated names of alt (NULL: none) */
+static inline int fz_names_one_of(const char *msg, const char *alt)
+{
+    char name[128];
+    while (alt != NULL && *alt) {
+        const char *bar = strchr(alt, '|');
+        size_t len = bar ? (size_t)(bar - alt) : strlen(alt);
+        if (len > 0 && len < sizeof name) {
+            memcpy(name, alt, len);
+            name[len] = '\0';
+            if (strstr(msg, name) != NULL) return 1;
+        }
+        alt = bar ? bar + 1 : NULL;
+    }
+    return 0;
+}
+
+/* status in range; on error a message that names fn (or one of alt, '|'-separated: documented inner names); on
    FA_OK an empty message (every fa_status function clears it on entry). */
 static inline void fz_check_status(fa_status s, const char *fn, const char *alt)
 {
@@ -207,7 +224,7 @@ static inline void fz_check_status(fa_status s, const char *fn, const char *alt)
         FZ_CHECK(msg[0] == '\0');
     } else {
         FZ_CHECK(msg[0] != '\0');
-        FZ_CHECK(strstr(msg, fn) != NULL || (alt != NULL && strstr(msg, alt) != NULL));
+        FZ_CHECK(strstr(msg, fn) != NULL || fz_names_one_of(msg, alt));
         FZ_CHECK(strlen(msg) < 256);
     }
 }
