@@ -1067,7 +1067,7 @@ FA__DEF fa_status fa_kv_cache_strides(fa_kv_layout layout, int64_t num_blocks, i
     s = fa_kv_cache_shape(num_blocks, block_size, num_heads_kv, head_size, shape);
     if (s != FA_OK) return fa__refail(s, "fa_kv_cache_strides", "fa_kv_cache_shape: ");
     s = fa_kv_cache_stride_order(layout, 0, order, &rank);
-    if (s != FA_OK) return s;
+    if (s != FA_OK) return fa__refail(s, "fa_kv_cache_strides", "fa_kv_cache_stride_order: ");
     /* physical dim i holds logical dim order[i]; contiguous in physical order */
     phys_stride[4] = 1;
     for (i = 3; i >= 0; --i) phys_stride[i] = phys_stride[i + 1] * shape[order[i + 1]];
@@ -1375,7 +1375,8 @@ FA__DEF fa_status fa_make_local_virtual_batches(int32_t chunk_size, int32_t bloc
             out->max_query_len = fa__max(out->max_query_len, ql);
             out->max_seq_len = fa__max(out->max_seq_len, kl);
             for (t = 0; t < pages; ++t) {
-                int32_t col = fa__min(k_start / block_size + t, max_blocks - 1);
+                int64_t col = (int64_t)(k_start / block_size) + t; /* int32 would wrap near INT32_MAX */
+                if (col > max_blocks - 1) col = max_blocks - 1;
                 out->block_table[(int64_t)v * pages + t] = block_table[(int64_t)b * row_stride + col];
             }
         }
