@@ -931,6 +931,7 @@ static int pworld_setup(pworld *w, int nreq, const int32_t *qlen, const int32_t 
     ld.kv_cache_dtype = fp8 ? FA_CACHE_FP8_E4M3 : FA_CACHE_AUTO;
     ld.k_scale = fp8 ? KSCALE_FP8 : 1.f;
     ld.v_scale = fp8 ? KSCALE_FP8 : 1.f;
+    ld.kv_sharing = 1;   /* the timed forwards read the cache filled here and write no new k/v */
     if (fa_layer_init(&w->layer, &ld) != FA_OK) {
         seterr("fa_layer_init: %s", fa_last_error());
         return -1;

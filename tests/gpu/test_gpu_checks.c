@@ -220,7 +220,8 @@ static void test_check_agrees(void)
 #define BAD_ATTN(stmt, want) do { a = ok; stmt; agree("attention " #stmt, FA_OP_ATTENTION, &a, want); } while (0)
         BAD_ATTN(a.head_size = 12, FA_ERR_INVALID_ARG);
         BAD_ATTN(a.num_heads_q = 3, FA_ERR_INVALID_ARG);
-        BAD_ATTN(a.q_dtype = FA_DTYPE_F32, FA_ERR_UNSUPPORTED);
+        BAD_ATTN((a.q_dtype = a.kv_dtype = FA_DTYPE_F32), FA_ERR_UNSUPPORTED);
+        BAD_ATTN(a.q_dtype = FA_DTYPE_F32, FA_ERR_INVALID_ARG);            /* kv bf16 with q f32 */
         BAD_ATTN(a.kv_dtype = FA_DTYPE_F16, FA_ERR_INVALID_ARG);
         BAD_ATTN(a.num_splits = 2, FA_ERR_INVALID_ARG);
         BAD_ATTN(a.block_table = NULL, FA_ERR_INVALID_ARG);
