@@ -181,12 +181,20 @@ typedef struct fa_scheduler_config {
     int32_t attention_chunk_size;     /* chunked local attention chunk; 0 = off; multiple of block_size */
 } fa_scheduler_config;
 
+typedef struct fa_debug_config {
+    int32_t validate;                 /* 1 = fa_forward copies the step's block table and slot
+                                         mapping to the host and checks every id against the
+                                         cache before running; it synchronises the backend, so
+                                         not for CUDA graphs or speed. 0 = off */
+} fa_debug_config;
+
 typedef struct fa_config {
     fa_model_config model;
     fa_cache_config cache;
     fa_parallel_config parallel;
     fa_compilation_config compilation;
     fa_scheduler_config scheduler;
+    fa_debug_config debug;
 } fa_config;
 
 /* Copies *in to *out with every zero field replaced by its default, then validates the whole
@@ -196,6 +204,12 @@ FLASHATTN_API fa_status fa_config_resolve(const fa_config *in, fa_config *out);
 
 /* ------------------------------------------------------------------------------------------ */
 // >>caps
+
+/* The library's head-size limits (each backend reports which of these it compiled in its
+   capability block). */
+#define FA_HEAD_SIZE_MIN 8
+#define FA_HEAD_SIZE_MAX 256
+#define FA_HEAD_SIZE_MULTIPLE 8
 
 /* 1 if D is a supported head size (multiple of 8, 8..256), else 0. */
 FLASHATTN_API int fa_supports_head_size(int32_t head_size);
@@ -222,12 +236,16 @@ FLASHATTN_API int fa_supports_compute_capability(int32_t major, int32_t minor);
    the activation dtype passed in. */
 FLASHATTN_API fa_dtype fa_cache_storage_dtype(fa_cache_dtype cache_dtype, fa_dtype activation);
 
-/* Checks a whole combination; returns NULL when supported, else a constant reason string.
-   cc_major/minor of 0 skip the device check (CPU). */
-FLASHATTN_API const char *fa_check_combination(int32_t head_size, fa_dtype dtype,
-                                               fa_cache_dtype cache_dtype, int32_t block_size,
-                                               int use_sinks, int hybrid_mamba_f32,
-                                               int32_t cc_major, int32_t cc_minor);
+struct fa_backend;
+
+/* Checks a whole combination against the library's limits and, when be is not NULL, against
+   the backend's capability block (head dims, dtypes, block sizes) and its device (compute
+   capability 8.0 or newer when it reports one). Returns NULL when supported, else a constant
+   reason string. */
+FLASHATTN_API const char *fa_check_combination(const struct fa_backend *be, int32_t head_size,
+                                               fa_dtype dtype, fa_cache_dtype cache_dtype,
+                                               int32_t block_size, int use_sinks,
+                                               int hybrid_mamba_f32);
 
 /* Logical KV-cache shape (2, num_blocks, block_size, num_heads_kv, head_size). */
 FLASHATTN_API fa_status fa_kv_cache_shape(int64_t num_blocks, int32_t block_size,
@@ -348,6 +366,8 @@ FLASHATTN_API fa_status fa_dcp_slot_mapping(const int32_t *block_table, int64_t 
 FLASHATTN_API int32_t fa_num_splits_heuristic(int64_t total_mblocks, int32_t num_sms,
                                               int32_t num_n_blocks, int32_t max_splits);
 
+struct fa_backend_caps;
+
 typedef struct fa_split_params {
     int32_t num_reqs;
     const int32_t *cu_seqlens_q;      /* [num_reqs + 1] host */
@@ -359,16 +379,14 @@ typedef struct fa_split_params {
     int32_t max_num_splits;           /* cap (>= 1); full-graph cap or workspace cap */
     int32_t batch_invariant;          /* 1 -> every request 1 split */
     int32_t kv_bytes;                 /* bytes of a cached K/V element (2; 1 for fp8) in [0, 8]; 0 -> 2 */
+    const struct fa_backend_caps *caps; /* the kernels planned for (required): tile shapes, the
+                                         decode-tile rule and the decode cost constants */
 } fa_split_params;
 
 /* Plan layout: plan[0] = static split count S (>= 1); plan[1 + b] = splits of request b in
    [1, S]; plan[1 + num_reqs ..] = 0 (padded requests in a captured graph do no work).
    plan_len >= 1 + num_reqs. */
 FLASHATTN_API fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_t plan_len);
-
-/* Tile sizes the planner assumes (rows of queries x keys per tile). */
-#define FA_TILE_M(head_size) ((head_size) <= 128 ? 128 : 64)
-#define FA_TILE_N(head_size) ((head_size) <= 128 ? 128 : 64)
 
 /* ------------------------------------------------------------------------------------------ */
 // >>backend
@@ -528,7 +546,7 @@ typedef struct fa_kernel_dim {
     int32_t prefill_tile_n;           /* keys per prefill tile step */
     int32_t decode_tile_n;            /* keys per decode-tile step */
     int32_t decode_ctas_per_sm;       /* decode tiles resident per multiprocessor */
-    float decode_step_us;             /* one decode step of one tile running alone, microseconds */
+    double decode_step_us;             /* one decode step of one tile running alone, microseconds */
 } fa_kernel_dim;
 
 typedef struct fa_backend_caps {
@@ -543,10 +561,10 @@ typedef struct fa_backend_caps {
     int32_t max_splits;               /* largest split count of one call */
     int32_t align_bytes;              /* q / k / v / out / cache data pointers and token, head
                                          and block strides (in bytes) are multiples of this */
-    float sm_bytes_per_us;            /* one SM's share of memory bandwidth, bytes per microsecond */
-    float cta_us;                     /* cost of one more CTA in a launch, microseconds */
-    float combine_us;                 /* fixed cost of the split combine, microseconds */
-    float combine_us_per_split;       /* its cost per split of the largest request */
+    double sm_bytes_per_us;            /* one SM's share of memory bandwidth, bytes per microsecond */
+    double cta_us;                     /* cost of one more CTA in a launch, microseconds */
+    double combine_us;                 /* fixed cost of the split combine, microseconds */
+    double combine_us_per_split;       /* its cost per split of the largest request */
 } fa_backend_caps;
 
 /* A backend. Ops may be NULL: the header then reports FA_ERR_UNSUPPORTED naming op and backend. */
@@ -575,6 +593,15 @@ typedef struct fa_comm {
 /* ------------------------------------------------------------------------------------------ */
 // >>metadata
 
+/* Causality of a step. AUTO follows each layer's attn_type: decoder self-attention is causal,
+   cross-attention (ENCODER_DECODER) and the encoder types are not. ON / OFF override it for
+   decoder and cross-attention layers (encoder layers are always bidirectional). */
+typedef enum fa_causal {
+    FA_CAUSAL_AUTO = 0,
+    FA_CAUSAL_ON = 1,
+    FA_CAUSAL_OFF = 2
+} fa_causal;
+
 /* One scheduler step, as the engine knows it (mirrors CommonAttentionMetadata). */
 typedef struct fa_batch {
     int32_t num_reqs;
@@ -586,7 +613,7 @@ typedef struct fa_batch {
     int32_t max_blocks;               /* valid columns per row; 0 -> block_table_stride */
     const int32_t *block_table_host;  /* NULL-able host mirror; required for chunked local */
     const int64_t *slot_mapping;      /* [>= num_actual_tokens] device; -1 = pad */
-    int32_t causal;                   /* 1 for decoder self-attention */
+    fa_causal causal;                 /* FA_CAUSAL_AUTO (zero): from each layer's attn_type */
 } fa_batch;
 
 /* Chunked-local view of the batch (device arrays in the builder's workspace). */
@@ -601,23 +628,32 @@ typedef struct fa_local_metadata {
 } fa_local_metadata;
 
 typedef struct fa_builder fa_builder;
+struct fa_layer;
 
 /* Builder output (mirrors FlashAttentionMetadata). Device pointers live in the builder's
-   workspace and stay valid until the next fa_builder_build() on the same builder. */
+   workspace and stay valid until the next fa_builder_build() on the same builder: fa_forward
+   rejects metadata of an earlier build, of a destroyed builder, or not from a builder. */
 typedef struct fa_metadata {
     const fa_builder *builder;
+    uint64_t builder_id;              /* identity of the builder (ids are never reused) */
+    uint64_t generation;              /* its build count when this metadata was built */
+    int32_t builder_slot;             /* where the builder is registered */
     int32_t num_actual_tokens, num_reqs, max_query_len, max_seq_len;
     int32_t min_query_len;            /* shortest non-empty query of the batch (0: none) */
-    int32_t causal;
+    fa_causal causal;                 /* the batch's */
+    int32_t query_exceeds_keys;       /* 1: a request has more queries than keys (only layers that
+                                         attend non-causally may run this step) */
     const int32_t *query_start_loc;   /* [num_reqs + 1] device */
     const int32_t *seq_lens;          /* [num_reqs] device */
     const int32_t *block_table;       /* device (the batch's) */
     int64_t block_table_stride;
     const int64_t *slot_mapping;      /* device (the batch's) */
-    int32_t num_splits;               /* static split count of the main call */
+    int32_t num_splits;               /* static split count of the plain call */
     const int32_t *split_plan;        /* [1 + max_num_seqs] device */
-    /* cascade */
+    /* cascade (layers where it is not exact run the plain call above instead) */
     int32_t use_cascade, common_prefix_len;
+    int32_t suffix_num_splits;
+    const int32_t *suffix_split_plan; /* [1 + max_num_seqs] device */
     const int32_t *cu_prefix_query_lens; /* [2] device: {0, T} */
     const int32_t *prefix_kv_lens;    /* [1] device */
     const int32_t *suffix_kv_lens;    /* [num_reqs] device */
@@ -648,21 +684,25 @@ FLASHATTN_API void fa_builder_destroy(fa_builder *b);
 /* Resolved configuration of the builder. */
 FLASHATTN_API const fa_config *fa_builder_config(const fa_builder *b);
 
-/* Registers the layers' windows (for the model-wide AOT window); call once after creating the
-   layers. Optional: without it every window is planned as (-1,-1). */
-FLASHATTN_API fa_status fa_builder_set_layer_windows(fa_builder *b, const fa_window *windows,
-                                                     int32_t n);
+/* Registers the layers that will run this builder's metadata (call once after creating them;
+   the array is read during the call only). The builder plans with what they share: the
+   model-wide window for the split plan, and which layers cascade attention is exact for (no
+   window, no ALiBi, causal). Optional: without it the builder plans as if every layer were a
+   full-attention decoder layer; fa_forward stays exact either way. */
+FLASHATTN_API fa_status fa_builder_set_layers(fa_builder *b, const struct fa_layer *layers, int32_t n);
 
 /* Common prefix length for cascade: the engine's shared-block count -> P or 0 (heuristic).
-   num_computed_tokens derived as seq_lens - query lens. Uses the builder's host scratch: do not
+   num_computed_tokens derived as seq_lens - query lens. Declines (0) when no registered layer
+   can run cascade exactly or the batch is not causal. Uses the builder's host scratch: do not
    run it concurrently with fa_builder_build on the same builder. */
 FLASHATTN_API fa_status fa_builder_cascade_prefix_len(fa_builder *b, const fa_batch *batch,
                                                       int32_t num_common_prefix_blocks,
-                                                      int use_alibi, int use_sliding_window,
                                                       int32_t *prefix_len_out);
 
 /* Plans the step and uploads the metadata (no allocation, no sync). common_prefix_len > 0
-   selects cascade (must be a multiple of block_size and <= every request's context). */
+   selects cascade (must be a multiple of block_size and <= every request's context; the batch
+   must not be FA_CAUSAL_OFF); the plain plan is built too, for the layers where cascade is not
+   exact (a window, ALiBi, cross-attention), which then run plain paged attention. */
 FLASHATTN_API fa_status fa_builder_build(fa_builder *b, const fa_batch *batch,
                                          int32_t common_prefix_len, fa_metadata *md_out);
 
@@ -702,19 +742,28 @@ FLASHATTN_API fa_status fa_layer_init(fa_layer *layer, const fa_layer_desc *desc
 /* ------------------------------------------------------------------------------------------ */
 // >>forward
 
-/* One attention layer for one step (mirrors FlashAttentionImpl.forward).
-   md == NULL: profiling run, out is zeroed. Encoder types: dense attention over q/k/v, no cache.
-   Otherwise k/v (NULL-able: no new tokens) are written into kv_cache unless the layer shares
-   another's cache, then paged attention runs: plain, cascade, DCP or chunked local.
+/* One attention layer for one step (mirrors FlashAttentionImpl.forward). md must come from the
+   latest fa_builder_build of a live builder. Encoder types: dense attention over q/k/v, no
+   cache. Otherwise k/v are written into kv_cache unless the layer shares another's cache, then
+   paged attention runs: plain, cascade, DCP or chunked local. k and v may be NULL (both) only
+   for a kv_sharing layer or a cross-attention (ENCODER_DECODER) layer, whose cache holds the
+   encoder's keys already; a layer that writes its cache needs them.
    q [T_pad, Hq, D], k/v [T_pad, Hkv, D], out [T_pad, Hq, D]: head_size dim contiguous, any
    token and head strides (k/v heads packed, stride D, when they are written to the cache);
    kv_cache rank 5 logical [2, num_blocks, block_size, Hkv, D] any strides (last dim 1).
-   With metadata only the first num_actual_tokens rows of out are written; the profiling run
-   zeroes all T_pad rows. Every check runs before the first op: on error nothing is written. */
+   Only the first num_actual_tokens rows of out are written. Every check, the backend's own
+   (fa_backend_ops.check) included, runs before the first op: on error nothing is written. A
+   backend that fails while running (a device fault) returns its status naming backend and op;
+   ids found out of the cache's range by a device kernel are reported by the next call. */
 FLASHATTN_API fa_status fa_forward(const fa_layer *layer, const fa_backend *be,
                                    const fa_tensor *q, const fa_tensor *k, const fa_tensor *v,
                                    const fa_tensor *kv_cache, const fa_metadata *md,
                                    const fa_tensor *out);
+
+/* The profiling run of a layer (an engine's memory-profiling pass, before any metadata):
+   zeroes every row of out [T_pad, Hq, D] (the layer's dtype). */
+FLASHATTN_API fa_status fa_forward_profile(const fa_layer *layer, const fa_backend *be,
+                                           const fa_tensor *out);
 
 #ifdef __cplusplus
 }
@@ -749,7 +798,11 @@ FLASHATTN_API fa_status fa_forward(const fa_layer *layer, const fa_backend *be,
 #endif
 
 #ifdef FLASHATTN_STATIC
+#if defined(__GNUC__) || defined(__clang__)
+#define FA__DEF static __attribute__((unused)) /* a file need not call every function */
+#else
 #define FA__DEF static
+#endif
 #else
 #define FA__DEF
 #endif
@@ -783,8 +836,25 @@ static fa_status fa__refail(fa_status s, const char *fn, const char *inner_prefi
 #define FA__CHECK_PTR(fn, p) \
     do { if ((p) == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: %s is NULL", fn, #p); } while (0)
 
-static int32_t fa__cdiv(int32_t a, int32_t b) { return (a + b - 1) / b; }
-static int64_t fa__cdiv64(int64_t a, int64_t b) { return (a + b - 1) / b; }
+/* Ceiling division for a >= 0, b > 0 that cannot overflow (a + b - 1 can). */
+static int32_t fa__cdiv(int32_t a, int32_t b) { return a / b + (a % b != 0); }
+static int64_t fa__cdiv64(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+
+/* Checked int64 arithmetic for sizes and offsets: 0 on overflow (or a negative operand), the
+   result in *r otherwise. */
+static int fa__mul64(int64_t a, int64_t b, int64_t *r)
+{
+    if (a < 0 || b < 0) return 0;
+    if (a != 0 && b > INT64_MAX / a) return 0;
+    *r = a * b;
+    return 1;
+}
+static int fa__add64(int64_t a, int64_t b, int64_t *r)
+{
+    if (a < 0 || b < 0 || a > INT64_MAX - b) return 0;
+    *r = a + b;
+    return 1;
+}
 static int32_t fa__min(int32_t a, int32_t b) { return a < b ? a : b; }
 static int32_t fa__max(int32_t a, int32_t b) { return a > b ? a : b; }
 
@@ -842,11 +912,19 @@ FA__DEF fa_tensor fa_tensor_make(void *data, fa_dtype dtype, int32_t rank, const
     t.data = data;
     t.dtype = dtype;
     if (rank < 0 || rank > FA_MAX_RANK || (rank > 0 && shape == NULL)) return t; /* rank 0 = invalid */
+    for (i = 0; i < rank; ++i)
+        if (shape[i] < 0) return t;
     t.rank = rank;
     for (i = 0; i < rank; ++i) t.shape[i] = shape[i];
     if (rank > 0) {
         t.stride[rank - 1] = 1;
-        for (i = rank - 2; i >= 0; --i) t.stride[i] = t.stride[i + 1] * t.shape[i + 1];
+        for (i = rank - 2; i >= 0; --i)
+            if (!fa__mul64(t.stride[i + 1], t.shape[i + 1] > 0 ? t.shape[i + 1] : 1, &t.stride[i])) {
+                memset(&t, 0, sizeof t); /* the element count overflows int64: rank 0 = invalid */
+                t.data = data;
+                t.dtype = dtype;
+                return t;
+            }
     }
     return t;
 }
@@ -854,7 +932,7 @@ FA__DEF fa_tensor fa_tensor_make(void *data, fa_dtype dtype, int32_t rank, const
 // >>caps impl
 FA__DEF int fa_supports_head_size(int32_t head_size)
 {
-    return head_size >= 8 && head_size <= 256 && head_size % 8 == 0;
+    return head_size >= FA_HEAD_SIZE_MIN && head_size <= FA_HEAD_SIZE_MAX && head_size % FA_HEAD_SIZE_MULTIPLE == 0;
 }
 
 FA__DEF fa_block_sizes fa_supported_kernel_block_sizes(int hybrid_mamba_f32)
@@ -884,7 +962,7 @@ FA__DEF int fa_supports_kv_cache_dtype(fa_cache_dtype cache_dtype)
 
 FA__DEF int fa_supports_compute_capability(int32_t major, int32_t minor)
 {
-    return major * 10 + minor >= 80;
+    return major > 8 || (major == 8 && minor >= 0);
 }
 
 FA__DEF fa_dtype fa_cache_storage_dtype(fa_cache_dtype cache_dtype, fa_dtype activation)
@@ -896,22 +974,30 @@ FA__DEF fa_dtype fa_cache_storage_dtype(fa_cache_dtype cache_dtype, fa_dtype act
     }
 }
 
-FA__DEF const char *fa_check_combination(int32_t head_size, fa_dtype dtype,
-                                         fa_cache_dtype cache_dtype, int32_t block_size,
-                                         int use_sinks, int hybrid_mamba_f32,
-                                         int32_t cc_major, int32_t cc_minor)
+FA__DEF const char *fa_check_combination(const struct fa_backend *be, int32_t head_size, fa_dtype dtype,
+                                         fa_cache_dtype cache_dtype, int32_t block_size, int use_sinks,
+                                         int hybrid_mamba_f32)
 {
-    (void)use_sinks; /* sinks run on every architecture and backend */
+    (void)use_sinks; /* sinks run on every backend */
     if (!fa_supports_head_size(head_size)) return "head_size must be a multiple of 8 in [8, 256]";
     if (!fa__is_activation(dtype)) return "dtype must be f16, bf16 or f32";
     if (!fa_supports_kv_cache_dtype(cache_dtype)) return "unknown kv cache dtype";
     if (!fa_supports_block_size(block_size, hybrid_mamba_f32))
         return hybrid_mamba_f32 ? "block_size must be 16, 32 or 64 for a hybrid model with float32 mamba state"
                                 : "block_size must be a positive multiple of 16";
-    if (cc_major != 0 || cc_minor != 0) {
-        if (!fa_supports_compute_capability(cc_major, cc_minor))
+    if (be != NULL) {
+        const fa_backend_caps *cp = &be->caps;
+        if (be->info.cc_major != 0 && !fa_supports_compute_capability(be->info.cc_major, be->info.cc_minor))
             return "compute capability must be 8.0 or newer";
-        if (dtype == FA_DTYPE_F32) return "f32 activations are supported on the CPU backend only";
+        if (cp->num_dims < 1 || cp->num_dims > FA_MAX_KERNEL_DIMS) return "the backend's capability block is empty";
+        if (head_size > cp->dims[cp->num_dims - 1].head_dim ||
+            (cp->head_size_multiple > 0 && head_size % cp->head_size_multiple != 0))
+            return "the backend has no kernel for this head_size (pruned or too wide)";
+        if (!(cp->act_dtypes >> dtype & 1u)) return "the backend does not run this activation dtype";
+        if (!(cp->cache_dtypes >> fa_cache_storage_dtype(cache_dtype, dtype) & 1u))
+            return "the backend does not read this kv cache dtype";
+        if (cp->block_size_multiple > 0 && block_size % cp->block_size_multiple != 0)
+            return "the backend needs a block_size that is a multiple of its block_size_multiple";
     }
     return NULL;
 }
@@ -929,6 +1015,14 @@ FA__DEF fa_status fa_kv_cache_shape(int64_t num_blocks, int32_t block_size, int3
         return fa__fail(FA_ERR_INVALID_ARG, "fa_kv_cache_shape: num_heads_kv %d must be > 0", num_heads_kv);
     if (!fa_supports_head_size(head_size))
         return fa__fail(FA_ERR_INVALID_ARG, "fa_kv_cache_shape: head_size %d is not a multiple of 8 in [8, 256]", head_size);
+    {
+        int64_t n = 2;
+        if (!fa__mul64(n, num_blocks, &n) || !fa__mul64(n, block_size, &n) || !fa__mul64(n, num_heads_kv, &n) ||
+            !fa__mul64(n, head_size, &n) || !fa__mul64(n, 8, &n)) /* bytes of the widest element fit too */
+            return fa__fail(FA_ERR_INVALID_ARG,
+                            "fa_kv_cache_shape: num_blocks %lld x block_size %d x %d heads x %d overflows 64-bit sizes",
+                            (long long)num_blocks, block_size, num_heads_kv, head_size);
+    }
     shape_out[0] = 2; shape_out[1] = num_blocks; shape_out[2] = block_size;
     shape_out[3] = num_heads_kv; shape_out[4] = head_size;
     return FA_OK;
@@ -1077,8 +1171,8 @@ FA__DEF int fa_use_cascade_attention(int32_t common_prefix_len, const int32_t *q
                                      int use_alibi, int use_sliding_window, int use_local_attention,
                                      int32_t num_sms, int32_t dcp_world_size)
 {
-    int32_t i, g, tiles;
-    int64_t cascade_time, fd_time;
+    int32_t i, g;
+    int64_t cascade_waves, fd_ctas;
     int flash_decoding;
     /* Cascade pays only for a long shared prefix and enough requests to share it. */
     if (common_prefix_len < 256) return 0;
@@ -1093,10 +1187,16 @@ FA__DEF int fa_use_cascade_attention(int32_t common_prefix_len, const int32_t *q
     for (i = 0; i < num_reqs && flash_decoding; ++i)
         if (query_lens[i] != 1) flash_decoding = 0;
     if (!flash_decoding) return 1;
-    tiles = fa__cdiv(common_prefix_len, 128);
-    cascade_time = fa__cdiv64((int64_t)num_heads_q * fa__cdiv(num_reqs, 128), num_sms) * tiles;
-    fd_time = fa__cdiv64((int64_t)num_reqs * num_heads_kv * fa__cdiv(g, 128) * tiles, num_sms);
-    return cascade_time < fd_time;
+    /* cascade: ceil(Hq * ceil(R / 128) / SMs) waves of `tiles` prefix tiles each;
+       flash-decoding: ceil(R * Hkv * ceil(g / 128) * tiles / SMs). Both CTA counts fit int64
+       (< 2^63); the products with `tiles` may not, so with a = q * SMs + r the second time is
+       q * tiles + ceil(r * tiles / SMs), where 0 <= ceil(r * tiles / SMs) <= tiles, and
+       waves * tiles < q * tiles + c  <=>  waves < q, or waves == q and c > 0 (exact; tiles
+       itself, ceil(P / 128) >= 1, drops out). */
+    cascade_waves = fa__cdiv64((int64_t)num_heads_q * fa__cdiv(num_reqs, 128), num_sms);
+    fd_ctas = (int64_t)num_reqs * num_heads_kv * fa__cdiv(g, 128);
+    if (cascade_waves != fd_ctas / num_sms) return cascade_waves < fd_ctas / num_sms;
+    return fd_ctas % num_sms != 0;
 }
 
 FA__DEF fa_status fa_cascade_prefix_len(const fa_cascade_query *q, int32_t *prefix_len_out)
@@ -1118,7 +1218,8 @@ FA__DEF fa_status fa_cascade_prefix_len(const fa_cascade_query *q, int32_t *pref
     }
     FA__CHECK_PTR("fa_cascade_prefix_len", q->num_computed_tokens);
     FA__CHECK_PTR("fa_cascade_prefix_len", q->query_lens);
-    p = q->num_common_prefix_blocks * q->block_size;
+    p = (int64_t)q->num_common_prefix_blocks * q->block_size > INT32_MAX
+            ? INT32_MAX : q->num_common_prefix_blocks * q->block_size;
     for (i = 0; i < q->num_reqs; ++i) {
         if (q->num_computed_tokens[i] < 0)
             return fa__fail(FA_ERR_INVALID_ARG, "fa_cascade_prefix_len: num_computed_tokens[%d] = %d is negative",
@@ -1165,10 +1266,12 @@ static fa_status fa__check_qsl(const char *fn, const int32_t *query_start_loc, c
     if (query_start_loc[0] != 0)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: query_start_loc[0] = %d must be 0", fn, query_start_loc[0]);
     for (b = 0; b < num_reqs; ++b) {
-        int32_t ql = query_start_loc[b + 1] - query_start_loc[b];
-        if (ql < 0)
+        int32_t ql;
+        /* compared, not subtracted: from 0 and monotone every length fits int32 */
+        if (query_start_loc[b + 1] < query_start_loc[b])
             return fa__fail(FA_ERR_INVALID_ARG, "%s: query_start_loc is not monotone at %d (%d > %d)",
                             fn, b, query_start_loc[b], query_start_loc[b + 1]);
+        ql = query_start_loc[b + 1] - query_start_loc[b];
         if (seq_lens != NULL && seq_lens[b] < ql)
             return fa__fail(FA_ERR_INVALID_ARG, "%s: seq_lens[%d] = %d is less than its query length %d",
                             fn, b, seq_lens[b], ql);
@@ -1280,8 +1383,11 @@ FA__DEF int32_t fa_dcp_local_seq_len(int32_t seq_len, int32_t world_size, int32_
     /* Whole rounds of world_size * interleave tokens give every rank `interleave` each; the
        remainder is dealt out in runs of `interleave` from rank 0. */
     base = seq_len / interleave / world_size * interleave;
-    rem = seq_len - base * world_size;
-    return base + fa__max(0, fa__min(rem - rank * interleave, interleave));
+    rem = seq_len - base * world_size; /* < world_size * interleave: may exceed int32 */
+    {
+        const int64_t mine = (int64_t)rem - (int64_t)rank * interleave;
+        return base + (int32_t)(mine <= 0 ? 0 : (mine < interleave ? mine : interleave));
+    }
 }
 
 FA__DEF fa_status fa_dcp_local_seq_lens(const int32_t *seq_lens, int32_t n, int32_t world_size,
@@ -1373,35 +1479,159 @@ FA__DEF int32_t fa_num_splits_heuristic(int64_t total_mblocks, int32_t num_sms, 
 /* Keys a tile of `rows` query rows can see through a left window (lk when there is none). */
 static int32_t fa__window_keys(const fa_split_params *p, int32_t lk, int32_t rows)
 {
+    int64_t span;
     if (p->window.left < 0) return lk;
-    return fa__min(lk, p->window.left + (p->causal ? 0 : fa__max(p->window.right, 0)) + 1 + rows);
+    span = (int64_t)p->window.left + (p->causal ? 0 : fa__max(p->window.right, 0)) + 1 + rows;
+    return span < lk ? (int32_t)span : lk;
+}
+
+/* The kernel facts for a head size: the narrowest compiled width that holds it (NULL: none). */
+static const fa_kernel_dim *fa__kernel_dim(const fa_backend_caps *cp, int32_t head_size)
+{
+    int32_t i;
+    for (i = 0; i < cp->num_dims && i < FA_MAX_KERNEL_DIMS; ++i)
+        if (cp->dims[i].head_dim >= head_size) return &cp->dims[i];
+    return NULL;
+}
+
+/* The decode-tile cost model, in microseconds (fitted to the H200 split sweeps, docs/perf.md):
+       cost = waves * n * max(t, k * bytes / bw) + cta_us * CTAs + [S > 1] (combine_us + combine_us_per_split * S)
+   CTAs = (request, KV head, split) tiles of the launch; n = the longest split's steps; k =
+   min(occ, CTAs / SMs) CTAs share an SM (occ = decode_ctas_per_sm), waves = ceil(CTAs / (occ
+   SMs)); a step takes t = decode_step_us alone, or its bytes (decode_tile_n keys of K and V)
+   at k CTAs' share of an SM's bandwidth bw = sm_bytes_per_us; S = the largest split count.
+   Worked example (the CPU backend's constants, head 128, bf16, 132 SMs): 64 requests x 8 KV
+   heads at 8192 keys, 1 split: 512 CTAs, k = 3.88, waves 1, n = 256, bytes 16384, step
+   max(1.6, 3.88 * 16384 / 32768 = 1.94) -> 256 * 1.94 + 0.008 * 512 = 500.6 us. */
+static double fa__decode_cost(const fa_backend_caps *cp, const fa_kernel_dim *kd, int64_t ctas, int32_t n_max,
+                              int32_t max_split, int32_t num_sms, int32_t head_size, int32_t kv_bytes)
+{
+    const double occ = kd->decode_ctas_per_sm > 0 ? kd->decode_ctas_per_sm : 1;
+    const double bytes = (double)kd->decode_tile_n * head_size * 2.0 * kv_bytes;
+    double k = (double)ctas / num_sms, step;
+    int64_t waves;
+    if (k > occ) k = occ;
+    waves = fa__cdiv64(ctas, (int64_t)occ * num_sms);
+    step = cp->sm_bytes_per_us > 0 ? k * bytes / cp->sm_bytes_per_us : 0.0;
+    if (step < kd->decode_step_us) step = kd->decode_step_us;
+    return (double)waves * (double)n_max * step + cp->cta_us * (double)ctas +
+           (max_split > 1 ? cp->combine_us + cp->combine_us_per_split * max_split : 0.0);
+}
+
+/* Decode calls (max_q * g <= caps.decode_max_rows): one tile per request, KV head and split,
+   walking decode_tile_n keys a step. Every request's steps are divided into splits of a share
+   of 2^lg steps (request b then has ceil(steps_b / share) splits, at most cap); the cheapest
+   share by fa__decode_cost wins, the smallest on ties. */
+static void fa__plan_decode(const fa_split_params *p, const fa_kernel_dim *kd, int32_t cap, int32_t max_q,
+                            int32_t *plan)
+{
+    const int32_t kvb = p->kv_bytes > 0 ? p->kv_bytes : 2;
+    double best_cost = 0.0;
+    int32_t b, lg, best_lg = 0, max_tiles = 0, s_max = 1;
+    /* steps per request, parked in the plan's own entries until the splits replace them */
+    for (b = 0; b < p->num_reqs; ++b) {
+        const int32_t lk = fa__window_keys(p, p->seqused_k[b], max_q);
+        plan[1 + b] = fa__cdiv(lk, kd->decode_tile_n);
+        max_tiles = fa__max(max_tiles, plan[1 + b]);
+    }
+    for (lg = 0;; ++lg) { /* share = 2^lg steps */
+        const int32_t share = (int32_t)1 << lg;
+        int64_t ctas = 0;
+        int32_t sm = 1, n_max = 0;
+        double cost;
+        for (b = 0; b < p->num_reqs; ++b) {
+            const int32_t tiles = plan[1 + b];
+            int32_t sp = (int32_t)(((int64_t)tiles + share - 1) >> lg);
+            if (sp < 1) sp = 1;
+            if (sp > cap) sp = cap;
+            ctas += sp;
+            if (sp > sm) sm = sp;
+            /* the split's steps, ceil(tiles / sp) <= min(tiles, share) unless capped: divide
+               only when it can raise the maximum */
+            if ((sp == cap || n_max < fa__min(tiles, share)) && tiles > n_max) n_max = fa__max(n_max, fa__cdiv(tiles, sp));
+        }
+        cost = fa__decode_cost(p->caps, kd, ctas * p->num_heads_kv, n_max, sm, p->num_sms, p->head_size, kvb);
+        if (lg == 0 || cost < best_cost) {
+            best_cost = cost;
+            best_lg = lg;
+        }
+        if (share >= max_tiles || lg >= 30) break;
+    }
+    for (b = 0; b < p->num_reqs; ++b) {
+        int32_t sp = (int32_t)(((int64_t)plan[1 + b] + ((int64_t)1 << best_lg) - 1) >> best_lg);
+        if (sp < 1) sp = 1;
+        if (sp > cap) sp = cap;
+        plan[1 + b] = sp;
+        s_max = fa__max(s_max, sp);
+    }
+    plan[0] = s_max;
+}
+
+/* Prefill / general calls: a static split count from fa_num_splits_heuristic over the tiles of
+   the launch, then per request its share of the tiles spread evenly over the SMs. */
+static void fa__plan_general(const fa_split_params *p, const fa_kernel_dim *kd, int32_t cap, int32_t *plan)
+{
+    const int32_t g = p->num_heads_q / p->num_heads_kv, tile_m = kd->prefill_tile_m, tile_n = kd->prefill_tile_n;
+    int64_t total_mblocks = 0, total_blocks = 0, blocks_per_sm;
+    int32_t b, max_k = 0, s_static;
+    for (b = 0; b < p->num_reqs; ++b) {
+        const int32_t lq = p->cu_seqlens_q[b + 1] - p->cu_seqlens_q[b];
+        const int32_t lk = fa__window_keys(p, p->seqused_k[b], tile_m);
+        const int64_t mblocks = fa__cdiv64((int64_t)fa__max(lq, 1) * g, tile_m);
+        max_k = fa__max(max_k, lk);
+        total_mblocks += (int64_t)p->num_heads_kv * mblocks;
+        total_blocks += mblocks * fa__cdiv(lk, tile_n);
+    }
+    s_static = cap <= 1 ? 1 : fa_num_splits_heuristic(total_mblocks, p->num_sms, fa__cdiv(max_k, tile_n), cap);
+    plan[0] = s_static;
+    if (s_static <= 1) {
+        for (b = 0; b < p->num_reqs; ++b) plan[1 + b] = 1;
+        return;
+    }
+    /* Dynamic per request: spread the tiles evenly over the SMs, ~10% slack. */
+    blocks_per_sm = (int64_t)ceil((double)total_blocks * 1.1 * p->num_heads_kv / p->num_sms);
+    if (blocks_per_sm < 1) blocks_per_sm = 1;
+    for (b = 0; b < p->num_reqs; ++b) {
+        const int32_t lk = fa__window_keys(p, p->seqused_k[b], tile_m);
+        const int32_t sp = (int32_t)fa__cdiv64(fa__cdiv(lk, tile_n), blocks_per_sm);
+        plan[1 + b] = fa__max(1, fa__min(sp, s_static));
+    }
 }
 
 FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_t plan_len)
 {
     const char *fn = "fa_plan_splits";
-    int32_t b, g, tile_m, tile_n, max_q = 0, max_k = 0, num_n_blocks, s_static, cap;
-    int64_t total_mblocks = 0, total_blocks = 0, blocks_per_sm;
+    const fa_kernel_dim *kd;
+    int32_t b, g, max_q = 0, cap;
     fa__clear();
     FA__CHECK_PTR(fn, p);
     FA__CHECK_PTR(fn, plan);
+    FA__CHECK_PTR(fn, p->caps);
     if (p->num_reqs < 0) return fa__fail(FA_ERR_INVALID_ARG, "%s: num_reqs %d must be >= 0", fn, p->num_reqs);
-    if (plan_len < 1 + p->num_reqs)
-        return fa__fail(FA_ERR_WORKSPACE, "%s: plan_len %d is less than 1 + num_reqs (%d)", fn, plan_len, 1 + p->num_reqs);
+    if (plan_len < 1 || plan_len - 1 < p->num_reqs)
+        return fa__fail(FA_ERR_WORKSPACE, "%s: plan_len %d is less than 1 + num_reqs (%lld)", fn, plan_len,
+                        1 + (long long)p->num_reqs);
     if (p->num_heads_q <= 0 || p->num_heads_kv <= 0 || p->num_heads_q % p->num_heads_kv != 0)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: num_heads_q %d is not a positive multiple of num_heads_kv %d",
                         fn, p->num_heads_q, p->num_heads_kv);
     if (!fa_supports_head_size(p->head_size))
         return fa__fail(FA_ERR_INVALID_ARG, "%s: head_size %d is not a multiple of 8 in [8, 256]", fn, p->head_size);
+    kd = fa__kernel_dim(p->caps, p->head_size);
+    if (kd == NULL || kd->prefill_tile_m < 1 || kd->prefill_tile_n < 1 || kd->decode_tile_n < 1)
+        return fa__fail(FA_ERR_UNSUPPORTED, "%s: caps has no kernel for head_size %d (num_dims %d)", fn, p->head_size,
+                        p->caps->num_dims);
     if (p->num_reqs > 0) {
         FA__CHECK_PTR(fn, p->cu_seqlens_q);
         FA__CHECK_PTR(fn, p->seqused_k);
     }
     for (b = 0; b < p->num_reqs; ++b) {
-        int32_t lq = p->cu_seqlens_q[b + 1] - p->cu_seqlens_q[b];
+        const int64_t lq = (int64_t)p->cu_seqlens_q[b + 1] - p->cu_seqlens_q[b];
         if (lq < 0) return fa__fail(FA_ERR_INVALID_ARG, "%s: cu_seqlens_q is not monotone at %d", fn, b);
+        if (lq > INT32_MAX)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: query %d has %lld tokens (more than INT32_MAX)", fn, b, (long long)lq);
         if (p->seqused_k[b] < 0)
             return fa__fail(FA_ERR_INVALID_ARG, "%s: seqused_k[%d] = %d is negative", fn, b, p->seqused_k[b]);
+        max_q = fa__max(max_q, (int32_t)lq);
     }
     if (p->max_num_splits < 1)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: max_num_splits %d must be >= 1", fn, p->max_num_splits);
@@ -1409,121 +1639,81 @@ FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_
     if (p->kv_bytes < 0 || p->kv_bytes > 8)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_bytes %d is outside [0, 8]", fn, p->kv_bytes);
     memset(plan, 0, (size_t)plan_len * sizeof *plan);
-    cap = p->batch_invariant ? 1 : fa__min(p->max_num_splits, 128);
+    cap = p->batch_invariant ? 1 : fa__min(p->max_num_splits, p->caps->max_splits > 0 ? p->caps->max_splits : 1);
     g = p->num_heads_q / p->num_heads_kv;
-    tile_n = FA_TILE_N(p->head_size);
-    tile_m = FA_TILE_M(p->head_size);
-    for (b = 0; b < p->num_reqs; ++b) {
-        int32_t lq = p->cu_seqlens_q[b + 1] - p->cu_seqlens_q[b], lk = p->seqused_k[b];
-        max_q = fa__max(max_q, lq);
-        lk = fa__window_keys(p, lk, tile_m);
-        max_k = fa__max(max_k, lk);
-        total_mblocks += (int64_t)p->num_heads_kv * fa__cdiv(fa__max(lq, 1) * g, tile_m);
-        total_blocks += (int64_t)fa__cdiv(fa__max(lq, 1) * g, tile_m) * fa__cdiv(lk, tile_n);
-    }
-    if (cap > 1 && max_q > 0 && (int64_t)max_q * g <= 16) {
-        /* Decode (the backends' packed one-warp tile: one CTA per request, KV head and split,
-           walking 32-key tiles; one CTA's tile is latency-bound, so few CTAs leave the GPU idle
-           and many queue up). A cost model in microseconds, calibrated on the H200 split sweeps
-           (docs/perf.md), picks how many tiles a split gets ("share"; powers of two, request b
-           then has ceil(tiles_b / share) splits, at most cap):
-               cost = waves * n * max(t, k * bytes / 32) + 0.008 CTAs + [S > 1] (6 + 0.2 S)
-           n = the longest split's tiles; k = min(occ, CTAs / SMs) CTAs share an SM, occ = 6
-           (head <= 128) or 3 (the tile's shared memory), waves = ceil(CTAs / (occ SMs)); a tile
-           takes t = 1.6 (head 128; 0.8x at head <= 64, 1.3x above 128) alone, or its bytes
-           (32 keys of K and V) at an SM's share of the bandwidth, 32 KB/us, times the CTAs
-           sharing it; S = the largest split count (the combine kernel: a launch, reads in
-           rounds). The cheapest share wins, the smallest on ties. */
-        enum { FA__DEC_TILE = 32 };
-        const int32_t occ = p->head_size <= 128 ? 6 : 3;
-        const double t_tile = 1.6 * (p->head_size <= 64 ? 0.8 : (p->head_size <= 128 ? 1.0 : 1.3));
-        const double tile_kb = (double)FA__DEC_TILE * p->head_size * 2.0 * (p->kv_bytes > 0 ? p->kv_bytes : 2) / 1024.0;
-        double best_cost = 0.0;
-        int32_t lg, best_lg = 0, max_tiles = 0;
-        int32_t s_max = 1;
-        /* tiles per request, parked in the plan's own entries until the splits replace them */
-        for (b = 0; b < p->num_reqs; ++b) {
-            const int32_t lk = fa__window_keys(p, p->seqused_k[b], max_q);
-            plan[1 + b] = fa__cdiv(lk, FA__DEC_TILE);
-            max_tiles = fa__max(max_tiles, plan[1 + b]);
-        }
-        for (lg = 0;; ++lg) { /* share = 2^lg tiles */
-            const int32_t share = (int32_t)1 << lg;
-            int64_t ctas = 0, waves;
-            int32_t sm = 1, n_max = 0;
-            double k, cost;
-            for (b = 0; b < p->num_reqs; ++b) {
-                const int32_t tiles = plan[1 + b];
-                int32_t sp = (int32_t)(((int64_t)tiles + share - 1) >> lg);
-                if (sp < 1) sp = 1;
-                if (sp > cap) sp = cap;
-                ctas += sp;
-                if (sp > sm) sm = sp;
-                /* the split's tiles, ceil(tiles / sp) <= min(tiles, share) unless capped: divide
-                   only when it can raise the maximum */
-                if ((sp == cap || n_max < fa__min(tiles, share)) && tiles > n_max) n_max = fa__max(n_max, fa__cdiv(tiles, sp));
-            }
-            ctas *= p->num_heads_kv;
-            k = (double)ctas / p->num_sms;
-            if (k > occ) k = occ;
-            waves = fa__cdiv64(ctas, (int64_t)occ * p->num_sms);
-            cost = (double)waves * (double)n_max * (t_tile > k * tile_kb / 32.0 ? t_tile : k * tile_kb / 32.0) +
-                   0.008 * (double)ctas + (sm > 1 ? 6.0 + 0.2 * sm : 0.0);
-            if (lg == 0 || cost < best_cost) {
-                best_cost = cost;
-                best_lg = lg;
-            }
-            if (share >= max_tiles || lg >= 30) break;
-        }
-        for (b = 0; b < p->num_reqs; ++b) {
-            int32_t sp = (int32_t)(((int64_t)plan[1 + b] + ((int64_t)1 << best_lg) - 1) >> best_lg);
-            if (sp < 1) sp = 1;
-            if (sp > cap) sp = cap;
-            plan[1 + b] = sp;
-            s_max = fa__max(s_max, sp);
-        }
-        plan[0] = s_max;
-        return FA_OK;
-    }
-    num_n_blocks = fa__cdiv(max_k, tile_n);
-    s_static = cap <= 1 ? 1 : fa_num_splits_heuristic(total_mblocks, p->num_sms, num_n_blocks, cap);
-    plan[0] = s_static;
-    if (s_static <= 1) {
-        for (b = 0; b < p->num_reqs; ++b) plan[1 + b] = 1;
-        return FA_OK;
-    }
-    /* Dynamic per request: spread the tiles evenly over the SMs, ~10% slack. */
-    blocks_per_sm = (int64_t)ceil((double)total_blocks * 1.1 * p->num_heads_kv / p->num_sms);
-    if (blocks_per_sm < 1) blocks_per_sm = 1;
-    for (b = 0; b < p->num_reqs; ++b) {
-        const int32_t lk = fa__window_keys(p, p->seqused_k[b], tile_m);
-        int32_t nb, sp;
-        nb = fa__cdiv(lk, tile_n);
-        sp = (int32_t)fa__cdiv64(nb, blocks_per_sm);
-        plan[1 + b] = fa__max(1, fa__min(sp, s_static));
-    }
+    if (cap > 1 && max_q > 0 && (int64_t)max_q * g <= p->caps->decode_max_rows)
+        fa__plan_decode(p, kd, cap, max_q, plan);
+    else
+        fa__plan_general(p, kd, cap, plan);
     return FA_OK;
 }
 
 // >>builder impl
+
+/* The live-builder registry: the second piece of mutable state (after the error message).
+   Metadata names its builder by slot and id, so fa_forward can tell metadata of a destroyed
+   builder without touching the freed builder. Slots are claimed and released with atomics;
+   ids come from a counter and are never reused. Under FLASHATTN_STATIC each file that
+   implements the header has its own registry: use metadata through the file that built it. */
+#define FA__MAX_BUILDERS 1024
+static uint64_t fa__live_ids[FA__MAX_BUILDERS];
+static uint64_t fa__next_id;
+
+#if defined(_MSC_VER) && !defined(__clang__)
+#include <intrin.h>
+static uint64_t fa__atomic_load(uint64_t *p) { return (uint64_t)_InterlockedOr64((volatile __int64 *)p, 0); }
+static void fa__atomic_store(uint64_t *p, uint64_t v) { _InterlockedExchange64((volatile __int64 *)p, (__int64)v); }
+static int fa__atomic_claim(uint64_t *p, uint64_t v)
+{
+    return _InterlockedCompareExchange64((volatile __int64 *)p, (__int64)v, 0) == 0;
+}
+static uint64_t fa__atomic_next(uint64_t *p) { return (uint64_t)_InterlockedIncrement64((volatile __int64 *)p); }
+#elif defined(__GNUC__) || defined(__clang__)
+static uint64_t fa__atomic_load(uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static void fa__atomic_store(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+static int fa__atomic_claim(uint64_t *p, uint64_t v)
+{
+    uint64_t expect = 0;
+    return __atomic_compare_exchange_n(p, &expect, v, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+static uint64_t fa__atomic_next(uint64_t *p) { return __atomic_add_fetch(p, 1, __ATOMIC_RELAXED); }
+#else /* no atomics known: correct for builders created and destroyed on one thread */
+static uint64_t fa__atomic_load(uint64_t *p) { return *p; }
+static void fa__atomic_store(uint64_t *p, uint64_t v) { *p = v; }
+static int fa__atomic_claim(uint64_t *p, uint64_t v)
+{
+    if (*p != 0) return 0;
+    *p = v;
+    return 1;
+}
+static uint64_t fa__atomic_next(uint64_t *p) { return ++*p; }
+#endif
+
 struct fa_builder {
     const fa_backend *be;
     const fa_comm *comm;
     fa_config cfg;
+    uint64_t id;                     /* registry identity */
+    int32_t slot;                    /* registry slot */
+    uint64_t generation;             /* builds so far */
     int32_t max_seqs, max_tokens, max_virtual, pages_per_virtual;
     int32_t max_splits;              /* workspace cap on splits */
-    int32_t split_elastic;           /* max_num_splits left 0: a call may use up to 128 splits
-                                        while its partials fit the workspace */
+    int32_t split_elastic;           /* max_num_splits left 0: a call may use up to caps.max_splits
+                                        splits while its partials fit the workspace */
     int64_t split_floats;            /* capacity of split_out in floats */
     int32_t heads_all;               /* query heads an attention call can see (Hq * DCP) */
+    /* what the registered layers share (fa_builder_set_layers) */
     fa_window aot_window;
     int aot_enabled;
+    int32_t num_layers;              /* 0: none registered */
+    int32_t cascade_layers;          /* registered layers cascade is exact for */
     /* int32 metadata: one host staging region mirrored by one device region (one upload) */
     int32_t *host_ints, *dev_ints;
     size_t n_ints;
-    size_t off_qsl, off_seq, off_plan, off_cu_prefix, off_prefix_kv, off_prefix_plan, off_suffix,
+    size_t off_qsl, off_seq, off_plan, off_cu_prefix, off_prefix_kv, off_prefix_plan, off_suffix, off_suffix_plan,
         off_dcp, off_local_cu, off_local_k, off_local_plan, off_local_bt;
     int32_t *host_local_q;           /* [max_virtual] host scratch */
+    int32_t *host_check;             /* [FA__CHECK_CHUNK] host scratch of the validation mode */
     /* device float/activation workspace */
     void *dev_ws;
     size_t ws_bytes;
@@ -1534,71 +1724,116 @@ struct fa_builder {
     float *dcp_ctx_lse, *dcp_lse_all, *dcp_lse_glob, *dcp_qpart_lse;
 };
 
-/* Sizes of everything the builder owns, computed in one place for create() and the size query. */
+/* Ids copied per round trip by the validation mode. */
+#define FA__CHECK_CHUNK 4096
+
+/* A bump allocator over one region: each take is 256-byte aligned (device regions) or packed
+   (int regions), every size checked; the first region that does not fit is remembered. */
+typedef struct fa__bump {
+    size_t used, align;
+    const char *overflow;            /* name of the first region that overflowed size_t */
+} fa__bump;
+
+static size_t fa__take(fa__bump *b, const char *region, int64_t count, size_t elem_bytes)
+{
+    size_t at = b->used, bytes, a = b->align;
+    int64_t n;
+    if (b->overflow != NULL) return 0;
+    if (count < 0 || !fa__mul64(count, (int64_t)elem_bytes, &n) || (uint64_t)n > (uint64_t)(SIZE_MAX - a) ||
+        (size_t)n > SIZE_MAX - a - b->used) {
+        b->overflow = region;
+        return 0;
+    }
+    bytes = (size_t)n;
+    if (a > 1) bytes = (bytes + a - 1) / a * a;
+    b->used += bytes;
+    return at;
+}
+
+/* Sizes of everything the builder owns, computed in one place for create() and the size
+   query. Int regions are offsets in int32 elements; device regions in bytes. */
 typedef struct fa__layout {
     int32_t max_seqs, max_tokens, max_virtual, pages, max_splits, heads_all, split_tokens;
     size_t n_ints;
-    size_t off[12];
-    size_t ws_off[14];
+    size_t qsl, seq, plan, cu_prefix, prefix_kv, prefix_plan, suffix, suffix_plan, dcp, local_cu, local_k,
+        local_plan, local_bt;
+    size_t ws_ints, ws_split_out, ws_split_lse, ws_prefix_out, ws_suffix_out, ws_prefix_lse, ws_suffix_lse,
+        ws_dcp_q_all, ws_dcp_ctx_out, ws_dcp_rs_out, ws_dcp_qpart_out, ws_dcp_ctx_lse, ws_dcp_lse_all,
+        ws_dcp_lse_glob;
     size_t ws_bytes;
 } fa__layout;
 
-static size_t fa__align256(size_t x) { return (x + 255u) & ~(size_t)255u; }
-
-static void fa__compute_layout(const fa_config *c, fa__layout *L)
+static fa_status fa__compute_layout(const char *fn, const fa_config *c, fa__layout *L)
 {
-    size_t o = 0, w = 0, act;
-    int64_t T, H, D, N;
-    int i;
+    fa__bump ints = {0, 1, NULL}, ws = {0, 256, NULL};
+    const int64_t T = c->scheduler.max_num_batched_tokens, H = c->model.num_heads_q, D = c->model.head_size;
+    const int64_t N = c->parallel.dcp_world_size, S = c->scheduler.max_num_seqs;
+    const size_t act = fa_dtype_size(c->model.dtype), f32 = sizeof(float);
+    int64_t x;
     memset(L, 0, sizeof *L);
     L->max_seqs = c->scheduler.max_num_seqs;
     L->max_tokens = c->scheduler.max_num_batched_tokens;
     L->pages = c->scheduler.attention_chunk_size > 0 ? c->scheduler.attention_chunk_size / c->cache.block_size : 0;
     /* every virtual batch holds >= 1 query token; a request adds at most 2 + q / chunk */
     L->max_virtual = c->scheduler.attention_chunk_size > 0
-        ? fa__min(L->max_tokens, 2 * L->max_seqs + L->max_tokens / c->scheduler.attention_chunk_size + 1) : 0;
+        ? (int32_t)(T < 2 * S + T / c->scheduler.attention_chunk_size + 1 ? T
+                                                                         : 2 * S + T / c->scheduler.attention_chunk_size + 1)
+        : 0;
     L->max_splits = c->compilation.batch_invariant ? 1 : c->compilation.max_num_splits;
-    L->heads_all = c->model.num_heads_q * c->parallel.dcp_world_size;
+    L->heads_all = (int32_t)(H * N > INT32_MAX ? INT32_MAX : H * N);
     /* splits pay only when the grid is small; size partials for max_num_seqs rows */
     L->split_tokens = fa__min(L->max_tokens, L->max_seqs);
     /* int region, in this order (local last so plain steps upload less) */
-    L->off[0] = o; o += (size_t)L->max_seqs + 1;      /* qsl */
-    L->off[1] = o; o += (size_t)L->max_seqs;          /* seq_lens */
-    L->off[2] = o; o += (size_t)L->max_seqs + 1;      /* plan (main / suffix / dcp) */
-    L->off[3] = o; o += 2;                            /* cu_prefix_query_lens */
-    L->off[4] = o; o += 2;                            /* prefix_kv_lens (+pad) */
-    L->off[5] = o; o += 2;                            /* prefix plan */
-    L->off[6] = o; o += (size_t)L->max_seqs;          /* suffix_kv_lens */
-    L->off[7] = o; o += (size_t)L->max_seqs;          /* dcp_context_kv_lens */
-    L->off[8] = o; o += (size_t)L->max_virtual + 1;   /* local cu_seqlens_q */
-    L->off[9] = o; o += (size_t)L->max_virtual;       /* local seqused_k */
-    L->off[10] = o; o += (size_t)L->max_virtual + 1;  /* local plan */
-    L->off[11] = o; o += (size_t)L->max_virtual * (size_t)L->pages; /* local block table */
-    L->n_ints = o;
+    L->qsl = fa__take(&ints, "query_start_loc", S + 1, 1);
+    L->seq = fa__take(&ints, "seq_lens", S, 1);
+    L->plan = fa__take(&ints, "split_plan", S + 1, 1);
+    L->cu_prefix = fa__take(&ints, "cu_prefix_query_lens", 2, 1);
+    L->prefix_kv = fa__take(&ints, "prefix_kv_lens", 2, 1);
+    L->prefix_plan = fa__take(&ints, "prefix_split_plan", 2, 1);
+    L->suffix = fa__take(&ints, "suffix_kv_lens", S, 1);
+    L->suffix_plan = fa__take(&ints, "suffix_split_plan", S + 1, 1);
+    L->dcp = fa__take(&ints, "dcp_context_kv_lens", S, 1);
+    L->local_cu = fa__take(&ints, "local cu_seqlens_q", (int64_t)L->max_virtual + 1, 1);
+    L->local_k = fa__take(&ints, "local seqused_k", L->max_virtual, 1);
+    L->local_plan = fa__take(&ints, "local split_plan", (int64_t)L->max_virtual + 1, 1);
+    L->local_bt = fa__take(&ints, "local block_table", (int64_t)L->max_virtual * L->pages, 1);
+    L->n_ints = ints.used;
+    if (ints.overflow != NULL)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: the metadata region %s overflows size_t", fn, ints.overflow);
     /* device workspace */
-    T = L->max_tokens; H = c->model.num_heads_q; D = c->model.head_size; N = c->parallel.dcp_world_size;
-    act = fa_dtype_size(c->model.dtype);
-    for (i = 0; i < 14; ++i) L->ws_off[i] = 0;
-    L->ws_off[0] = w; w += fa__align256(sizeof(int32_t) * L->n_ints);                          /* ints */
+    L->ws_ints = fa__take(&ws, "metadata ints", (int64_t)L->n_ints, sizeof(int32_t));
     if (L->max_splits > 1) {
-        L->ws_off[1] = w; w += fa__align256(sizeof(float) * (size_t)L->max_splits * L->split_tokens * L->heads_all * D);
-        L->ws_off[2] = w; w += fa__align256(sizeof(float) * (size_t)L->max_splits * L->split_tokens * L->heads_all);
+        x = (int64_t)L->max_splits * L->split_tokens; /* < 2^62 */
+        if (!fa__mul64(x, L->heads_all, &x)) ws.overflow = "split_lse";
+        L->ws_split_lse = fa__take(&ws, "split_lse", x, f32);
+        if (!fa__mul64(x, D, &x)) ws.overflow = "split_out";
+        L->ws_split_out = fa__take(&ws, "split_out", x, f32);
     }
+    x = T * H; /* < 2^62 */
     if (N == 1) { /* cascade partials */
-        L->ws_off[3] = w; w += fa__align256(act * (size_t)(T * H * D));
-        L->ws_off[4] = w; w += fa__align256(act * (size_t)(T * H * D));
-        L->ws_off[5] = w; w += fa__align256(sizeof(float) * (size_t)(T * H));
-        L->ws_off[6] = w; w += fa__align256(sizeof(float) * (size_t)(T * H));
+        L->ws_prefix_lse = fa__take(&ws, "prefix_lse", x, f32);
+        L->ws_suffix_lse = fa__take(&ws, "suffix_lse", x, f32);
+        if (!fa__mul64(x, D, &x)) ws.overflow = "prefix_out";
+        L->ws_prefix_out = fa__take(&ws, "prefix_out", x, act);
+        L->ws_suffix_out = fa__take(&ws, "suffix_out", x, act);
     } else {       /* DCP buffers */
-        L->ws_off[7] = w; w += fa__align256(act * (size_t)(N * T * H * D));     /* q_all [N,T,H,D] */
-        L->ws_off[8] = w; w += fa__align256(act * (size_t)(N * H * T * D));     /* ctx_out [N*H,T,D] */
-        L->ws_off[9] = w; w += fa__align256(act * (size_t)(H * T * D));         /* rs_out [H,T,D] */
-        L->ws_off[10] = w; w += fa__align256(act * (size_t)(T * H * D));        /* qpart_out [T,H,D] */
-        L->ws_off[11] = w; w += fa__align256(sizeof(float) * (size_t)(N * H * T)); /* ctx_lse [N*H,T] */
-        L->ws_off[12] = w; w += fa__align256(sizeof(float) * (size_t)(N * N * H * T)); /* lse_all */
-        L->ws_off[13] = w; w += fa__align256(sizeof(float) * (size_t)(N * H * T + H * T)); /* glob + qpart */
+        int64_t nx = 0, nnx = 0, nxd = 0, xd = 0, glob = 0;
+        if (!fa__mul64(x, N, &nx) || !fa__mul64(nx, N, &nnx) || !fa__mul64(nx, D, &nxd) || !fa__mul64(x, D, &xd) ||
+            !fa__add64(nx, x, &glob))
+            ws.overflow = "dcp buffers";
+        L->ws_dcp_ctx_lse = fa__take(&ws, "dcp ctx_lse [N*H, T]", nx, f32);
+        L->ws_dcp_lse_all = fa__take(&ws, "dcp lse_all [N, N*H, T]", nnx, f32);
+        L->ws_dcp_lse_glob = fa__take(&ws, "dcp lse_glob + qpart_lse", glob, f32);
+        L->ws_dcp_q_all = fa__take(&ws, "dcp q_all [N, T, H, D]", nxd, act);
+        L->ws_dcp_ctx_out = fa__take(&ws, "dcp ctx_out [N*H, T, D]", nxd, act);
+        L->ws_dcp_rs_out = fa__take(&ws, "dcp rs_out [H, T, D]", xd, act);
+        L->ws_dcp_qpart_out = fa__take(&ws, "dcp qpart_out [T, H, D]", xd, act);
     }
-    L->ws_bytes = w;
+    if (ws.overflow != NULL)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: the workspace region %s overflows size_t (max_num_batched_tokens %d, "
+                        "max_num_seqs %d, max_num_splits %d)", fn, ws.overflow, L->max_tokens, L->max_seqs, L->max_splits);
+    L->ws_bytes = ws.used;
+    return FA_OK;
 }
 
 FA__DEF fa_status fa_builder_workspace_size(const fa_config *cfg, size_t *bytes_out)
@@ -1611,7 +1846,8 @@ FA__DEF fa_status fa_builder_workspace_size(const fa_config *cfg, size_t *bytes_
     FA__CHECK_PTR("fa_builder_workspace_size", bytes_out);
     s = fa_config_resolve(cfg, &c);
     if (s != FA_OK) return s;
-    fa__compute_layout(&c, &L);
+    s = fa__compute_layout("fa_builder_workspace_size", &c, &L);
+    if (s != FA_OK) return s;
     *bytes_out = L.ws_bytes;
     return FA_OK;
 }
@@ -1622,6 +1858,9 @@ static fa_status fa__check_backend(const char *fn, const fa_backend *be)
     if (be->api_version != FA_BACKEND_API_VERSION)
         return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' has api_version %u, this header needs %u", fn,
                         be->name ? be->name : "?", (unsigned)be->api_version, (unsigned)FA_BACKEND_API_VERSION);
+    if (be->caps.num_dims < 1 || be->caps.num_dims > FA_MAX_KERNEL_DIMS)
+        return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' has caps.num_dims %d (its capability block is not filled)",
+                        fn, be->name ? be->name : "?", be->caps.num_dims);
     return FA_OK;
 }
 
@@ -1646,6 +1885,68 @@ static fa_status fa__backend_fail(const fa_backend *be, const char *op, fa_statu
         if (fa__s != FA_OK) return fa__backend_fail((be), #op, fa__s);                           \
     } while (0)
 
+static fa_status fa__check_comm(const char *fn, const fa_config *c, const fa_comm *comm)
+{
+    if (c->parallel.dcp_world_size <= 1) return FA_OK;
+    if (comm == NULL)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: comm is NULL but parallel.dcp_world_size is %d", fn,
+                        c->parallel.dcp_world_size);
+    if (comm->api_version != FA_BACKEND_API_VERSION)
+        return fa__fail(FA_ERR_UNSUPPORTED, "%s: comm api_version %u, this header needs %u", fn,
+                        (unsigned)comm->api_version, (unsigned)FA_BACKEND_API_VERSION);
+    if (comm->world_size != c->parallel.dcp_world_size || comm->rank != c->parallel.dcp_rank)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: comm world_size %d / rank %d differ from the config's %d / %d", fn,
+                        comm->world_size, comm->rank, c->parallel.dcp_world_size, c->parallel.dcp_rank);
+    if (comm->all_gather == NULL || comm->reduce_scatter == NULL)
+        return fa__fail(FA_ERR_UNSUPPORTED, "%s: comm lacks all_gather or reduce_scatter", fn);
+    return FA_OK;
+}
+
+/* Points the builder's regions into its workspace. */
+static void fa__place(fa_builder *b, const fa__layout *L)
+{
+    char *base = (char *)b->dev_ws;
+    b->n_ints = L->n_ints;
+    b->off_qsl = L->qsl; b->off_seq = L->seq; b->off_plan = L->plan; b->off_cu_prefix = L->cu_prefix;
+    b->off_prefix_kv = L->prefix_kv; b->off_prefix_plan = L->prefix_plan; b->off_suffix = L->suffix;
+    b->off_suffix_plan = L->suffix_plan; b->off_dcp = L->dcp; b->off_local_cu = L->local_cu;
+    b->off_local_k = L->local_k; b->off_local_plan = L->local_plan; b->off_local_bt = L->local_bt;
+    b->dev_ints = (int32_t *)(base + L->ws_ints);
+    if (L->max_splits > 1) {
+        b->split_out = (float *)(base + L->ws_split_out);
+        b->split_lse = (float *)(base + L->ws_split_lse);
+    }
+    if (b->cfg.parallel.dcp_world_size == 1) {
+        b->prefix_out = base + L->ws_prefix_out;
+        b->suffix_out = base + L->ws_suffix_out;
+        b->prefix_lse = (float *)(base + L->ws_prefix_lse);
+        b->suffix_lse = (float *)(base + L->ws_suffix_lse);
+    } else {
+        b->dcp_q_all = base + L->ws_dcp_q_all;
+        b->dcp_ctx_out = base + L->ws_dcp_ctx_out;
+        b->dcp_rs_out = base + L->ws_dcp_rs_out;
+        b->dcp_qpart_out = base + L->ws_dcp_qpart_out;
+        b->dcp_ctx_lse = (float *)(base + L->ws_dcp_ctx_lse);
+        b->dcp_lse_all = (float *)(base + L->ws_dcp_lse_all);
+        b->dcp_lse_glob = (float *)(base + L->ws_dcp_lse_glob);
+        b->dcp_qpart_lse = b->dcp_lse_glob + (int64_t)b->cfg.parallel.dcp_world_size * b->cfg.model.num_heads_q *
+                                                 L->max_tokens;
+    }
+}
+
+static fa_status fa__register(const char *fn, fa_builder *b)
+{
+    int32_t i;
+    b->id = fa__atomic_next(&fa__next_id);
+    for (i = 0; i < FA__MAX_BUILDERS; ++i)
+        if (fa__atomic_claim(&fa__live_ids[i], b->id)) {
+            b->slot = i;
+            return FA_OK;
+        }
+    b->slot = -1;
+    return fa__fail(FA_ERR_OUT_OF_MEMORY, "%s: %d builders are alive (the most at once)", fn, FA__MAX_BUILDERS);
+}
+
 FA__DEF fa_status fa_builder_create(const fa_backend *be, const fa_config *cfg, const fa_comm *comm,
                                     fa_builder **out)
 {
@@ -1654,7 +1955,6 @@ FA__DEF fa_status fa_builder_create(const fa_backend *be, const fa_config *cfg, 
     fa__layout L;
     fa_config c;
     fa_status s;
-    char *base;
     fa__clear();
     FA__CHECK_PTR(fn, out);
     FA__CHECK_PTR(fn, cfg);
@@ -1665,33 +1965,24 @@ FA__DEF fa_status fa_builder_create(const fa_backend *be, const fa_config *cfg, 
     FA__NEED_OP(fn, be, copy);
     s = fa_config_resolve(cfg, &c);
     if (s != FA_OK) return s;
-    if (c.parallel.dcp_world_size > 1) {
-        if (comm == NULL)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: comm is NULL but parallel.dcp_world_size is %d", fn,
-                            c.parallel.dcp_world_size);
-        if (comm->api_version != FA_BACKEND_API_VERSION)
-            return fa__fail(FA_ERR_UNSUPPORTED, "%s: comm api_version %u, this header needs %u", fn,
-                            (unsigned)comm->api_version, (unsigned)FA_BACKEND_API_VERSION);
-        if (comm->world_size != c.parallel.dcp_world_size || comm->rank != c.parallel.dcp_rank)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: comm world_size %d / rank %d differ from the config's %d / %d", fn,
-                            comm->world_size, comm->rank, c.parallel.dcp_world_size, c.parallel.dcp_rank);
-        if (comm->all_gather == NULL || comm->reduce_scatter == NULL)
-            return fa__fail(FA_ERR_UNSUPPORTED, "%s: comm lacks all_gather or reduce_scatter", fn);
-    }
+    if (c.debug.validate) FA__NEED_OP(fn, be, synchronize);
+    s = fa__check_comm(fn, &c, comm);
+    if (s != FA_OK) return s;
     {
-        const char *why = fa_check_combination(c.model.head_size, c.model.dtype, c.cache.cache_dtype,
-                                               c.cache.block_size, 0, c.model.hybrid_mamba_f32,
-                                               be->info.cc_major, be->info.cc_minor);
+        const char *why = fa_check_combination(be, c.model.head_size, c.model.dtype, c.cache.cache_dtype,
+                                               c.cache.block_size, 0, c.model.hybrid_mamba_f32);
         if (why != NULL)
             return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' (compute capability %d.%d): %s", fn,
                             be->name ? be->name : "?", be->info.cc_major, be->info.cc_minor, why);
     }
-    fa__compute_layout(&c, &L);
+    s = fa__compute_layout(fn, &c, &L);
+    if (s != FA_OK) return s;
     b = (fa_builder *)calloc(1, sizeof *b);
     if (b == NULL) return fa__fail(FA_ERR_OUT_OF_MEMORY, "%s: no memory for the builder", fn);
     b->be = be;
     b->comm = c.parallel.dcp_world_size > 1 ? comm : NULL;
     b->cfg = c;
+    b->slot = -1;
     b->max_seqs = L.max_seqs;
     b->max_tokens = L.max_tokens;
     b->max_virtual = L.max_virtual;
@@ -1703,49 +1994,31 @@ FA__DEF fa_status fa_builder_create(const fa_backend *be, const fa_config *cfg, 
     b->aot_window.left = -1;
     b->aot_window.right = -1;
     b->aot_enabled = 1;
-    b->n_ints = L.n_ints;
-    b->off_qsl = L.off[0]; b->off_seq = L.off[1]; b->off_plan = L.off[2]; b->off_cu_prefix = L.off[3];
-    b->off_prefix_kv = L.off[4]; b->off_prefix_plan = L.off[5]; b->off_suffix = L.off[6]; b->off_dcp = L.off[7];
-    b->off_local_cu = L.off[8]; b->off_local_k = L.off[9]; b->off_local_plan = L.off[10]; b->off_local_bt = L.off[11];
     b->host_ints = (int32_t *)calloc(L.n_ints, sizeof(int32_t));
     b->host_local_q = (int32_t *)calloc((size_t)L.max_virtual + 1, sizeof(int32_t));
-    if (b->host_ints == NULL || b->host_local_q == NULL) {
+    b->host_check = c.debug.validate ? (int32_t *)calloc(FA__CHECK_CHUNK, sizeof(int32_t)) : NULL;
+    if (b->host_ints == NULL || b->host_local_q == NULL || (c.debug.validate && b->host_check == NULL)) {
         fa_builder_destroy(b);
         return fa__fail(FA_ERR_OUT_OF_MEMORY, "%s: no memory for %zu metadata ints", fn, L.n_ints);
     }
     s = be->ops.alloc(be->ctx, L.ws_bytes, &b->dev_ws);
     if (s != FA_OK) {
         b->dev_ws = NULL;
+        s = fa__backend_fail(be, "alloc", s);
         fa_builder_destroy(b);
-        return fa__backend_fail(be, "alloc", s);
+        return s;
     }
     b->ws_bytes = L.ws_bytes;
-    base = (char *)b->dev_ws;
-    b->dev_ints = (int32_t *)(base + L.ws_off[0]);
-    if (L.max_splits > 1) {
-        b->split_out = (float *)(base + L.ws_off[1]);
-        b->split_lse = (float *)(base + L.ws_off[2]);
-    }
-    if (c.parallel.dcp_world_size == 1) {
-        b->prefix_out = base + L.ws_off[3];
-        b->suffix_out = base + L.ws_off[4];
-        b->prefix_lse = (float *)(base + L.ws_off[5]);
-        b->suffix_lse = (float *)(base + L.ws_off[6]);
-    } else {
-        int64_t HT = (int64_t)c.model.num_heads_q * L.max_tokens;
-        b->dcp_q_all = base + L.ws_off[7];
-        b->dcp_ctx_out = base + L.ws_off[8];
-        b->dcp_rs_out = base + L.ws_off[9];
-        b->dcp_qpart_out = base + L.ws_off[10];
-        b->dcp_ctx_lse = (float *)(base + L.ws_off[11]);
-        b->dcp_lse_all = (float *)(base + L.ws_off[12]);
-        b->dcp_lse_glob = (float *)(base + L.ws_off[13]);
-        b->dcp_qpart_lse = b->dcp_lse_glob + (int64_t)c.parallel.dcp_world_size * HT;
-    }
+    fa__place(b, &L);
     /* zero the metadata region once so unused plan tails read as "no work" from the start */
     s = be->ops.copy(be->ctx, b->dev_ints, b->host_ints, sizeof(int32_t) * L.n_ints, FA_COPY_HOST_TO_DEVICE);
     if (s != FA_OK) {
-        fa__backend_fail(be, "copy", s);
+        s = fa__backend_fail(be, "copy", s);
+        fa_builder_destroy(b);
+        return s;
+    }
+    s = fa__register(fn, b);
+    if (s != FA_OK) {
         fa_builder_destroy(b);
         return s;
     }
@@ -1756,26 +2029,56 @@ FA__DEF fa_status fa_builder_create(const fa_backend *be, const fa_config *cfg, 
 FA__DEF void fa_builder_destroy(fa_builder *b)
 {
     if (b == NULL) return;
+    if (b->slot >= 0) fa__atomic_store(&fa__live_ids[b->slot], 0);
     if (b->dev_ws != NULL) b->be->ops.free(b->be->ctx, b->dev_ws);
     free(b->host_ints);
     free(b->host_local_q);
+    free(b->host_check);
     free(b);
 }
 
 FA__DEF const fa_config *fa_builder_config(const fa_builder *b) { return b ? &b->cfg : NULL; }
 
-FA__DEF fa_status fa_builder_set_layer_windows(fa_builder *b, const fa_window *windows, int32_t n)
+/* 1 when cascade attention is exact for the layer: a causal decoder without window or ALiBi
+   (the prefix call attends every query to every prefix key). */
+static int fa__cascade_exact(const fa_layer *L)
 {
+    return L->desc.attn_type == FA_ATTN_DECODER && L->window.left < 0 && L->window.right < 0 &&
+           L->desc.alibi_slopes == NULL && L->desc.attention_chunk_size == 0;
+}
+
+FA__DEF fa_status fa_builder_set_layers(fa_builder *b, const struct fa_layer *layers, int32_t n)
+{
+    const char *fn = "fa_builder_set_layers";
     fa_window w = {-1, -1};
     int en = 1;
-    fa_status s;
+    int32_t i, exact = 0;
     fa__clear();
-    FA__CHECK_PTR("fa_builder_set_layer_windows", b);
-    s = fa_aot_sliding_window(windows, n, &w, &en);
-    if (s != FA_OK) return fa__refail(s, "fa_builder_set_layer_windows", "fa_aot_sliding_window: ");
-    b->aot_window = w;
+    FA__CHECK_PTR(fn, b);
+    if (n < 1) return fa__fail(FA_ERR_INVALID_ARG, "%s: n %d must be >= 1", fn, n);
+    FA__CHECK_PTR(fn, layers);
+    for (i = 0; i < n; ++i) {
+        const fa_layer_desc *d = &layers[i].desc;
+        if (d->num_heads != b->cfg.model.num_heads_q || d->num_kv_heads != b->cfg.model.num_heads_kv ||
+            d->head_size != b->cfg.model.head_size)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: layers[%d] heads %d/%d head_size %d differ from the builder's %d/%d %d",
+                            fn, i, d->num_heads, d->num_kv_heads, d->head_size, b->cfg.model.num_heads_q,
+                            b->cfg.model.num_heads_kv, b->cfg.model.head_size);
+        if (i > 0 && (layers[i].window.left != w.left || layers[i].window.right != w.right)) en = 0;
+        w = layers[i].window;
+        exact += fa__cascade_exact(&layers[i]);
+    }
     b->aot_enabled = en;
+    b->aot_window = en ? layers[0].window : fa_sliding_window_config(0, FA_ATTN_DECODER);
+    b->num_layers = n;
+    b->cascade_layers = exact;
     return FA_OK;
+}
+
+static int32_t fa__batch_max_blocks(const fa_batch *batch)
+{
+    if (batch->max_blocks != 0) return batch->max_blocks;
+    return batch->block_table_stride > INT32_MAX ? INT32_MAX : (int32_t)batch->block_table_stride;
 }
 
 static fa_status fa__check_batch(const char *fn, const fa_builder *b, const fa_batch *batch,
@@ -1785,21 +2088,27 @@ static fa_status fa__check_batch(const char *fn, const fa_builder *b, const fa_b
     fa_status s;
     if (n < 1 || n > b->max_seqs)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: batch.num_reqs %d is outside [1, max_num_seqs %d]", fn, n, b->max_seqs);
+    if ((int)batch->causal < 0 || batch->causal > FA_CAUSAL_OFF)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: batch.causal %d is not AUTO (0), ON (1) or OFF (2)", fn, (int)batch->causal);
     FA__CHECK_PTR(fn, batch->query_start_loc);
     FA__CHECK_PTR(fn, batch->seq_lens);
-    /* a non-causal batch (cross-attention) may have more queries than keys */
-    s = fa__check_qsl(fn, batch->query_start_loc, batch->causal ? batch->seq_lens : NULL, n);
+    /* more queries than keys is for non-causal layers; fa_forward checks the layer */
+    s = fa__check_qsl(fn, batch->query_start_loc, NULL, n);
     if (s != FA_OK) return s;
     for (i = 0; i < n; ++i)
         if (batch->seq_lens[i] < 0)
             return fa__fail(FA_ERR_INVALID_ARG, "%s: seq_lens[%d] = %d is negative", fn, i, batch->seq_lens[i]);
+    if (batch->causal == FA_CAUSAL_ON) {
+        s = fa__check_qsl(fn, batch->query_start_loc, batch->seq_lens, n);
+        if (s != FA_OK) return s;
+    }
     t = batch->query_start_loc[n];
     if (batch->num_actual_tokens != 0 && batch->num_actual_tokens != t)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: batch.num_actual_tokens %d differs from query_start_loc[%d] = %d",
                         fn, batch->num_actual_tokens, n, t);
     if (t < 1 || t > b->max_tokens)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: %d tokens is outside [1, max_num_batched_tokens %d]", fn, t, b->max_tokens);
-    max_blocks = batch->max_blocks ? batch->max_blocks : (int32_t)batch->block_table_stride;
+    max_blocks = fa__batch_max_blocks(batch);
     if (batch->block_table != NULL) {
         int64_t cap;
         if (batch->block_table_stride <= 0 || max_blocks <= 0 || max_blocks > batch->block_table_stride)
@@ -1822,7 +2131,7 @@ static fa_status fa__plan_call(const fa_builder *b, int32_t nreq, const int32_t 
 {
     const fa_config *c = &b->cfg;
     fa_split_params p;
-    int32_t cap = b->split_elastic ? 128 : b->max_splits;
+    int32_t cap = b->split_elastic ? b->be->caps.max_splits : b->max_splits;
     int graph = c->compilation.full_cuda_graph && rows <= c->compilation.max_cudagraph_capture_size;
     fa_status s;
     if (graph) cap = fa__min(cap, c->compilation.max_num_splits_for_cuda_graph);
@@ -1845,6 +2154,7 @@ static fa_status fa__plan_call(const fa_builder *b, int32_t nreq, const int32_t 
     p.max_num_splits = cap;
     p.batch_invariant = c->compilation.batch_invariant;
     p.kv_bytes = (int32_t)fa_dtype_size(fa_cache_storage_dtype(c->cache.cache_dtype, c->model.dtype));
+    p.caps = &b->be->caps;
     s = fa_plan_splits(&p, plan, 1 + plan_cap);
     if (s != FA_OK) return s;
     /* In a captured graph the grid must not change between replays: launch the cap. */
@@ -1854,28 +2164,31 @@ static fa_status fa__plan_call(const fa_builder *b, int32_t nreq, const int32_t 
 }
 
 FA__DEF fa_status fa_builder_cascade_prefix_len(fa_builder *b, const fa_batch *batch,
-                                                int32_t num_common_prefix_blocks, int use_alibi,
-                                                int use_sliding_window, int32_t *prefix_len_out)
+                                                int32_t num_common_prefix_blocks, int32_t *prefix_len_out)
 {
     const char *fn = "fa_builder_cascade_prefix_len";
-    int32_t i, n, t, qlens[1], *ql, *computed;
+    int32_t i, n, t, *ql, *computed;
     fa_cascade_query q;
     fa_status s;
-    (void)qlens;
     fa__clear();
     FA__CHECK_PTR(fn, b);
     FA__CHECK_PTR(fn, batch);
     FA__CHECK_PTR(fn, prefix_len_out);
+    if (num_common_prefix_blocks < 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: num_common_prefix_blocks %d must be >= 0", fn, num_common_prefix_blocks);
     s = fa__check_batch(fn, b, batch, &t);
     if (s != FA_OK) return s;
     n = batch->num_reqs;
-    /* scratch: the local-attention host array is free outside build() and long enough? use
-       the host int region's suffix/dcp rows, rewritten by build() anyway */
+    *prefix_len_out = 0;
+    /* no layer it is exact for, or a batch that is not causal: cascade cannot pay */
+    if ((b->num_layers > 0 && b->cascade_layers == 0) || batch->causal == FA_CAUSAL_OFF) return FA_OK;
+    /* scratch: the suffix and dcp rows of the host int region, rewritten by build() anyway */
     ql = b->host_ints + b->off_suffix;
     computed = b->host_ints + b->off_dcp;
     for (i = 0; i < n; ++i) {
         ql[i] = batch->query_start_loc[i + 1] - batch->query_start_loc[i];
         computed[i] = batch->seq_lens[i] - ql[i];
+        if (computed[i] < 0) return FA_OK; /* more queries than keys: not a causal batch */
     }
     memset(&q, 0, sizeof q);
     q.num_common_prefix_blocks = num_common_prefix_blocks;
@@ -1887,10 +2200,94 @@ FA__DEF fa_status fa_builder_cascade_prefix_len(fa_builder *b, const fa_batch *b
     q.num_heads_kv = b->cfg.model.num_heads_kv;
     q.num_sms = b->be->info.num_sms;
     q.dcp_world_size = b->cfg.parallel.dcp_world_size;
-    q.use_alibi = use_alibi;
-    q.use_sliding_window = use_sliding_window;
     q.use_local_attention = b->cfg.scheduler.attention_chunk_size > 0;
-    return fa_cascade_prefix_len(&q, prefix_len_out);
+    s = fa_cascade_prefix_len(&q, prefix_len_out);
+    if (s != FA_OK) return fa__refail(s, fn, "fa_cascade_prefix_len: ");
+    return FA_OK;
+}
+
+/* Checks of a cascade request against the batch. */
+static fa_status fa__check_cascade(const char *fn, const fa_builder *b, const fa_batch *batch, int32_t P)
+{
+    int32_t i;
+    if (P < 0 || P % b->cfg.cache.block_size != 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: common_prefix_len %d is not a non-negative multiple of block_size %d",
+                        fn, P, b->cfg.cache.block_size);
+    if (b->cfg.parallel.dcp_world_size > 1)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: common_prefix_len %d with dcp_world_size %d (cascade is off under DCP)",
+                        fn, P, b->cfg.parallel.dcp_world_size);
+    if (batch->causal == FA_CAUSAL_OFF)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: common_prefix_len %d with batch.causal OFF (cascade attends causally)",
+                        fn, P);
+    if (batch->block_table == NULL)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: common_prefix_len %d needs batch.block_table", fn, P);
+    for (i = 0; i < batch->num_reqs; ++i) {
+        int32_t ctx = batch->seq_lens[i] - (batch->query_start_loc[i + 1] - batch->query_start_loc[i]);
+        if (P > ctx)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: common_prefix_len %d exceeds request %d's context of %d tokens",
+                            fn, P, i, ctx);
+    }
+    return FA_OK;
+}
+
+/* The cascade part of a build: prefix call (one row of the block table) and suffix plan. */
+static fa_status fa__build_cascade(fa_builder *b, const fa_batch *batch, int32_t P, int32_t t, fa_metadata *md)
+{
+    int32_t *h = b->host_ints, *d = b->dev_ints, *suf = h + b->off_suffix, i, splits = 1;
+    fa_status s;
+    h[b->off_cu_prefix] = 0;
+    h[b->off_cu_prefix + 1] = t;
+    h[b->off_prefix_kv] = P;
+    for (i = 0; i < batch->num_reqs; ++i) suf[i] = batch->seq_lens[i] - P;
+    md->use_cascade = 1;
+    md->common_prefix_len = P;
+    md->cu_prefix_query_lens = d + b->off_cu_prefix;
+    md->prefix_kv_lens = d + b->off_prefix_kv;
+    md->suffix_kv_lens = d + b->off_suffix;
+    md->prefix_split_plan = d + b->off_prefix_plan;
+    md->suffix_split_plan = d + b->off_suffix_plan;
+    s = fa__plan_call(b, 1, h + b->off_cu_prefix, h + b->off_prefix_kv, b->cfg.model.num_heads_q, 0, t,
+                      h + b->off_prefix_plan, 1, &splits);
+    if (s != FA_OK) return s;
+    md->prefix_num_splits = splits;
+    s = fa__plan_call(b, batch->num_reqs, batch->query_start_loc, suf, b->cfg.model.num_heads_q, 1, t,
+                      h + b->off_suffix_plan, b->max_seqs, &splits);
+    md->suffix_num_splits = splits;
+    return s;
+}
+
+/* The chunked-local part of a build: the virtual batches and their plan. Returns the ints to
+   upload. */
+static fa_status fa__build_local(fa_builder *b, const fa_batch *batch, int32_t t, fa_metadata *md, size_t *upload)
+{
+    int32_t *h = b->host_ints, *d = b->dev_ints, lsplits = 1;
+    fa_local_batches lb;
+    fa_status s;
+    memset(&lb, 0, sizeof lb);
+    lb.seqlens_q = b->host_local_q;
+    lb.cu_seqlens_q = h + b->off_local_cu;
+    lb.seqused_k = h + b->off_local_k;
+    lb.block_table = h + b->off_local_bt;
+    s = fa_make_local_virtual_batches(b->cfg.scheduler.attention_chunk_size, b->cfg.cache.block_size,
+                                      batch->query_start_loc, batch->seq_lens, batch->num_reqs,
+                                      batch->block_table_host, batch->block_table_stride, fa__batch_max_blocks(batch),
+                                      b->max_virtual, &lb);
+    if (s != FA_OK) return s;
+    s = fa__plan_call(b, lb.num_virtual, lb.cu_seqlens_q, lb.seqused_k, b->cfg.model.num_heads_q, 1, t,
+                      h + b->off_local_plan, b->max_virtual, &lsplits);
+    if (s != FA_OK) return s;
+    md->has_local = 1;
+    md->local.num_virtual = lb.num_virtual;
+    md->local.max_query_len = lb.max_query_len;
+    md->local.max_seq_len = lb.max_seq_len;
+    md->local.cu_seqlens_q = d + b->off_local_cu;
+    md->local.seqused_k = d + b->off_local_k;
+    md->local.block_table = d + b->off_local_bt;
+    md->local.block_table_stride = b->pages_per_virtual;
+    md->local.split_plan = d + b->off_local_plan;
+    md->local.num_splits = lsplits;
+    *upload = b->off_local_bt + (size_t)lb.num_virtual * (size_t)b->pages_per_virtual;
+    return FA_OK;
 }
 
 FA__DEF fa_status fa_builder_build(fa_builder *b, const fa_batch *batch, int32_t common_prefix_len,
@@ -1899,7 +2296,7 @@ FA__DEF fa_status fa_builder_build(fa_builder *b, const fa_batch *batch, int32_t
     const char *fn = "fa_builder_build";
     const fa_config *c;
     fa_metadata md;
-    int32_t n, t, i, max_q = 0, min_q = 0, max_s = 0, bs, N, I, splits = 1;
+    int32_t n, t, i, max_q = 0, min_q = 0, max_s = 0, N, splits = 1;
     int32_t *h, *d;
     size_t upload;
     fa_status s;
@@ -1908,43 +2305,32 @@ FA__DEF fa_status fa_builder_build(fa_builder *b, const fa_batch *batch, int32_t
     FA__CHECK_PTR(fn, batch);
     FA__CHECK_PTR(fn, md_out);
     c = &b->cfg;
-    bs = c->cache.block_size;
     N = c->parallel.dcp_world_size;
-    I = c->parallel.cp_kv_cache_interleave_size;
     s = fa__check_batch(fn, b, batch, &t);
     if (s != FA_OK) return s;
+    if (common_prefix_len != 0) {
+        s = fa__check_cascade(fn, b, batch, common_prefix_len);
+        if (s != FA_OK) return s;
+    }
+    if (c->scheduler.attention_chunk_size > 0 && batch->block_table_host == NULL)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: batch.block_table_host is NULL but chunked local attention is on", fn);
+
+    memset(&md, 0, sizeof md);
     n = batch->num_reqs;
     for (i = 0; i < n; ++i) {
         const int32_t ql = batch->query_start_loc[i + 1] - batch->query_start_loc[i];
         max_q = fa__max(max_q, ql);
         if (ql > 0 && (min_q == 0 || ql < min_q)) min_q = ql; /* shortest non-empty query */
         max_s = fa__max(max_s, batch->seq_lens[i]);
+        if (ql > batch->seq_lens[i]) md.query_exceeds_keys = 1;
     }
-    if (common_prefix_len != 0) {
-        if (common_prefix_len < 0 || common_prefix_len % bs != 0)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: common_prefix_len %d is not a non-negative multiple of block_size %d",
-                            fn, common_prefix_len, bs);
-        if (N > 1)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: common_prefix_len %d with dcp_world_size %d (cascade is off under DCP)",
-                            fn, common_prefix_len, N);
-        if (batch->block_table == NULL)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: common_prefix_len %d needs batch.block_table", fn, common_prefix_len);
-        for (i = 0; i < n; ++i) {
-            int32_t ctx = batch->seq_lens[i] - (batch->query_start_loc[i + 1] - batch->query_start_loc[i]);
-            if (common_prefix_len > ctx)
-                return fa__fail(FA_ERR_INVALID_ARG, "%s: common_prefix_len %d exceeds request %d's context of %d tokens",
-                                fn, common_prefix_len, i, ctx);
-        }
-    }
-    if (c->scheduler.attention_chunk_size > 0 && batch->block_table_host == NULL)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: batch.block_table_host is NULL but chunked local attention is on", fn);
-
-    memset(&md, 0, sizeof md);
     h = b->host_ints;
     d = b->dev_ints;
     memcpy(h + b->off_qsl, batch->query_start_loc, sizeof(int32_t) * (size_t)(n + 1));
     memcpy(h + b->off_seq, batch->seq_lens, sizeof(int32_t) * (size_t)n);
     md.builder = b;
+    md.builder_id = b->id;
+    md.builder_slot = b->slot;
     md.num_actual_tokens = t;
     md.num_reqs = n;
     md.max_query_len = max_q;
@@ -1961,65 +2347,27 @@ FA__DEF fa_status fa_builder_build(fa_builder *b, const fa_batch *batch, int32_t
     md.split_plan = d + b->off_plan;
     if (N > 1) {
         int32_t *ctx = h + b->off_dcp;
+        const int32_t I = c->parallel.cp_kv_cache_interleave_size;
         for (i = 0; i < n; ++i)
             ctx[i] = fa_dcp_local_seq_len(batch->seq_lens[i] - (batch->query_start_loc[i + 1] - batch->query_start_loc[i]),
                                           N, c->parallel.dcp_rank, I);
         md.dcp_context_kv_lens = d + b->off_dcp;
-        md.max_dcp_context_kv_len = fa__cdiv(max_s, N * I) * I;
+        md.max_dcp_context_kv_len = (int32_t)(fa__cdiv64(max_s, (int64_t)N * I) * I);
         s = fa__plan_call(b, n, batch->query_start_loc, ctx, b->heads_all, 0, t, h + b->off_plan, b->max_seqs, &splits);
-    } else if (common_prefix_len > 0) {
-        int32_t *suf = h + b->off_suffix, pre_splits = 1;
-        h[b->off_cu_prefix] = 0;
-        h[b->off_cu_prefix + 1] = t;
-        h[b->off_prefix_kv] = common_prefix_len;
-        for (i = 0; i < n; ++i) suf[i] = batch->seq_lens[i] - common_prefix_len;
-        md.use_cascade = 1;
-        md.common_prefix_len = common_prefix_len;
-        md.cu_prefix_query_lens = d + b->off_cu_prefix;
-        md.prefix_kv_lens = d + b->off_prefix_kv;
-        md.suffix_kv_lens = d + b->off_suffix;
-        md.prefix_split_plan = d + b->off_prefix_plan;
-        s = fa__plan_call(b, 1, h + b->off_cu_prefix, h + b->off_prefix_kv, c->model.num_heads_q, 0, t,
-                          h + b->off_prefix_plan, 1, &pre_splits);
-        if (s != FA_OK) return s;
-        md.prefix_num_splits = pre_splits;
-        s = fa__plan_call(b, n, batch->query_start_loc, suf, c->model.num_heads_q, 1, t, h + b->off_plan,
-                          b->max_seqs, &splits);
     } else {
-        s = fa__plan_call(b, n, batch->query_start_loc, batch->seq_lens, c->model.num_heads_q, batch->causal, t,
-                          h + b->off_plan, b->max_seqs, &splits);
+        s = fa__plan_call(b, n, batch->query_start_loc, batch->seq_lens, c->model.num_heads_q,
+                          batch->causal != FA_CAUSAL_OFF, t, h + b->off_plan, b->max_seqs, &splits);
+        if (s == FA_OK && common_prefix_len > 0) s = fa__build_cascade(b, batch, common_prefix_len, t, &md);
     }
     if (s != FA_OK) return s;
     md.num_splits = splits;
     upload = b->off_local_cu;
     if (c->scheduler.attention_chunk_size > 0) {
-        fa_local_batches lb;
-        int32_t max_blocks = batch->max_blocks ? batch->max_blocks : (int32_t)batch->block_table_stride, lsplits = 1;
-        memset(&lb, 0, sizeof lb);
-        lb.seqlens_q = b->host_local_q;
-        lb.cu_seqlens_q = h + b->off_local_cu;
-        lb.seqused_k = h + b->off_local_k;
-        lb.block_table = h + b->off_local_bt;
-        s = fa_make_local_virtual_batches(c->scheduler.attention_chunk_size, bs, batch->query_start_loc,
-                                          batch->seq_lens, n, batch->block_table_host, batch->block_table_stride,
-                                          max_blocks, b->max_virtual, &lb);
+        s = fa__build_local(b, batch, t, &md, &upload);
         if (s != FA_OK) return s;
-        s = fa__plan_call(b, lb.num_virtual, lb.cu_seqlens_q, lb.seqused_k, c->model.num_heads_q, 1, t,
-                          h + b->off_local_plan, b->max_virtual, &lsplits);
-        if (s != FA_OK) return s;
-        md.has_local = 1;
-        md.local.num_virtual = lb.num_virtual;
-        md.local.max_query_len = lb.max_query_len;
-        md.local.max_seq_len = lb.max_seq_len;
-        md.local.cu_seqlens_q = d + b->off_local_cu;
-        md.local.seqused_k = d + b->off_local_k;
-        md.local.block_table = d + b->off_local_bt;
-        md.local.block_table_stride = b->pages_per_virtual;
-        md.local.split_plan = d + b->off_local_plan;
-        md.local.num_splits = lsplits;
-        upload = b->off_local_bt + (size_t)lb.num_virtual * (size_t)b->pages_per_virtual;
     }
     FA__CALL(b->be, copy, d, h, sizeof(int32_t) * upload, FA_COPY_HOST_TO_DEVICE);
+    md.generation = ++b->generation;
     *md_out = md;
     return FA_OK;
 }
@@ -2096,6 +2444,72 @@ FA__DEF fa_status fa_layer_init(fa_layer *layer, const fa_layer_desc *desc)
 }
 
 // >>forward impl
+
+/* fa_forward runs in three phases: describe the call as a program of steps (every argument
+   struct filled), check every step (the header's rules, the capability block, the backend's
+   own check op), then run the steps. So no check can fail after the first step wrote. */
+typedef enum fa__step_kind {
+    FA__STEP_OP = 0,                 /* a backend op (fa_op) */
+    FA__STEP_COPY_2D = 1,            /* `count` strided 2-D device copies (packing q for DCP) */
+    FA__STEP_ALL_GATHER = 2,         /* comm all_gather */
+    FA__STEP_REDUCE_SCATTER = 3      /* comm reduce_scatter */
+} fa__step_kind;
+
+typedef struct fa__copy2d {
+    char *dst;
+    const char *src;
+    size_t dpitch, spitch, width, rows;
+    int64_t count, dst_step, src_step; /* bytes between the copies */
+} fa__copy2d;
+
+typedef struct fa__coll {
+    const void *send;
+    void *recv;
+    size_t count;
+    fa_dtype dtype;
+} fa__coll;
+
+typedef struct fa__step {
+    fa__step_kind kind;
+    fa_op op;
+    union {
+        fa_cache_write_args w;
+        fa_attn_args a;
+        fa_merge_args m;
+        fa_dcp_correct_args c;
+        fa__copy2d copy;
+        fa__coll coll;
+    } u;
+} fa__step;
+
+#define FA__MAX_STEPS 10
+typedef struct fa__program {
+    int32_t n;
+    fa__step step[FA__MAX_STEPS];
+} fa__program;
+
+static fa__step *fa__push(fa__program *p, fa__step_kind kind, fa_op op)
+{
+    fa__step *s;
+    FA_ASSERT(p->n < FA__MAX_STEPS);
+    s = &p->step[p->n++];
+    memset(s, 0, sizeof *s);
+    s->kind = kind;
+    s->op = op;
+    return s;
+}
+
+static const char *fa__op_name(fa_op op)
+{
+    switch (op) {
+    case FA_OP_RESHAPE_AND_CACHE: return "reshape_and_cache";
+    case FA_OP_ATTENTION: return "attention";
+    case FA_OP_MERGE_STATES: return "merge_states";
+    case FA_OP_DCP_CORRECT: return "dcp_correct";
+    }
+    return "?";
+}
+
 static fa_status fa__check_rows(const char *name, const fa_tensor *x, int32_t rows, int32_t heads,
                                 int32_t d, fa_dtype dt)
 {
@@ -2104,13 +2518,17 @@ static fa_status fa__check_rows(const char *name, const fa_tensor *x, int32_t ro
     if (x->rank != 3)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: %s has rank %d, expected 3 [tokens, heads, head_size]", fn, name, x->rank);
     if (x->dtype != dt)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: %s dtype %s, expected %s", fn, name, fa_dtype_name(x->dtype), fa_dtype_name(dt));
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: %s dtype %s (%d), expected %s", fn, name, fa_dtype_name(x->dtype),
+                        (int)x->dtype, fa_dtype_name(dt));
     if (x->shape[0] < rows || x->shape[1] != heads || x->shape[2] != d)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: %s shape [%lld, %lld, %lld], expected [>= %d, %d, %d]", fn, name,
                         (long long)x->shape[0], (long long)x->shape[1], (long long)x->shape[2], rows, heads, d);
     if (x->stride[2] != 1 || x->stride[1] < d || x->stride[0] < 0)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: %s strides (%lld, %lld, %lld): head_size dim must be contiguous", fn,
                         name, (long long)x->stride[0], (long long)x->stride[1], (long long)x->stride[2]);
+    if (rows > 1 && x->stride[0] < (int64_t)heads * x->stride[1] && x->stride[0] < d)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: %s token stride %lld makes tokens overlap (head stride %lld, head_size %d)",
+                        fn, name, (long long)x->stride[0], (long long)x->stride[1], d);
     return FA_OK;
 }
 
@@ -2127,6 +2545,24 @@ static fa_status fa__zero_rows(const fa_backend *be, const fa_tensor *out)
                      (size_t)out->shape[2] * es, (size_t)out->shape[0]);
     }
     return FA_OK;
+}
+
+FA__DEF fa_status fa_forward_profile(const fa_layer *layer, const fa_backend *be, const fa_tensor *out)
+{
+    const char *fn = "fa_forward_profile";
+    fa_status s;
+    fa__clear();
+    FA__CHECK_PTR(fn, layer);
+    FA__CHECK_PTR(fn, out);
+    s = fa__check_backend(fn, be);
+    if (s != FA_OK) return s;
+    if (layer->desc.num_heads <= 0 || layer->desc.head_size <= 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: layer is not initialised (num_heads %d, head_size %d)", fn,
+                        layer->desc.num_heads, layer->desc.head_size);
+    s = fa__check_rows("out", out, 0, layer->desc.num_heads, layer->desc.head_size, layer->desc.dtype);
+    if (s != FA_OK) return fa__refail(s, fn, "fa_forward: ");
+    FA__NEED_OP(fn, be, fill);
+    return fa__zero_rows(be, out);
 }
 
 /* Fields every attention call of a layer shares. */
@@ -2171,6 +2607,7 @@ static void fa__attn_paged(fa_attn_args *a, const fa_layer *L, const fa_tensor *
     a->k_head_stride = a->v_head_stride = kv_cache->stride[3];
     a->kv_dtype = kv_dtype;
     a->block_size = (int32_t)kv_cache->shape[2];
+    a->num_blocks = kv_cache->shape[1];
     if (kv_dtype == FA_DTYPE_FP8_E4M3 || kv_dtype == FA_DTYPE_FP8_E5M2) {
         a->k_scale = L->k_scale;
         a->v_scale = L->v_scale;
@@ -2189,6 +2626,19 @@ static void fa__attn_dense(fa_attn_args *a, const fa_tensor *k, const fa_tensor 
     a->cu_seqlens_k = cu_k;
 }
 
+/* The request rows of a paged call over the metadata's batch. */
+static void fa__attn_rows(fa_attn_args *a, const fa_metadata *md, const int32_t *seqused_k, int32_t max_seqlen_k)
+{
+    a->cu_seqlens_q = md->query_start_loc;
+    a->seqused_k = seqused_k;
+    a->block_table = md->block_table;
+    a->block_table_stride = md->block_table_stride;
+    a->num_seqs = md->num_reqs;
+    a->max_seqlen_q = md->max_query_len;
+    a->min_seqlen_q = md->min_query_len;
+    a->max_seqlen_k = max_seqlen_k;
+}
+
 static void fa__attn_splits(fa_attn_args *a, const fa_builder *b, int32_t num_splits, const int32_t *plan)
 {
     a->num_splits = num_splits;
@@ -2199,118 +2649,537 @@ static void fa__attn_splits(fa_attn_args *a, const fa_builder *b, int32_t num_sp
     }
 }
 
-static void fa__merge(fa_merge_args *m, void *out, int64_t ots, int64_t ohs, const void *p, int64_t pts,
-                      int64_t phs, const float *plse, int64_t plhs, const void *s, int64_t sts, int64_t shs,
-                      const float *slse, int64_t slhs, fa_dtype dt, int32_t tokens, int32_t heads, int32_t d)
+/* out = merge(prefix, suffix): both partials [T, H, D] packed with LSE [H, T]. */
+static void fa__push_merge(fa__program *p, const fa_tensor *out, const void *pre, const float *plse, const void *suf,
+                           const float *slse, int64_t pre_token_stride, int64_t pre_head_stride, int32_t T, int32_t H,
+                           int32_t D)
 {
-    memset(m, 0, sizeof *m);
-    m->out = out; m->out_token_stride = ots; m->out_head_stride = ohs;
-    m->prefix_out = p; m->prefix_token_stride = pts; m->prefix_head_stride = phs;
-    m->prefix_lse = plse; m->prefix_lse_head_stride = plhs;
-    m->suffix_out = s; m->suffix_token_stride = sts; m->suffix_head_stride = shs;
-    m->suffix_lse = slse; m->suffix_lse_head_stride = slhs;
-    m->dtype = dt; m->num_tokens = tokens; m->num_heads = heads; m->head_size = d;
+    fa_merge_args *m = &fa__push(p, FA__STEP_OP, FA_OP_MERGE_STATES)->u.m;
+    m->out = out->data; m->out_token_stride = out->stride[0]; m->out_head_stride = out->stride[1];
+    m->prefix_out = pre; m->prefix_token_stride = pre_token_stride; m->prefix_head_stride = pre_head_stride;
+    m->prefix_lse = plse; m->prefix_lse_head_stride = T;
+    m->suffix_out = suf; m->suffix_token_stride = (int64_t)H * D; m->suffix_head_stride = D;
+    m->suffix_lse = slse; m->suffix_lse_head_stride = T;
+    m->dtype = out->dtype; m->num_tokens = T; m->num_heads = H; m->head_size = D;
 }
 
-static fa_status fa__comm_call(const fa_comm *cm, const char *op, fa_status s)
+/* Everything fa_forward is given, resolved once. */
+typedef struct fa__call {
+    const fa_layer *L;
+    const fa_backend *be;
+    const fa_builder *b;
+    const fa_metadata *md;
+    const fa_tensor *q, *k, *v, *kv_cache, *out;
+    fa_dtype dt, cache_dt;
+    int32_t T, Hq, Hkv, D;
+    int32_t causal;                  /* resolved from the batch and the layer */
+} fa__call;
+
+/* >>encoder: dense bidirectional attention within each sequence, no cache */
+static void fa__describe_encoder(const fa__call *c, fa__program *p)
 {
-    const char *detail;
-    if (s == FA_OK) return s;
-    detail = cm->last_error ? cm->last_error(cm->ctx) : NULL;
-    return fa__fail(s, "comm op '%s' failed (%s): %s", op, fa_status_string(s), detail ? detail : "");
+    fa_attn_args *a = &fa__push(p, FA__STEP_OP, FA_OP_ATTENTION)->u.a;
+    fa__attn_base(a, c->L, c->q, c->T);
+    fa__attn_dense(a, c->k, c->v, c->md->query_start_loc);
+    fa__attn_out(a, c->out->data, c->out->stride[0], c->out->stride[1], NULL, 0);
+    a->cu_seqlens_q = c->md->query_start_loc;
+    a->num_seqs = c->md->num_reqs;
+    a->max_seqlen_q = c->md->max_query_len;
+    a->max_seqlen_k = c->md->max_query_len;
+    a->causal = 0;
+    a->sinks = c->L->desc.sinks;
 }
 
-/* DCP: gather queries, attend this rank's cache shard, correct by the global LSE and
+/* >>cache write (skipped for a layer sharing another's cache, or with no new k/v) */
+static void fa__describe_cache_write(const fa__call *c, fa__program *p)
+{
+    const fa_tensor *k = c->k, *v = c->v, *kv = c->kv_cache;
+    fa_cache_write_args *w;
+    if (c->L->desc.kv_sharing || k == NULL) return;
+    w = &fa__push(p, FA__STEP_OP, FA_OP_RESHAPE_AND_CACHE)->u.w;
+    w->key = k->data;
+    w->value = v->data;
+    w->key_token_stride = k->stride[0];
+    w->value_token_stride = v->stride[0];
+    w->kv_dtype = c->dt;
+    w->key_cache = kv->data;
+    w->value_cache = (char *)kv->data + (size_t)kv->stride[0] * fa_dtype_size(c->cache_dt);
+    w->cache_block_stride = kv->stride[1];
+    w->cache_page_stride = kv->stride[2];
+    w->cache_head_stride = kv->stride[3];
+    w->cache_dtype = c->cache_dt;
+    w->slot_mapping = c->md->slot_mapping;
+    w->num_blocks = kv->shape[1];
+    w->num_tokens = c->T;
+    w->num_heads_kv = c->Hkv;
+    w->head_size = c->D;
+    w->block_size = (int32_t)kv->shape[2];
+    w->k_scale = c->L->k_scale;
+    w->v_scale = c->L->v_scale;
+}
+
+/* >>local: chunked local attention over the virtual batches */
+static void fa__describe_local(const fa__call *c, fa__program *p)
+{
+    const fa_metadata *md = c->md;
+    fa_attn_args *a = &fa__push(p, FA__STEP_OP, FA_OP_ATTENTION)->u.a;
+    fa__attn_base(a, c->L, c->q, c->T);
+    fa__attn_paged(a, c->L, c->kv_cache, c->cache_dt);
+    a->sinks = c->L->desc.sinks;
+    fa__attn_out(a, c->out->data, c->out->stride[0], c->out->stride[1], NULL, 0);
+    a->cu_seqlens_q = md->local.cu_seqlens_q;
+    a->seqused_k = md->local.seqused_k;
+    a->block_table = md->local.block_table;
+    a->block_table_stride = md->local.block_table_stride;
+    a->num_seqs = md->local.num_virtual;
+    a->max_seqlen_q = md->local.max_query_len;
+    a->max_seqlen_k = md->local.max_seq_len;
+    a->causal = 1;
+    fa__attn_splits(a, c->b, md->local.num_splits, md->local.split_plan);
+}
+
+/* >>cascade: shared prefix once for all rows, then each request's own suffix, merged */
+static void fa__describe_cascade(const fa__call *c, fa__program *p)
+{
+    const fa_metadata *md = c->md;
+    const fa_builder *b = c->b;
+    const int32_t P = md->common_prefix_len, T = c->T, HD = c->Hq * c->D;
+    fa_attn_args *a = &fa__push(p, FA__STEP_OP, FA_OP_ATTENTION)->u.a;
+    fa__attn_base(a, c->L, c->q, T);
+    fa__attn_paged(a, c->L, c->kv_cache, c->cache_dt);
+    a->sinks = c->L->desc.sinks; /* the sink joins once: in the prefix call */
+    fa__attn_out(a, b->prefix_out, HD, c->D, b->prefix_lse, T);
+    a->cu_seqlens_q = md->cu_prefix_query_lens;
+    a->seqused_k = md->prefix_kv_lens;
+    a->block_table = md->block_table;
+    a->block_table_stride = md->block_table_stride;
+    a->num_seqs = 1;
+    a->max_seqlen_q = T;
+    a->max_seqlen_k = P;
+    a->causal = 0;
+    fa__attn_splits(a, b, md->prefix_num_splits, md->prefix_split_plan);
+    a = &fa__push(p, FA__STEP_OP, FA_OP_ATTENTION)->u.a;
+    fa__attn_base(a, c->L, c->q, T);
+    fa__attn_paged(a, c->L, c->kv_cache, c->cache_dt);
+    fa__attn_out(a, b->suffix_out, HD, c->D, b->suffix_lse, T);
+    fa__attn_rows(a, md, md->suffix_kv_lens, md->max_seq_len - P);
+    a->block_table = md->block_table + P / b->cfg.cache.block_size;
+    a->causal = 1;
+    fa__attn_splits(a, b, md->suffix_num_splits, md->suffix_split_plan);
+    fa__push_merge(p, c->out, b->prefix_out, b->prefix_lse, b->suffix_out, b->suffix_lse, HD, c->D, T, c->Hq, c->D);
+}
+
+/* plain paged attention */
+static void fa__describe_plain(const fa__call *c, fa__program *p)
+{
+    fa_attn_args *a = &fa__push(p, FA__STEP_OP, FA_OP_ATTENTION)->u.a;
+    fa__attn_base(a, c->L, c->q, c->T);
+    fa__attn_paged(a, c->L, c->kv_cache, c->cache_dt);
+    a->sinks = c->L->desc.sinks;
+    fa__attn_out(a, c->out->data, c->out->stride[0], c->out->stride[1], NULL, 0);
+    fa__attn_rows(a, c->md, c->md->seq_lens, c->md->max_seq_len);
+    a->causal = c->causal;
+    fa__attn_splits(a, c->b, c->md->num_splits, c->md->split_plan);
+}
+
+/* >>dcp: gather queries, attend this rank's cache shard, correct by the global LSE and
    reduce-scatter over heads, attend the new tokens (with the sink), merge. */
-static fa_status fa__forward_dcp(const fa_layer *L, const fa_backend *be, const fa_tensor *q, const fa_tensor *k,
-                                 const fa_tensor *v, const fa_tensor *kv_cache, fa_dtype cache_dt,
-                                 const fa_metadata *md, const fa_tensor *out)
+static void fa__describe_dcp(const fa__call *c, fa__program *p)
 {
-    const fa_builder *b = md->builder;
-    const fa_comm *cm = b->comm;
-    int32_t T = md->num_actual_tokens, H = L->desc.num_heads, D = L->desc.head_size, N = md->dcp_world_size;
-    int32_t r = md->dcp_rank, HT = H * T;
-    fa_dtype dt = q->dtype;
-    size_t es = fa_dtype_size(dt);
-    int64_t h;
-    fa_attn_args a;
-    fa_dcp_correct_args c;
-    fa_merge_args m;
-    char *qpack = (char *)b->dcp_qpart_out; /* staging for the packed local q, reused below */
-    /* 1. all-gather q: pack local q as [T, H, D] contiguous, gather to [N, T, H, D] */
-    if (q->stride[0] == (int64_t)H * D && q->stride[1] == D) {
-        qpack = (char *)q->data;
-    } else if (q->stride[1] == D) { /* token-strided slice (fused QKV): one 2-D copy */
-        FA__CALL(be, copy_2d, qpack, (size_t)H * D * es, q->data, (size_t)q->stride[0] * es, (size_t)H * D * es,
-                 (size_t)T, FA_COPY_DEVICE_TO_DEVICE);
-    } else {
-        for (h = 0; h < H; ++h)
-            FA__CALL(be, copy_2d, qpack + (size_t)h * D * es, (size_t)H * D * es,
-                     (const char *)q->data + (size_t)(h * q->stride[1]) * es, (size_t)q->stride[0] * es,
-                     (size_t)D * es, (size_t)T, FA_COPY_DEVICE_TO_DEVICE);
+    const fa_builder *b = c->b;
+    const fa_metadata *md = c->md;
+    const fa_tensor *q = c->q;
+    const int32_t T = c->T, H = c->Hq, D = c->D, N = md->dcp_world_size;
+    const int64_t HT = (int64_t)H * T;
+    const size_t es = fa_dtype_size(c->dt);
+    const char *qpack = (const char *)q->data;
+    fa__step *s;
+    fa_attn_args *a;
+    fa_dcp_correct_args *cr;
+    /* 1. all-gather q: pack local q as [T, H, D] contiguous (one 2-D copy for a token-strided
+       slice such as a fused QKV, one per head otherwise), gather to [N, T, H, D] */
+    if (!(q->stride[0] == (int64_t)H * D && q->stride[1] == D)) {
+        fa__copy2d *cp = &fa__push(p, FA__STEP_COPY_2D, FA_OP_ATTENTION)->u.copy;
+        int packed_heads = q->stride[1] == D;
+        cp->dst = (char *)b->dcp_qpart_out; /* staging, reused by step 4 after the gather */
+        cp->dpitch = (size_t)H * D * es;
+        cp->src = (const char *)q->data;
+        cp->spitch = (size_t)q->stride[0] * es;
+        cp->width = (size_t)(packed_heads ? H : 1) * D * es;
+        cp->rows = (size_t)T;
+        cp->count = packed_heads ? 1 : H;
+        cp->dst_step = (int64_t)D * (int64_t)es;
+        cp->src_step = q->stride[1] * (int64_t)es;
+        qpack = cp->dst;
     }
-    {
-        fa_status s = cm->all_gather(cm->ctx, qpack, b->dcp_q_all, (size_t)HT * D, dt);
-        if (s != FA_OK) return fa__comm_call(cm, "all_gather", s);
-    }
+    s = fa__push(p, FA__STEP_ALL_GATHER, FA_OP_ATTENTION);
+    s->u.coll.send = qpack; s->u.coll.recv = b->dcp_q_all; s->u.coll.count = (size_t)HT * D; s->u.coll.dtype = c->dt;
     /* 2. context part over all N*H heads: non-causal, LSE, no sink */
-    fa__attn_base(&a, L, q, T);
-    a.q = b->dcp_q_all;
-    a.q_token_stride = (int64_t)H * D;
-    a.q_head_stride = D;
-    a.q_head_group = H;
-    a.q_group_stride = (int64_t)T * H * D;
-    a.num_heads_q = N * H;
-    fa__attn_paged(&a, L, kv_cache, cache_dt);
-    fa__attn_out(&a, b->dcp_ctx_out, D, (int64_t)T * D, b->dcp_ctx_lse, T);
-    a.cu_seqlens_q = md->query_start_loc;
-    a.seqused_k = md->dcp_context_kv_lens;
-    a.block_table = md->block_table;
-    a.block_table_stride = md->block_table_stride;
-    a.num_seqs = md->num_reqs;
-    a.max_seqlen_q = md->max_query_len;
-    a.max_seqlen_k = md->max_dcp_context_kv_len;
-    a.causal = 0;
-    fa__attn_splits(&a, b, md->num_splits, md->split_plan);
-    FA__CALL(be, attention, &a);
+    a = &fa__push(p, FA__STEP_OP, FA_OP_ATTENTION)->u.a;
+    fa__attn_base(a, c->L, q, T);
+    a->q = b->dcp_q_all;
+    a->q_token_stride = (int64_t)H * D;
+    a->q_head_stride = D;
+    a->q_head_group = H;
+    a->q_group_stride = HT * D;
+    a->num_heads_q = N * H;
+    fa__attn_paged(a, c->L, c->kv_cache, c->cache_dt);
+    fa__attn_out(a, b->dcp_ctx_out, D, (int64_t)T * D, b->dcp_ctx_lse, T);
+    fa__attn_rows(a, md, md->dcp_context_kv_lens, md->max_dcp_context_kv_len);
+    a->min_seqlen_q = 0;
+    a->causal = 0;
+    fa__attn_splits(a, b, md->num_splits, md->split_plan);
     /* 3. gather every rank's LSE [N*H, T] -> [N, N*H, T]; correct; reduce-scatter heads */
-    {
-        fa_status s = cm->all_gather(cm->ctx, b->dcp_ctx_lse, b->dcp_lse_all, (size_t)N * HT, FA_DTYPE_F32);
-        if (s != FA_OK) return fa__comm_call(cm, "all_gather", s);
-    }
-    memset(&c, 0, sizeof c);
-    c.out = b->dcp_ctx_out;
-    c.out_token_stride = D;
-    c.out_head_stride = (int64_t)T * D;
-    c.dtype = dt;
-    c.lse_all = b->dcp_lse_all;
-    c.lse_out = b->dcp_lse_glob;
-    c.world_size = N;
-    c.rank = r;
-    c.num_tokens = T;
-    c.num_heads = N * H;
-    c.head_size = D;
-    FA__CALL(be, dcp_correct, &c);
-    {
-        fa_status s = cm->reduce_scatter(cm->ctx, b->dcp_ctx_out, b->dcp_rs_out, (size_t)HT * D, dt);
-        if (s != FA_OK) return fa__comm_call(cm, "reduce_scatter", s);
-    }
-    /* 4. the new tokens among themselves: dense, causal per the batch, LSE, the sink (once) */
-    fa__attn_base(&a, L, q, T);
-    fa__attn_dense(&a, k, v, md->query_start_loc);
-    fa__attn_out(&a, b->dcp_qpart_out, (int64_t)H * D, D, b->dcp_qpart_lse, T);
-    a.cu_seqlens_q = md->query_start_loc;
-    a.num_seqs = md->num_reqs;
-    a.max_seqlen_q = md->max_query_len;
-    a.max_seqlen_k = md->max_query_len;
-    a.causal = md->causal;
-    a.sinks = L->desc.sinks;
-    FA__CALL(be, attention, &a);
+    s = fa__push(p, FA__STEP_ALL_GATHER, FA_OP_ATTENTION);
+    s->u.coll.send = b->dcp_ctx_lse; s->u.coll.recv = b->dcp_lse_all; s->u.coll.count = (size_t)N * HT;
+    s->u.coll.dtype = FA_DTYPE_F32;
+    cr = &fa__push(p, FA__STEP_OP, FA_OP_DCP_CORRECT)->u.c;
+    cr->out = b->dcp_ctx_out;
+    cr->out_token_stride = D;
+    cr->out_head_stride = (int64_t)T * D;
+    cr->dtype = c->dt;
+    cr->lse_all = b->dcp_lse_all;
+    cr->lse_out = b->dcp_lse_glob;
+    cr->world_size = N;
+    cr->rank = md->dcp_rank;
+    cr->num_tokens = T;
+    cr->num_heads = N * H;
+    cr->head_size = D;
+    s = fa__push(p, FA__STEP_REDUCE_SCATTER, FA_OP_ATTENTION);
+    s->u.coll.send = b->dcp_ctx_out; s->u.coll.recv = b->dcp_rs_out; s->u.coll.count = (size_t)HT * D;
+    s->u.coll.dtype = c->dt;
+    /* 4. the new tokens among themselves: dense, causal per the layer, LSE, the sink (once) */
+    a = &fa__push(p, FA__STEP_OP, FA_OP_ATTENTION)->u.a;
+    fa__attn_base(a, c->L, q, T);
+    fa__attn_dense(a, c->k, c->v, md->query_start_loc);
+    fa__attn_out(a, b->dcp_qpart_out, (int64_t)H * D, D, b->dcp_qpart_lse, T);
+    a->cu_seqlens_q = md->query_start_loc;
+    a->num_seqs = md->num_reqs;
+    a->max_seqlen_q = md->max_query_len;
+    a->max_seqlen_k = md->max_query_len;
+    a->causal = c->causal;
+    a->sinks = c->L->desc.sinks;
     /* 5. merge: context [H, T, D] with LSE rows r*H.. of the global L; query part [T, H, D] */
-    fa__merge(&m, out->data, out->stride[0], out->stride[1], b->dcp_rs_out, D, (int64_t)T * D,
-              b->dcp_lse_glob + (int64_t)r * HT, T, b->dcp_qpart_out, (int64_t)H * D, D, b->dcp_qpart_lse, T, dt, T,
-              H, D);
-    FA__CALL(be, merge_states, &m);
+    fa__push_merge(p, c->out, b->dcp_rs_out, b->dcp_lse_glob + (int64_t)md->dcp_rank * HT, b->dcp_qpart_out,
+                   b->dcp_qpart_lse, D, (int64_t)T * D, T, H, D);
+}
+
+/* The metadata is the latest build of a live builder made with this backend and shape. */
+static fa_status fa__check_metadata(const char *fn, const fa__call *c)
+{
+    const fa_metadata *md = c->md;
+    const fa_builder *b;
+    if (md->builder == NULL || md->builder_slot < 0 || md->builder_slot >= FA__MAX_BUILDERS || md->builder_id == 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: md is not from fa_builder_build (builder %p, slot %d)", fn,
+                        (const void *)md->builder, md->builder_slot);
+    if (fa__atomic_load(&fa__live_ids[md->builder_slot]) != md->builder_id)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: md's builder (id %llu) was destroyed", fn,
+                        (unsigned long long)md->builder_id);
+    b = md->builder;
+    if (b->id != md->builder_id)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: md names builder id %llu but points to builder %llu", fn,
+                        (unsigned long long)md->builder_id, (unsigned long long)b->id);
+    if (md->generation != b->generation)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: md is from build %llu of its builder, which has built %llu times since "
+                        "(metadata is valid until the next build)", fn, (unsigned long long)md->generation,
+                        (unsigned long long)b->generation);
+    if (b->be != c->be)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: backend '%s' is not the one the builder was created with ('%s')", fn,
+                        c->be->name ? c->be->name : "?", b->be->name ? b->be->name : "?");
+    if (c->dt != b->cfg.model.dtype)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: layer dtype %s differs from the builder's %s", fn, fa_dtype_name(c->dt),
+                        fa_dtype_name(b->cfg.model.dtype));
+    if (c->Hq != b->cfg.model.num_heads_q || c->Hkv != b->cfg.model.num_heads_kv || c->D != b->cfg.model.head_size)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: layer heads %d/%d head_size %d differ from the builder's %d/%d %d", fn,
+                        c->Hq, c->Hkv, c->D, b->cfg.model.num_heads_q, b->cfg.model.num_heads_kv,
+                        b->cfg.model.head_size);
+    if (md->dcp_world_size != c->L->desc.dcp_world_size)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: layer dcp_world_size %d differs from the metadata's %d", fn,
+                        c->L->desc.dcp_world_size, md->dcp_world_size);
+    return FA_OK;
+}
+
+static fa_status fa__check_cache_tensor(const char *fn, const fa__call *c)
+{
+    const fa_tensor *kv = c->kv_cache;
+    const int32_t bs = c->b->cfg.cache.block_size;
+    int i;
+    if (kv == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache is NULL", fn);
+    if (kv->data == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache.data is NULL", fn);
+    if (kv->rank != 5 || kv->shape[0] != 2 || kv->shape[2] != bs || kv->shape[3] != c->Hkv || kv->shape[4] != c->D ||
+        kv->shape[1] <= 0)
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "%s: kv_cache shape (rank %d) [%lld, %lld, %lld, %lld, %lld], expected [2, blocks, %d, %d, %d]",
+                        fn, kv->rank, (long long)kv->shape[0], (long long)kv->shape[1], (long long)kv->shape[2],
+                        (long long)kv->shape[3], (long long)kv->shape[4], bs, c->Hkv, c->D);
+    if (kv->stride[4] != 1)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache last-dim stride %lld, expected 1 (contiguous)", fn,
+                        (long long)kv->stride[4]);
+    for (i = 0; i < 4; ++i)
+        if (kv->stride[i] < 0)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache stride[%d] %lld is negative", fn, i, (long long)kv->stride[i]);
+    if (kv->dtype != c->cache_dt)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache dtype %s (%d), expected %s for kv_cache_dtype %d", fn,
+                        fa_dtype_name(kv->dtype), (int)kv->dtype, fa_dtype_name(c->cache_dt),
+                        (int)c->L->desc.kv_cache_dtype);
+    if (c->md->block_table == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: md->block_table is NULL", fn);
+    return FA_OK;
+}
+
+/* Which path a layer takes, and whether the metadata serves it. */
+typedef enum fa__path { FA__PATH_ENCODER, FA__PATH_DCP, FA__PATH_LOCAL, FA__PATH_CASCADE, FA__PATH_PLAIN } fa__path;
+
+static fa_status fa__choose_path(const char *fn, const fa__call *c, fa__path *path)
+{
+    const fa_layer *L = c->L;
+    const fa_metadata *md = c->md;
+    const fa_attn_type ty = L->desc.attn_type;
+    *path = FA__PATH_PLAIN;
+    if (ty == FA_ATTN_ENCODER || ty == FA_ATTN_ENCODER_ONLY) {
+        if (c->k == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: encoder attention needs k and v (got NULL)", fn);
+        *path = FA__PATH_ENCODER;
+        return FA_OK;
+    }
+    if (c->k == NULL && !L->desc.kv_sharing && ty != FA_ATTN_ENCODER_DECODER)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: k and v are NULL but the layer writes its cache (only kv_sharing and "
+                        "cross-attention layers may run without new keys)", fn);
+    if (c->causal && md->query_exceeds_keys)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: a request has more queries than keys, which a causal layer cannot attend "
+                        "(attn_type %d, batch.causal %d)", fn, (int)ty, (int)md->causal);
+    if (md->dcp_world_size > 1) {
+        if (c->k == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: DCP needs the new tokens' k and v (got NULL)", fn);
+        *path = FA__PATH_DCP;
+    } else if (L->desc.attention_chunk_size > 0) {
+        if (!md->has_local || c->b->cfg.scheduler.attention_chunk_size != L->desc.attention_chunk_size)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: layer attention_chunk_size %d but the builder's is %d", fn,
+                            L->desc.attention_chunk_size, c->b->cfg.scheduler.attention_chunk_size);
+        *path = FA__PATH_LOCAL;
+    } else if (md->use_cascade && fa__cascade_exact(L) && c->causal) {
+        *path = FA__PATH_CASCADE;
+    } else {
+        *path = FA__PATH_PLAIN; /* also a cascade step's layers for which cascade is not exact */
+    }
+    return FA_OK;
+}
+
+static fa_status fa__describe(const char *fn, const fa__call *c, fa__program *p)
+{
+    fa__path path = FA__PATH_PLAIN;
+    fa_status s;
+    p->n = 0;
+    s = fa__choose_path(fn, c, &path);
+    if (s != FA_OK) return s;
+    if (path == FA__PATH_ENCODER) {
+        fa__describe_encoder(c, p);
+        return FA_OK;
+    }
+    s = fa__check_cache_tensor(fn, c);
+    if (s != FA_OK) return s;
+    fa__describe_cache_write(c, p);
+    switch (path) {
+    case FA__PATH_DCP: fa__describe_dcp(c, p); break;
+    case FA__PATH_LOCAL: fa__describe_local(c, p); break;
+    case FA__PATH_CASCADE: fa__describe_cascade(c, p); break;
+    default: fa__describe_plain(c, p); break;
+    }
+    return FA_OK;
+}
+
+/* 1 when the pointer and every stride (in elements of es bytes) are multiples of align. */
+static int fa__aligned(const void *ptr, size_t es, int32_t align, const int64_t *strides, int n)
+{
+    int i;
+    if (align <= 1) return 1;
+    if ((uintptr_t)ptr % (uintptr_t)align != 0) return 0;
+    for (i = 0; i < n; ++i)
+        if ((strides[i] * (int64_t)es) % align != 0) return 0;
+    return 1;
+}
+
+/* The capability block's rules for one step's arguments. */
+static fa_status fa__check_caps(const char *fn, const fa_backend *be, const fa__step *st)
+{
+    const fa_backend_caps *cp = &be->caps;
+    const char *name = be->name ? be->name : "?";
+    const int32_t al = cp->align_bytes;
+    if (st->kind != FA__STEP_OP) return FA_OK;
+    if (st->op == FA_OP_ATTENTION) {
+        const fa_attn_args *a = &st->u.a;
+        const int64_t qs[3] = {a->q_token_stride, a->q_head_stride, a->q_group_stride};
+        const int64_t ks[3] = {a->k_block_stride, a->k_row_stride, a->k_head_stride};
+        const int64_t vs[3] = {a->v_block_stride, a->v_row_stride, a->v_head_stride};
+        const int64_t os[2] = {a->out_token_stride, a->out_head_stride};
+        const size_t qe = fa_dtype_size(a->q_dtype), ke = fa_dtype_size(a->kv_dtype);
+        if (a->head_size > cp->dims[cp->num_dims - 1].head_dim ||
+            (cp->head_size_multiple > 0 && a->head_size % cp->head_size_multiple != 0))
+            return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' has no attention kernel for head_size %d (widest %d, "
+                            "multiples of %d)", fn, name, a->head_size, cp->dims[cp->num_dims - 1].head_dim,
+                            cp->head_size_multiple);
+        if (!(cp->act_dtypes >> a->q_dtype & 1u))
+            return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' does not run q dtype %s", fn, name,
+                            fa_dtype_name(a->q_dtype));
+        if (!((a->block_table != NULL ? cp->cache_dtypes : cp->act_dtypes) >> a->kv_dtype & 1u))
+            return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' does not read k/v dtype %s", fn, name,
+                            fa_dtype_name(a->kv_dtype));
+        if (a->block_table != NULL && cp->block_size_multiple > 0 && a->block_size % cp->block_size_multiple != 0)
+            return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' needs block sizes that are multiples of %d, not %d", fn,
+                            name, cp->block_size_multiple, a->block_size);
+        if (a->num_splits > cp->max_splits)
+            return fa__fail(FA_ERR_UNSUPPORTED, "%s: %d splits is more than backend '%s' runs (%d)", fn, a->num_splits,
+                            name, cp->max_splits);
+        if (!fa__aligned(a->q, qe, al, qs, 3) || !fa__aligned(a->out, qe, al, os, 2) ||
+            !fa__aligned(a->k, ke, al, ks, 3) || !fa__aligned(a->v, ke, al, vs, 3))
+            return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' needs %d-byte aligned q/k/v/out data and token, head "
+                            "and block strides", fn, name, al);
+    } else if (st->op == FA_OP_RESHAPE_AND_CACHE) {
+        const fa_cache_write_args *w = &st->u.w;
+        const int64_t ks[2] = {w->key_token_stride, w->value_token_stride};
+        const int64_t cs[3] = {w->cache_block_stride, w->cache_page_stride, w->cache_head_stride};
+        if (!(cp->cache_dtypes >> w->cache_dtype & 1u))
+            return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' does not write cache dtype %s", fn, name,
+                            fa_dtype_name(w->cache_dtype));
+        if (!fa__aligned(w->key, fa_dtype_size(w->kv_dtype), al, ks, 2) ||
+            !fa__aligned(w->value, fa_dtype_size(w->kv_dtype), al, ks, 2) ||
+            !fa__aligned(w->key_cache, fa_dtype_size(w->cache_dtype), al, cs, 3) ||
+            !fa__aligned(w->value_cache, fa_dtype_size(w->cache_dtype), al, cs, 3))
+            return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' needs %d-byte aligned k/v and cache rows", fn, name, al);
+    } else if (st->op == FA_OP_MERGE_STATES) {
+        const int64_t os[2] = {st->u.m.out_token_stride, st->u.m.out_head_stride};
+        if (!fa__aligned(st->u.m.out, fa_dtype_size(st->u.m.dtype), al, os, 2))
+            return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' needs %d-byte aligned out data and strides", fn, name, al);
+    }
+    return FA_OK;
+}
+
+/* Every check of every step, before the first one runs. */
+static fa_status fa__check_program(const char *fn, const fa__call *c, const fa__program *p)
+{
+    const fa_backend *be = c->be;
+    const char *name = be->name ? be->name : "?";
+    int32_t i;
+    fa_status s;
+    for (i = 0; i < p->n; ++i) {
+        const fa__step *st = &p->step[i];
+        if (st->kind == FA__STEP_COPY_2D) {
+            FA__NEED_OP(fn, be, copy_2d);
+            if (st->u.copy.spitch < st->u.copy.width && st->u.copy.rows > 1)
+                return fa__fail(FA_ERR_INVALID_ARG, "%s: q token stride %lld is shorter than the %zu bytes of a row it "
+                                "packs (DCP gathers q as [tokens, heads, head_size])", fn,
+                                (long long)c->q->stride[0], st->u.copy.width);
+            continue;
+        }
+        if (st->kind != FA__STEP_OP) continue; /* collectives: the comm was checked at creation */
+        if ((st->op == FA_OP_RESHAPE_AND_CACHE && be->ops.reshape_and_cache == NULL) ||
+            (st->op == FA_OP_ATTENTION && be->ops.attention == NULL) ||
+            (st->op == FA_OP_MERGE_STATES && be->ops.merge_states == NULL) ||
+            (st->op == FA_OP_DCP_CORRECT && be->ops.dcp_correct == NULL))
+            return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' does not implement op '%s'", fn, name,
+                            fa__op_name(st->op));
+        if (st->op == FA_OP_RESHAPE_AND_CACHE && st->u.w.slot_mapping == NULL)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: md->slot_mapping is NULL", fn);
+        if (st->op == FA_OP_RESHAPE_AND_CACHE && (c->k->stride[1] != c->D || c->v->stride[1] != c->D))
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: k/v head strides %lld/%lld, expected %d (heads packed)", fn,
+                            (long long)c->k->stride[1], (long long)c->v->stride[1], c->D);
+        s = fa__check_caps(fn, be, st);
+        if (s != FA_OK) return s;
+        if (be->ops.check != NULL) {
+            s = be->ops.check(be->ctx, st->op, &st->u);
+            if (s != FA_OK) {
+                const char *detail = be->ops.last_error ? be->ops.last_error(be->ctx) : NULL;
+                return fa__fail(s, "%s: backend '%s' rejects op '%s': %s", fn, name, fa__op_name(st->op),
+                                detail ? detail : fa_status_string(s));
+            }
+        }
+    }
+    return FA_OK;
+}
+
+static fa_status fa__run_program(const fa__call *c, const fa__program *p)
+{
+    const fa_backend *be = c->be;
+    const fa_comm *cm = c->b->comm;
+    int32_t i;
+    int64_t j;
+    fa_status s = FA_OK;
+    for (i = 0; i < p->n; ++i) {
+        const fa__step *st = &p->step[i];
+        const char *what = fa__op_name(st->op);
+        switch (st->kind) {
+        case FA__STEP_OP:
+            switch (st->op) {
+            case FA_OP_RESHAPE_AND_CACHE: s = be->ops.reshape_and_cache(be->ctx, &st->u.w); break;
+            case FA_OP_ATTENTION: s = be->ops.attention(be->ctx, &st->u.a); break;
+            case FA_OP_MERGE_STATES: s = be->ops.merge_states(be->ctx, &st->u.m); break;
+            case FA_OP_DCP_CORRECT: s = be->ops.dcp_correct(be->ctx, &st->u.c); break;
+            }
+            break;
+        case FA__STEP_COPY_2D:
+            what = "copy_2d";
+            for (j = 0; j < st->u.copy.count && s == FA_OK; ++j)
+                s = be->ops.copy_2d(be->ctx, st->u.copy.dst + j * st->u.copy.dst_step, st->u.copy.dpitch,
+                                    st->u.copy.src + j * st->u.copy.src_step, st->u.copy.spitch, st->u.copy.width,
+                                    st->u.copy.rows, FA_COPY_DEVICE_TO_DEVICE);
+            break;
+        case FA__STEP_ALL_GATHER:
+        case FA__STEP_REDUCE_SCATTER: {
+            const fa__coll *x = &st->u.coll;
+            const int gather = st->kind == FA__STEP_ALL_GATHER;
+            s = gather ? cm->all_gather(cm->ctx, x->send, x->recv, x->count, x->dtype)
+                       : cm->reduce_scatter(cm->ctx, x->send, x->recv, x->count, x->dtype);
+            if (s != FA_OK) {
+                const char *detail = cm->last_error ? cm->last_error(cm->ctx) : NULL;
+                return fa__fail(s, "fa_forward: comm op '%s' failed (%s): %s", gather ? "all_gather" : "reduce_scatter",
+                                fa_status_string(s), detail ? detail : "");
+            }
+            continue;
+        }
+        }
+        if (s != FA_OK) return fa__backend_fail(be, what, s);
+    }
+    return FA_OK;
+}
+
+/* The validation mode: every block id the step reads and every slot it writes, checked on the
+   host against the cache (copies through the backend and synchronises). */
+static fa_status fa__validate_ids(const char *fn, const fa__call *c)
+{
+    const fa_builder *b = c->b;
+    const fa_metadata *md = c->md;
+    const fa_backend *be = c->be;
+    const int64_t nb = c->kv_cache->shape[1], bs = b->cfg.cache.block_size;
+    int32_t *buf = b->host_check, r;
+    const int32_t *hq = b->host_ints + b->off_qsl, *hs = b->host_ints + b->off_seq;
+    int64_t t0, i;
+    fa_status s;
+    if (md->slot_mapping != NULL && c->k != NULL && !c->L->desc.kv_sharing) {
+        for (t0 = 0; t0 < c->T; t0 += FA__CHECK_CHUNK / 2) {
+            const int64_t n = c->T - t0 < FA__CHECK_CHUNK / 2 ? c->T - t0 : FA__CHECK_CHUNK / 2;
+            const int64_t *slots = (const int64_t *)(void *)buf;
+            FA__CALL(be, copy, buf, md->slot_mapping + t0, (size_t)n * sizeof(int64_t), FA_COPY_DEVICE_TO_HOST);
+            s = be->ops.synchronize(be->ctx);
+            if (s != FA_OK) return fa__backend_fail(be, "synchronize", s);
+            for (i = 0; i < n; ++i)
+                if (slots[i] >= nb * bs)
+                    return fa__fail(FA_ERR_INVALID_ARG, "%s: slot_mapping[%lld] = %lld is outside the cache (%lld blocks "
+                                    "x %lld)", fn, (long long)(t0 + i), (long long)slots[i], (long long)nb, (long long)bs);
+        }
+    }
+    for (r = 0; r < md->num_reqs; ++r) {
+        const int64_t keys = md->dcp_world_size > 1 ? (int64_t)hs[r] - (hq[r + 1] - hq[r]) : hs[r];
+        const int64_t cols = fa__cdiv64(keys > 0 ? keys : 0, bs * md->dcp_world_size);
+        int64_t c0;
+        for (c0 = 0; c0 < cols; c0 += FA__CHECK_CHUNK) {
+            const int64_t n = cols - c0 < FA__CHECK_CHUNK ? cols - c0 : FA__CHECK_CHUNK;
+            FA__CALL(be, copy, buf, md->block_table + r * md->block_table_stride + c0, (size_t)n * sizeof(int32_t),
+                     FA_COPY_DEVICE_TO_HOST);
+            s = be->ops.synchronize(be->ctx);
+            if (s != FA_OK) return fa__backend_fail(be, "synchronize", s);
+            for (i = 0; i < n; ++i)
+                if (buf[i] < 0 || buf[i] >= nb)
+                    return fa__fail(FA_ERR_INVALID_ARG, "%s: block_table[%d][%lld] = %d is outside the cache's %lld blocks",
+                                    fn, r, (long long)(c0 + i), buf[i], (long long)nb);
+        }
+    }
     return FA_OK;
 }
 
@@ -2319,213 +3188,46 @@ FA__DEF fa_status fa_forward(const fa_layer *layer, const fa_backend *be, const 
                              const fa_tensor *out)
 {
     const char *fn = "fa_forward";
-    const fa_builder *b;
-    int32_t T, Hq, Hkv, D, bs;
-    int encoder;
-    fa_dtype dt, cache_dt;
-    fa_attn_args a;
+    fa__call c;
+    fa__program p;
     fa_status s;
     fa__clear();
     FA__CHECK_PTR(fn, layer);
     FA__CHECK_PTR(fn, q);
     FA__CHECK_PTR(fn, out);
+    FA__CHECK_PTR(fn, md); /* the profiling run is fa_forward_profile */
     s = fa__check_backend(fn, be);
     if (s != FA_OK) return s;
-    Hq = layer->desc.num_heads;
-    Hkv = layer->desc.num_kv_heads;
-    D = layer->desc.head_size;
-    dt = layer->desc.dtype;
-    if (Hq <= 0 || D <= 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: layer is not initialised (num_heads %d, head_size %d)", fn, Hq, D);
-    /* >>profiling run: no metadata, zero the output */
-    if (md == NULL) {
-        s = fa__check_rows("out", out, 0, Hq, D, dt);
-        if (s != FA_OK) return s;
-        FA__NEED_OP(fn, be, fill);
-        return fa__zero_rows(be, out);
-    }
-    b = md->builder;
-    if (b == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: md->builder is NULL (metadata not from fa_builder_build)", fn);
-    if (b->be != be)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: backend '%s' is not the one the builder was created with ('%s')", fn,
-                        be->name ? be->name : "?", b->be->name ? b->be->name : "?");
-    T = md->num_actual_tokens;
-    if (dt != b->cfg.model.dtype)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: layer dtype %s differs from the builder's %s", fn, fa_dtype_name(dt),
-                        fa_dtype_name(b->cfg.model.dtype));
-    if (Hq != b->cfg.model.num_heads_q || Hkv != b->cfg.model.num_heads_kv || D != b->cfg.model.head_size)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: layer heads %d/%d head_size %d differ from the builder's %d/%d %d", fn,
-                        Hq, Hkv, D, b->cfg.model.num_heads_q, b->cfg.model.num_heads_kv, b->cfg.model.head_size);
-    s = fa__check_rows("q", q, T, Hq, D, dt);
-    if (s == FA_OK) s = fa__check_rows("out", out, T, Hq, D, dt);
-    if (s == FA_OK && k != NULL) s = fa__check_rows("k", k, T, Hkv, D, dt);
-    if (s == FA_OK && v != NULL) s = fa__check_rows("v", v, T, Hkv, D, dt);
+    memset(&c, 0, sizeof c);
+    c.L = layer; c.be = be; c.md = md; c.q = q; c.k = k; c.v = v; c.kv_cache = kv_cache; c.out = out;
+    c.Hq = layer->desc.num_heads;
+    c.Hkv = layer->desc.num_kv_heads;
+    c.D = layer->desc.head_size;
+    c.dt = layer->desc.dtype;
+    if (c.Hq <= 0 || c.D <= 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: layer is not initialised (num_heads %d, head_size %d)", fn, c.Hq, c.D);
+    s = fa__check_metadata(fn, &c);
+    if (s != FA_OK) return s;
+    c.b = md->builder;
+    c.T = md->num_actual_tokens;
+    c.cache_dt = fa_cache_storage_dtype(layer->desc.kv_cache_dtype, c.dt);
+    c.causal = md->causal == FA_CAUSAL_ON ? 1 : md->causal == FA_CAUSAL_OFF ? 0
+                                                 : layer->desc.attn_type == FA_ATTN_DECODER;
+    s = fa__check_rows("q", q, c.T, c.Hq, c.D, c.dt);
+    if (s == FA_OK) s = fa__check_rows("out", out, c.T, c.Hq, c.D, c.dt);
+    if (s == FA_OK && k != NULL) s = fa__check_rows("k", k, c.T, c.Hkv, c.D, c.dt);
+    if (s == FA_OK && v != NULL) s = fa__check_rows("v", v, c.T, c.Hkv, c.D, c.dt);
     if (s != FA_OK) return s;
     if ((k == NULL) != (v == NULL))
         return fa__fail(FA_ERR_INVALID_ARG, "%s: k is %s but v is %s (give both or neither)", fn, k ? "set" : "NULL",
                         v ? "set" : "NULL");
-    FA__NEED_OP(fn, be, attention);
-    encoder = layer->desc.attn_type == FA_ATTN_ENCODER || layer->desc.attn_type == FA_ATTN_ENCODER_ONLY;
-
-    /* >>encoder: dense bidirectional attention within each sequence, no cache */
-    if (encoder) {
-        if (k == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: encoder attention needs k and v (got NULL)", fn);
-        fa__attn_base(&a, layer, q, T);
-        fa__attn_dense(&a, k, v, md->query_start_loc);
-        fa__attn_out(&a, out->data, out->stride[0], out->stride[1], NULL, 0);
-        a.cu_seqlens_q = md->query_start_loc;
-        a.num_seqs = md->num_reqs;
-        a.max_seqlen_q = md->max_query_len;
-        a.max_seqlen_k = md->max_query_len;
-        a.causal = 0;
-        a.sinks = layer->desc.sinks;
-        FA__CALL(be, attention, &a);
-        return FA_OK;
-    }
-
-    /* decoder / cross-attention: the paged cache */
-    FA__CHECK_PTR(fn, kv_cache);
-    cache_dt = fa_cache_storage_dtype(layer->desc.kv_cache_dtype, dt);
-    bs = b->cfg.cache.block_size;
-    if (kv_cache->data == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache.data is NULL", fn);
-    if (kv_cache->rank != 5 || kv_cache->shape[0] != 2 || kv_cache->shape[2] != bs || kv_cache->shape[3] != Hkv ||
-        kv_cache->shape[4] != D || kv_cache->shape[1] <= 0)
-        return fa__fail(FA_ERR_INVALID_ARG,
-                        "%s: kv_cache shape (rank %d) [%lld, %lld, %lld, %lld, %lld], expected [2, blocks, %d, %d, %d]",
-                        fn, kv_cache->rank, (long long)kv_cache->shape[0], (long long)kv_cache->shape[1],
-                        (long long)kv_cache->shape[2], (long long)kv_cache->shape[3], (long long)kv_cache->shape[4],
-                        bs, Hkv, D);
-    if (kv_cache->stride[4] != 1)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache last-dim stride %lld, expected 1 (contiguous)", fn,
-                        (long long)kv_cache->stride[4]);
-    if (kv_cache->dtype != cache_dt)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache dtype %s, expected %s for kv_cache_dtype %d", fn,
-                        fa_dtype_name(kv_cache->dtype), fa_dtype_name(cache_dt), (int)layer->desc.kv_cache_dtype);
-    if (md->block_table == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: md->block_table is NULL", fn);
-
-    /* every path's checks run before the cache write: on error nothing is written */
-    if (md->dcp_world_size > 1 || layer->desc.dcp_world_size > 1) {
-        if (layer->desc.dcp_world_size != md->dcp_world_size)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: layer dcp_world_size %d differs from the metadata's %d", fn,
-                            layer->desc.dcp_world_size, md->dcp_world_size);
-        FA__NEED_OP(fn, be, dcp_correct);
-        FA__NEED_OP(fn, be, merge_states);
-        if (k == NULL)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: DCP needs the new tokens' k and v (got NULL)", fn);
-        if (!(q->stride[0] == (int64_t)Hq * D && q->stride[1] == D)) FA__NEED_OP(fn, be, copy_2d);
-    } else if (layer->desc.attention_chunk_size > 0) {
-        if (!md->has_local || b->cfg.scheduler.attention_chunk_size != layer->desc.attention_chunk_size)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: layer attention_chunk_size %d but the builder's is %d", fn,
-                            layer->desc.attention_chunk_size, b->cfg.scheduler.attention_chunk_size);
-    } else if (md->use_cascade) {
-        if (layer->window.left >= 0 || layer->window.right >= 0 || layer->desc.alibi_slopes != NULL)
-            return fa__fail(FA_ERR_INVALID_ARG,
-                            "%s: cascade (common_prefix_len %d) with sliding_window %d / alibi %s is not exact", fn,
-                            md->common_prefix_len, layer->desc.sliding_window, layer->desc.alibi_slopes ? "on" : "off");
-        FA__NEED_OP(fn, be, merge_states);
-    }
-
-    /* >>cache write (skipped for a layer sharing another's cache, or with no new k/v) */
-    if (!layer->desc.kv_sharing && k != NULL) {
-        fa_cache_write_args w;
-        FA__NEED_OP(fn, be, reshape_and_cache);
-        if (md->slot_mapping == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: md->slot_mapping is NULL", fn);
-        if (k->stride[1] != D || v->stride[1] != D)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: k/v head strides %lld/%lld, expected %d (heads packed)", fn,
-                            (long long)k->stride[1], (long long)v->stride[1], D);
-        memset(&w, 0, sizeof w);
-        w.key = k->data;
-        w.value = v->data;
-        w.key_token_stride = k->stride[0];
-        w.value_token_stride = v->stride[0];
-        w.kv_dtype = dt;
-        w.key_cache = kv_cache->data;
-        w.value_cache = (char *)kv_cache->data + (size_t)kv_cache->stride[0] * fa_dtype_size(cache_dt);
-        w.cache_block_stride = kv_cache->stride[1];
-        w.cache_page_stride = kv_cache->stride[2];
-        w.cache_head_stride = kv_cache->stride[3];
-        w.cache_dtype = cache_dt;
-        w.slot_mapping = md->slot_mapping;
-        w.num_tokens = T;
-        w.num_heads_kv = Hkv;
-        w.head_size = D;
-        w.block_size = bs;
-        w.k_scale = layer->k_scale;
-        w.v_scale = layer->v_scale;
-        FA__CALL(be, reshape_and_cache, &w);
-    }
-
-    /* >>dcp */
-    if (md->dcp_world_size > 1)
-        return fa__forward_dcp(layer, be, q, k, v, kv_cache, cache_dt, md, out);
-
-    fa__attn_base(&a, layer, q, T);
-    fa__attn_paged(&a, layer, kv_cache, cache_dt);
-    a.sinks = layer->desc.sinks;
-
-    /* >>local: chunked local attention over the virtual batches */
-    if (layer->desc.attention_chunk_size > 0) {
-        fa__attn_out(&a, out->data, out->stride[0], out->stride[1], NULL, 0);
-        a.cu_seqlens_q = md->local.cu_seqlens_q;
-        a.seqused_k = md->local.seqused_k;
-        a.block_table = md->local.block_table;
-        a.block_table_stride = md->local.block_table_stride;
-        a.num_seqs = md->local.num_virtual;
-        a.max_seqlen_q = md->local.max_query_len;
-        a.max_seqlen_k = md->local.max_seq_len;
-        a.causal = 1;
-        fa__attn_splits(&a, b, md->local.num_splits, md->local.split_plan);
-        FA__CALL(be, attention, &a);
-        return FA_OK;
-    }
-
-    /* >>cascade: shared prefix once for all rows, then each request's own suffix, merged */
-    if (md->use_cascade) {
-        fa_merge_args m;
-        int32_t P = md->common_prefix_len;
-        fa__attn_out(&a, b->prefix_out, (int64_t)Hq * D, D, b->prefix_lse, T);
-        a.cu_seqlens_q = md->cu_prefix_query_lens;
-        a.seqused_k = md->prefix_kv_lens;
-        a.block_table = md->block_table;
-        a.block_table_stride = md->block_table_stride;
-        a.num_seqs = 1;
-        a.max_seqlen_q = T;
-        a.max_seqlen_k = P;
-        a.causal = 0;
-        fa__attn_splits(&a, b, md->prefix_num_splits, md->prefix_split_plan);
-        FA__CALL(be, attention, &a);
-        fa__attn_out(&a, b->suffix_out, (int64_t)Hq * D, D, b->suffix_lse, T);
-        a.cu_seqlens_q = md->query_start_loc;
-        a.seqused_k = md->suffix_kv_lens;
-        a.block_table = md->block_table + P / bs;
-        a.num_seqs = md->num_reqs;
-        a.max_seqlen_q = md->max_query_len;
-        a.min_seqlen_q = md->min_query_len;
-        a.max_seqlen_k = md->max_seq_len - P;
-        a.causal = 1;
-        a.sinks = NULL;
-        fa__attn_splits(&a, b, md->num_splits, md->split_plan);
-        FA__CALL(be, attention, &a);
-        fa__merge(&m, out->data, out->stride[0], out->stride[1], b->prefix_out, (int64_t)Hq * D, D, b->prefix_lse, T,
-                  b->suffix_out, (int64_t)Hq * D, D, b->suffix_lse, T, dt, T, Hq, D);
-        FA__CALL(be, merge_states, &m);
-        return FA_OK;
-    }
-
-    /* plain paged attention */
-    fa__attn_out(&a, out->data, out->stride[0], out->stride[1], NULL, 0);
-    a.cu_seqlens_q = md->query_start_loc;
-    a.seqused_k = md->seq_lens;
-    a.block_table = md->block_table;
-    a.block_table_stride = md->block_table_stride;
-    a.num_seqs = md->num_reqs;
-    a.max_seqlen_q = md->max_query_len;
-    a.min_seqlen_q = md->min_query_len;
-    a.max_seqlen_k = md->max_seq_len;
-    a.causal = md->causal;
-    fa__attn_splits(&a, b, md->num_splits, md->split_plan);
-    FA__CALL(be, attention, &a);
-    return FA_OK;
+    s = fa__describe(fn, &c, &p);
+    if (s == FA_OK) s = fa__check_program(fn, &c, &p);
+    if (s == FA_OK && c.b->cfg.debug.validate && kv_cache != NULL && p.n > 0 &&
+        layer->desc.attn_type != FA_ATTN_ENCODER && layer->desc.attn_type != FA_ATTN_ENCODER_ONLY)
+        s = fa__validate_ids(fn, &c);
+    if (s != FA_OK) return s;
+    return fa__run_program(&c, &p);
 }
 
 #endif /* FLASHATTN_IMPLEMENTATION && !FLASHATTN_IMPLEMENTATION_DONE */

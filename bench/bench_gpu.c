@@ -1651,7 +1651,7 @@ static void bench_cascade(int P, int B)
         pworld_free(&w);
         goto out;
     }
-    if (fa_builder_cascade_prefix_len(w.b, &w.batch, P / w.bs, 0, 0, &plen) != FA_OK) plen = -1;
+    if (fa_builder_cascade_prefix_len(w.b, &w.batch, P / w.bs, &plen) != FA_OK) plen = -1;
     if (!O.no_check && pworld_ref(&w, B - 1, 1, 5 % hkv, &ref))
         snprintf(rc.check, sizeof rc.check, "ref n/a: %.60s", g_err);
     if (pworld_build(&w, P) == 0) {

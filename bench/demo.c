@@ -257,7 +257,7 @@ int main(void)
         batch.causal = 1;
         CHECK(dev->ops.copy(dev->ctx, W.slots, slots, sizeof(int64_t) * (size_t)t, FA_COPY_HOST_TO_DEVICE));
         b0 = now_us();
-        CHECK(fa_builder_cascade_prefix_len(W.full, &batch, SHARED / BS, 0, 0, &prefix));
+        CHECK(fa_builder_cascade_prefix_len(W.full, &batch, SHARED / BS, &prefix));
         CHECK(fa_builder_build(W.full, &batch, prefix, &md_full));
         CHECK(fa_builder_build(W.swa, &batch, swa_prefix, &md_swa));
         t_build += now_us() - b0;

@@ -60,6 +60,7 @@ static void setup(void)
     memset(&CNT, 0, sizeof CNT);
     memset(&BE, 0, sizeof BE);
     BE.api_version = FA_BACKEND_API_VERSION;
+    BE.caps = *test_caps();
     BE.name = "counter";
     BE.ops.reshape_and_cache = cb_cache;
     BE.ops.attention = cb_attn;
@@ -454,32 +455,54 @@ Test(build, cascade_prefix_len_from_builder, .init = setup)
     bb.num_reqs = 10; bb.query_start_loc = qsl; bb.seq_lens = seq; bb.block_table = bt;
     bb.block_table_host = bt; bb.block_table_stride = 100; bb.slot_mapping = sl; bb.causal = 1;
     int32_t p = -1;
-    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, 0, 0, &p));
+    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, &p));
     cr_assert_eq(p, 688, "P = %d, expected min(1024, 700) rounded down to 688", p);
-    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 20, 0, 0, &p));
+    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 20, &p));
     cr_assert_eq(p, 320);
-    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 15, 0, 0, &p));
+    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 15, &p));
     cr_assert_eq(p, 0, "240 < 256");
-    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, 1, 0, &p));
-    cr_assert_eq(p, 0, "alibi");
-    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, 0, 1, &p));
-    cr_assert_eq(p, 0, "sliding window");
+    /* the registered layers decide: cascade needs one layer it is exact for */
+    {
+        static const float slopes[16] = {0.5f};
+        fa_layer_desc d = test_desc(16, 16, 32, c.model.dtype);
+        fa_layer lay[3];
+        d.alibi_slopes = slopes; d.num_alibi_slopes = 16;
+        ASSERT_OK(fa_layer_init(&lay[0], &d));
+        d = test_desc(16, 16, 32, c.model.dtype);
+        d.sliding_window = 128;
+        ASSERT_OK(fa_layer_init(&lay[1], &d));
+        ASSERT_OK(fa_builder_set_layers(b, lay, 1));
+        ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, &p));
+        cr_assert_eq(p, 0, "alibi");
+        ASSERT_OK(fa_builder_set_layers(b, lay + 1, 1));
+        ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, &p));
+        cr_assert_eq(p, 0, "sliding window");
+        d = test_desc(16, 16, 32, c.model.dtype);
+        ASSERT_OK(fa_layer_init(&lay[2], &d));
+        ASSERT_OK(fa_builder_set_layers(b, lay, 3));
+        ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, &p));
+        cr_assert_eq(p, 688, "one full-attention layer among windowed and ALiBi ones: cascade (the others run plain)");
+        bb.causal = FA_CAUSAL_OFF;
+        ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, &p));
+        cr_assert_eq(p, 0, "a non-causal batch never cascades");
+        bb.causal = FA_CAUSAL_ON;
+    }
     bb.num_reqs = 7;
-    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, 0, 0, &p));
+    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, &p));
     cr_assert_eq(p, 0, "7 requests");
     fa_builder_destroy(b);
     /* a chunked-local builder never picks cascade; nor does a DCP one */
     bb.num_reqs = 10;
     c.scheduler.attention_chunk_size = 64;
     b = make_builder(&c, NULL);
-    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, 0, 0, &p));
+    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, &p));
     cr_assert_eq(p, 0, "local attention");
     fa_builder_destroy(b);
     c.scheduler.attention_chunk_size = 0;
     c.parallel.dcp_world_size = 2;
     fa_comm cm = make_comm(2, 0);
     b = make_builder(&c, &cm);
-    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, 0, 0, &p));
+    ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, &p));
     cr_assert_eq(p, 0, "DCP");
     fa_builder_destroy(b);
 }
@@ -690,12 +713,17 @@ Test(build, aot_window_limits_splits, .init = setup)
     ASSERT_OK(fa_builder_build(b, &bb, 0, &md));
     int32_t none = md.num_splits;
     cr_assert_gt(none, 1);
-    fa_window one[3] = {{127, 0}, {127, 0}, {127, 0}};
-    ASSERT_OK(fa_builder_set_layer_windows(b, one, 3));
+    fa_layer one[3], two[2];
+    fa_layer_desc d = test_desc(c.model.num_heads_q, c.model.num_heads_kv, c.model.head_size, c.model.dtype);
+    d.sliding_window = 128; /* window (127, 0) */
+    for (int i = 0; i < 3; ++i) ASSERT_OK(fa_layer_init(&one[i], &d));
+    ASSERT_OK(fa_builder_set_layers(b, one, 3));
     ASSERT_OK(fa_builder_build(b, &bb, 0, &md));
     cr_assert_lt(md.num_splits, none, "window (127,0) on every layer: %d splits, none: %d", md.num_splits, none);
-    fa_window two[2] = {{127, 0}, {-1, -1}};
-    ASSERT_OK(fa_builder_set_layer_windows(b, two, 2));
+    two[0] = one[0];
+    d.sliding_window = 0;
+    ASSERT_OK(fa_layer_init(&two[1], &d));
+    ASSERT_OK(fa_builder_set_layers(b, two, 2));
     ASSERT_OK(fa_builder_build(b, &bb, 0, &md));
     cr_assert_eq(md.num_splits, none, "two distinct windows: AOT off, planned without a window");
     fa_builder_destroy(b);

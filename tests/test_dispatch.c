@@ -130,6 +130,7 @@ static void setup_backend(void)
     LOG.world = 1;
     memset(&BE, 0, sizeof BE);
     BE.api_version = FA_BACKEND_API_VERSION;
+    BE.caps = *test_caps();
     BE.name = "recorder";
     BE.ops.reshape_and_cache = rb_cache;
     BE.ops.attention = rb_attn;
@@ -463,12 +464,13 @@ Test(dispatch, null_kv_skips_write, .init = setup_backend)
     const fa_attn_args *a = &nth(OP_ATTN, 0)->at;
     cr_assert_eq(a->causal, 0, "cross attention: causal = metadata causal (0)");
     cr_assert_eq(a->seqused_k, c.md.seq_lens);
-    /* a decoder layer with k/v NULL: no write either */
+    /* a decoder layer with k/v NULL: an error before any op (it used to skip the write and
+       attend without the new tokens) */
     fa_layer_desc d2 = make_desc();
     ASSERT_OK(fa_layer_init(&c.layer, &d2));
     clear_log();
-    run_forward(&c, NULL, NULL);
-    expect_sequence(ops, 1, "decoder, k/v NULL");
+    cr_assert_eq(fa_forward(&c.layer, &BE, &c.q, NULL, NULL, &c.kv, &c.md, &c.out), FA_ERR_INVALID_ARG);
+    cr_assert_eq(LOG.n, 0, "decoder, k/v NULL: ops ran");
     fa_builder_destroy(c.b);
 }
 
@@ -944,7 +946,7 @@ Test(dispatch, profiling_run, .init = setup_backend)
     fa_layer_desc d = make_desc();
     ctx c;
     prepare(&c, &cfg, &d, 1, 0, NULL, FA_LAYOUT_NHD);
-    ASSERT_OK(fa_forward(&c.layer, &BE, &c.q, &c.k, &c.v, &c.kv, NULL, &c.out));
+    ASSERT_OK(fa_forward_profile(&c.layer, &BE, &c.out));
     char buf[512];
     describe(buf, sizeof buf);
     cr_assert_eq(LOG.n, 1, "profiling: one fill and nothing else; got: %s", buf);

@@ -653,8 +653,7 @@ Test(forward, sliding_window_layer)
     d.sliding_window = W;
     fa_layer L;
     ASSERT_OK(fa_layer_init(&L, &d));
-    fa_window w = L.window;
-    ASSERT_OK(fa_builder_set_layer_windows(b, &w, 1));
+    ASSERT_OK(fa_builder_set_layers(b, &L, 1));
     fa_batch bt = scen_batch(&s, 1);
     fa_metadata md;
     ASSERT_OK(fa_builder_build(b, &bt, 0, &md));
@@ -850,12 +849,13 @@ Test(forward, kv_sharing_skips_the_write)
     cr_assert(memcmp(snap, s.cache, s.cache_bytes) == 0, "a kv-sharing layer wrote the cache");
     refcfg rc = ref_from_layer(&L, 1);
     scen_check(&s, &rc, 2e-5, "kv-sharing");
-    /* k/v NULL on an ordinary layer: no write either */
+    /* k/v NULL on an ordinary layer: an error (it used to return OK without writing the new
+       tokens, a wrong answer), and nothing written */
     fa_layer_desc d2 = scen_desc(&s);
     ASSERT_OK(fa_layer_init(&L, &d2));
-    ASSERT_OK(scen_forward(&s, be, &L, &md, 0));
+    cr_assert_eq(scen_forward(&s, be, &L, &md, 0), FA_ERR_INVALID_ARG);
+    cr_assert(strstr(fa_last_error(), "k and v are NULL") != NULL, "%s", fa_last_error());
     cr_assert(memcmp(snap, s.cache, s.cache_bytes) == 0, "k/v NULL: the cache was written");
-    scen_check(&s, &rc, 2e-5, "k/v NULL");
     free(snap);
     scen_end(&s, b, be);
 }
@@ -875,7 +875,9 @@ Test(forward, profiling_run_zeroes_out)
         void *o = malloc(37 * 6 * 40 * es), *q = malloc(37 * 6 * 40 * es);
         for (int64_t j = 0; j < 37 * 6 * 40; ++j) { store(o, j, dts[i], rng_unif() + 2.0f); store(q, j, dts[i], rng_unif()); }
         fa_tensor to = t3(o, dts[i], 37, 6, 40), tq = t3(q, dts[i], 37, 6, 40);
-        ASSERT_OK(fa_forward(&L, be, &tq, NULL, NULL, NULL, NULL, &to));
+        ASSERT_OK(fa_forward_profile(&L, be, &to));
+        cr_assert_eq(fa_forward(&L, be, &tq, NULL, NULL, NULL, NULL, &to), FA_ERR_INVALID_ARG,
+                     "md NULL is an error (it used to run the profiling path silently)");
         for (int64_t j = 0; j < 37 * 6 * 40; ++j)
             cr_assert_eq(load(o, j, dts[i]), 0.0f, "%s: out[%lld] = %g after a profiling run", fa_dtype_name(dts[i]),
                          (long long)j, (double)load(o, j, dts[i]));
@@ -883,7 +885,7 @@ Test(forward, profiling_run_zeroes_out)
         for (int64_t j = 0; j < 37 * 6 * 40; ++j) store(o, j, dts[i], 3.0f);
         fa_tensor sv = t3(o, dts[i], 18, 6, 40);
         sv.stride[0] = 2 * 6 * 40; /* every other row */
-        ASSERT_OK(fa_forward(&L, be, &tq, NULL, NULL, NULL, NULL, &sv));
+        ASSERT_OK(fa_forward_profile(&L, be, &sv));
         for (int64_t r = 0; r < 36; ++r)
             for (int64_t j = 0; j < 6 * 40; ++j)
                 cr_assert_eq(load(o, r * 240 + j, dts[i]), (r % 2 == 0) ? 0.0f : 3.0f, "strided profiling row %lld", (long long)r);

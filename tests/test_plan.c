@@ -688,23 +688,44 @@ Test(caps, cache_storage_dtype)
 Test(caps, check_combination)
 {
     const char *r;
-    r = fa_check_combination(128, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0, 9, 0);
+    fa_backend old_gpu, *cpu = NULL;
+    ASSERT_OK(fa_cpu_backend_create(&cpu));
+    old_gpu = *cpu;
+    old_gpu.info.cc_major = 7; /* a device older than 8.0 */
+    old_gpu.info.cc_minor = 5;
+    r = fa_check_combination(NULL, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0);
     cr_assert_null(r, "supported combination rejected: %s", r);
-    r = fa_check_combination(64, FA_DTYPE_F16, FA_CACHE_FP8_E5M2, 32, 1, 0, 8, 0);
+    r = fa_check_combination(NULL, 64, FA_DTYPE_F16, FA_CACHE_FP8_E5M2, 32, 1, 0);
     cr_assert_null(r, "sinks and e5m2 are supported on every architecture (decision table): %s", r);
-    r = fa_check_combination(128, FA_DTYPE_BF16, FA_CACHE_AUTO, 48, 0, 0, 0, 0);
+    r = fa_check_combination(NULL, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 48, 0, 0);
     cr_assert_null(r, "cc 0.0 skips the device check: %s", r);
-    r = fa_check_combination(128, FA_DTYPE_BF16, FA_CACHE_AUTO, 64, 0, 1, 8, 0);
+    r = fa_check_combination(NULL, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 64, 0, 1);
     cr_assert_null(r, "hybrid with 64: %s", r);
-    cr_assert_not_null(fa_check_combination(100, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0, 9, 0), "head 100");
-    cr_assert_not_null(fa_check_combination(128, FA_DTYPE_BF16, FA_CACHE_AUTO, 24, 0, 0, 9, 0), "block 24");
-    cr_assert_not_null(fa_check_combination(128, FA_DTYPE_BF16, FA_CACHE_AUTO, 48, 0, 1, 9, 0), "hybrid block 48");
-    cr_assert_not_null(fa_check_combination(128, FA_DTYPE_BF16, (fa_cache_dtype)9, 16, 0, 0, 9, 0), "cache dtype 9");
-    cr_assert_not_null(fa_check_combination(128, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0, 7, 5), "cc 7.5");
-    cr_assert_not_null(fa_check_combination(128, FA_DTYPE_I32, FA_CACHE_AUTO, 16, 0, 0, 9, 0), "dtype i32");
-    cr_assert_not_null(fa_check_combination(128, FA_DTYPE_FP8_E4M3, FA_CACHE_AUTO, 16, 0, 0, 9, 0), "dtype fp8 activations");
-    r = fa_check_combination(100, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0, 9, 0);
+    cr_assert_not_null(fa_check_combination(NULL, 100, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0), "head 100");
+    cr_assert_not_null(fa_check_combination(NULL, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 24, 0, 0), "block 24");
+    cr_assert_not_null(fa_check_combination(NULL, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 48, 0, 1), "hybrid block 48");
+    cr_assert_not_null(fa_check_combination(NULL, 128, FA_DTYPE_BF16, (fa_cache_dtype)9, 16, 0, 0), "cache dtype 9");
+    cr_assert_not_null(fa_check_combination(&old_gpu, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0), "cc 7.5");
+    cr_assert_not_null(fa_check_combination(NULL, 128, FA_DTYPE_I32, FA_CACHE_AUTO, 16, 0, 0), "dtype i32");
+    cr_assert_not_null(fa_check_combination(NULL, 128, FA_DTYPE_FP8_E4M3, FA_CACHE_AUTO, 16, 0, 0), "dtype fp8 activations");
+    r = fa_check_combination(NULL, 100, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0);
     cr_assert(r && r[0], "reason is a non-empty string");
+    /* the backend's capability block: what it compiled and runs */
+    cr_assert_null(fa_check_combination(cpu, 128, FA_DTYPE_F32, FA_CACHE_AUTO, 16, 0, 0), "f32 on the CPU");
+    old_gpu = *cpu;
+    old_gpu.caps.act_dtypes &= ~(1u << FA_DTYPE_F32);
+    cr_assert_not_null(fa_check_combination(&old_gpu, 128, FA_DTYPE_F32, FA_CACHE_AUTO, 16, 0, 0), "no f32 kernels");
+    old_gpu = *cpu;
+    old_gpu.caps.num_dims = 3; /* widest 96: head 128 pruned */
+    cr_assert_not_null(fa_check_combination(&old_gpu, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0), "pruned head dim");
+    cr_assert_null(fa_check_combination(&old_gpu, 96, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0), "head 96 compiled");
+    old_gpu = *cpu;
+    old_gpu.caps.cache_dtypes &= ~(1u << FA_DTYPE_FP8_E5M2);
+    cr_assert_not_null(fa_check_combination(&old_gpu, 128, FA_DTYPE_BF16, FA_CACHE_FP8_E5M2, 16, 0, 0), "no e5m2 reads");
+    old_gpu = *cpu;
+    old_gpu.caps.block_size_multiple = 32;
+    cr_assert_not_null(fa_check_combination(&old_gpu, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0), "block 16 of 32s");
+    fa_cpu_backend_destroy(cpu);
 }
 
 Test(caps, dtype_sizes)
@@ -818,6 +839,7 @@ static fa_split_params decode_params(int32_t n, int32_t lk, int32_t *cu, int32_t
     p.window.right = -1;
     p.num_sms = 132;
     p.max_num_splits = 32;
+    p.caps = test_caps();
     return p;
 }
 
@@ -868,8 +890,8 @@ Test(splits, plan_cascade_prefix_fills_the_sms)
     fa_split_params p = decode_params(1, 16384, cu, sk);
     cu[1] = 256;
     p.causal = 0;
-    cr_assert_eq(FA_TILE_M(128), 128);
-    cr_assert_eq(FA_TILE_M(256), 64);
+    cr_assert_eq(test_tile_m(128), 128);
+    cr_assert_eq(test_tile_m(256), 64);
     ASSERT_OK(fa_plan_splits(&p, plan, 4));
     check_plan_layout(plan, 1, 4, 32);
     cr_assert_eq(plan[1], 2, "head 128: %d splits, expected 2 (64 CTAs on 132 SMs)", plan[1]);
@@ -1051,6 +1073,7 @@ Test(splits, plan_random_properties)
         p.num_sms = rng_int(1, 160);
         p.max_num_splits = rng_int(1, 64);
         p.batch_invariant = (it % 10 == 0);
+        p.caps = test_caps();
         int32_t len = 1 + n + rng_int(0, 100 - 1 - n);
         for (int i = 0; i < 100; ++i) plan[i] = -3;
         ASSERT_OK(fa_plan_splits(&p, plan, len));
@@ -1061,7 +1084,7 @@ Test(splits, plan_random_properties)
         for (int i = len; i < 100; ++i) cr_assert_eq(plan[i], -3, "written past plan_len");
         /* a split never has less than one key tile of work */
         for (int32_t b = 0; b < n; ++b) {
-            int32_t tiles = cdiv32(sk[b] > 0 ? sk[b] : 1, FA_TILE_N(p.head_size));
+            int32_t tiles = cdiv32(sk[b] > 0 ? sk[b] : 1, test_tile_n(p.head_size));
             cr_assert_leq(plan[1 + b], tiles > 1 ? tiles : 1, "req %d: %d splits for %d tiles", b,
                           plan[1 + b], tiles);
         }

@@ -34,6 +34,36 @@ static inline uint64_t rng_u64(void)
 /* uniform integer in [lo, hi] */
 static inline int32_t rng_int(int32_t lo, int32_t hi) { return lo + (int32_t)(rng_u64() % (uint64_t)(hi - lo + 1)); }
 
+/* The CPU backend's capability block (what the planner tests plan for). */
+fa_status fa_cpu_backend_create(fa_backend **out);
+void fa_cpu_backend_destroy(fa_backend *be);
+static inline const fa_backend_caps *test_caps(void)
+{
+    static fa_backend_caps caps;
+    if (caps.num_dims == 0) {
+        fa_backend *be = NULL;
+        if (fa_cpu_backend_create(&be) == FA_OK) caps = be->caps;
+        fa_cpu_backend_destroy(be);
+    }
+    return &caps;
+}
+
+/* The prefill tile (rows, keys) of the CPU backend's caps for a head size. */
+static inline int32_t test_tile_m(int32_t d)
+{
+    const fa_backend_caps *c = test_caps();
+    for (int32_t i = 0; i < c->num_dims; ++i)
+        if (c->dims[i].head_dim >= d) return c->dims[i].prefill_tile_m;
+    return 0;
+}
+static inline int32_t test_tile_n(int32_t d)
+{
+    const fa_backend_caps *c = test_caps();
+    for (int32_t i = 0; i < c->num_dims; ++i)
+        if (c->dims[i].head_dim >= d) return c->dims[i].prefill_tile_n;
+    return 0;
+}
+
 /* A model config (heads, head size, dtype, block size; bs 0 = the default) with the scheduler's
    sizes; every other field zero (the defaults). */
 static inline fa_config test_cfg(int32_t hq, int32_t hkv, int32_t d, fa_dtype dt, int32_t bs, int32_t max_seqs,
