@@ -2903,7 +2903,7 @@ Test(faults, builder_create_alloc_failure_leaks_nothing)
 {
     fa_config cfg = fw_cfg();
     int64_t n;
-    int done = 0;
+    int done = 0, failed = 0;
     for (n = 1; n <= 64 && !done; ++n) {
         fa_cpu_backend_options o;
         fa_backend *inner, c;
@@ -2927,12 +2927,16 @@ Test(faults, builder_create_alloc_failure_leaks_nothing)
             cr_expect_eq(st, FA_ERR_OUT_OF_MEMORY, "alloc %lld: status %d: %s", (long long)n,
                          (int)st, fa_last_error());
             cr_expect(strstr(fa_last_error(), "injected failure") != NULL, "%s", fa_last_error());
+            failed++;
         }
         cr_expect_eq(cnt_live, 0, "failing alloc %lld: %lld allocations left", (long long)n,
                      (long long)cnt_live);
         fa_cpu_backend_destroy(inner);
     }
-    cr_expect(done && n >= 2, "the builder never succeeded (n %lld)", (long long)n);
+    cr_expect(done, "the builder never succeeded (n %lld)", (long long)n);
+    cr_expect_eq(failed, n - 2, "%d of the builder's %lld allocations failed", failed,
+                 (long long)(n - 2));
+    cr_expect(failed >= 1, "no allocation was made to fail");
 }
 
 Test(faults, forward_op_failure_then_next_call_works)
