@@ -2500,6 +2500,18 @@ Test(errors, attention_block_id_outside_cache)
         s->a.num_blocks = 4;
         s->bt[0] = 1000;
         cr_expect_eq(be->ops.attention(be->ctx, &s->a), FA_OK, "%s", t_err(be));
+        {   /* a sequence with no work planned (split_plan 0) reads nothing */
+            int32_t plan[2] = {1, 0};
+            small_setup(s, 2, 20, 2, 1, NULL, vv);
+            s->a.num_blocks = 4;
+            s->a.split_plan = plan;
+            s->bt[0] = 1000;
+            cr_expect_eq(be->ops.attention(be->ctx, &s->a), FA_OK, "%s", t_err(be));
+            cr_expect_eq(s->out[0], -7.0f, "a sequence without work was written");
+            plan[1] = 1;
+            cr_expect_eq(be->ops.attention(be->ctx, &s->a), FA_ERR_INVALID_ARG);
+            cr_expect(strstr(t_err(be), "block_table[0, 0] = 1000") != NULL, "%s", t_err(be));
+        }
         fa_cpu_backend_destroy(be);
     }
     free(s);

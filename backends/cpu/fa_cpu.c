@@ -679,7 +679,7 @@ static fa_status fa__cpu_attention_validate(const fa__cpu_ctx *c, const fa_attn_
             return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
                                 "%s: split_plan[1 + %d] = %d is outside [0, num_splits %d]", op,
                                 (int)b, (int)ns, (int)a->num_splits);
-        if (a->seqused_k && a->cu_seqlens_q[b + 1] > a->cu_seqlens_q[b]) {
+        if (a->seqused_k && a->cu_seqlens_q[b + 1] > a->cu_seqlens_q[b] && ns != 0) {
             const int64_t cols = ((int64_t)a->seqused_k[b] + a->block_size - 1) / a->block_size;
             if (cols > max_cols)
                 max_cols = cols;
@@ -749,8 +749,8 @@ static fa_status fa__cpu_attention_validate(const fa__cpu_ctx *c, const fa_attn_
     }
     for (b = 0; b < a->num_seqs; ++b) {
         int64_t j, cols;
-        if (a->cu_seqlens_q[b + 1] <= a->cu_seqlens_q[b])
-            continue;   /* no query: nothing read */
+        if (a->cu_seqlens_q[b + 1] <= a->cu_seqlens_q[b] || fa__cpu_seq_splits(a, b) == 0)
+            continue;   /* no query, or no work planned: nothing read */
         cols = ((int64_t)a->seqused_k[b] + a->block_size - 1) / a->block_size;
         for (j = 0; j < cols; ++j) {
             const int32_t id = a->block_table[(int64_t)b * a->block_table_stride + j];
