@@ -171,8 +171,9 @@ typedef struct fa_compilation_config {
     int32_t max_num_splits_for_cuda_graph; /* split cap in full-graph mode; 0 -> 32 */
     int32_t batch_invariant;          /* 1 = num_splits forced to 1 (same bits whatever the batch) */
     int32_t max_num_splits;           /* split-KV cap; sizes the workspace. 0 -> a workspace for 32
-                                         splits of a full batch, and a call may use up to 128 while
-                                         its partials fit it (small batches); N > 0 -> hard cap N */
+                                         splits of a full batch, and a call may use up to the
+                                         backend's caps.max_splits while its partials fit it (small
+                                         batches); N > 0 -> hard cap N */
 } fa_compilation_config;
 
 typedef struct fa_scheduler_config {
@@ -588,6 +589,10 @@ typedef struct fa_comm {
     fa_status (*reduce_scatter)(void *ctx, const void *send, void *recv, size_t count,
                                 fa_dtype dtype);
     const char *(*last_error)(void *ctx); /* NULL-able */
+    /* NULL-able: fa_forward calls it when this rank fails a DCP step (a check or an op), so
+       that peers waiting in a collective of the same step return an error instead of waiting
+       for this rank; the group then needs the comm's own recovery. */
+    void (*abort)(void *ctx);
 } fa_comm;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -595,7 +600,8 @@ typedef struct fa_comm {
 
 /* Causality of a step. AUTO follows each layer's attn_type: decoder self-attention is causal,
    cross-attention (ENCODER_DECODER) and the encoder types are not. ON / OFF override it for
-   decoder and cross-attention layers (encoder layers are always bidirectional). */
+   decoder and cross-attention layers; encoder layers are always bidirectional and chunked
+   local attention always causal. */
 typedef enum fa_causal {
     FA_CAUSAL_AUTO = 0,
     FA_CAUSAL_ON = 1,
@@ -636,6 +642,7 @@ struct fa_layer;
 typedef struct fa_metadata {
     const fa_builder *builder;
     uint64_t builder_id;              /* identity of the builder (ids are never reused) */
+    const void *registry;             /* the implementation that built it (FLASHATTN_STATIC) */
     uint64_t generation;              /* its build count when this metadata was built */
     int32_t builder_slot;             /* where the builder is registered */
     int32_t num_actual_tokens, num_reqs, max_query_len, max_seq_len;
@@ -918,8 +925,10 @@ FA__DEF fa_tensor fa_tensor_make(void *data, fa_dtype dtype, int32_t rank, const
     for (i = 0; i < rank; ++i) t.shape[i] = shape[i];
     if (rank > 0) {
         t.stride[rank - 1] = 1;
+        int64_t total;
         for (i = rank - 2; i >= 0; --i)
-            if (!fa__mul64(t.stride[i + 1], t.shape[i + 1] > 0 ? t.shape[i + 1] : 1, &t.stride[i])) {
+            if (!fa__mul64(t.stride[i + 1], t.shape[i + 1] > 0 ? t.shape[i + 1] : 1, &t.stride[i]) ||
+                (i == 0 && !fa__mul64(t.stride[0], t.shape[0], &total))) {
                 memset(&t, 0, sizeof t); /* the element count overflows int64: rank 0 = invalid */
                 t.data = data;
                 t.dtype = dtype;
@@ -1058,7 +1067,7 @@ FA__DEF fa_status fa_kv_cache_strides(fa_kv_layout layout, int64_t num_blocks, i
     s = fa_kv_cache_shape(num_blocks, block_size, num_heads_kv, head_size, shape);
     if (s != FA_OK) return fa__refail(s, "fa_kv_cache_strides", "fa_kv_cache_shape: ");
     s = fa_kv_cache_stride_order(layout, 0, order, &rank);
-    if (s != FA_OK) return s;
+    if (s != FA_OK) return fa__refail(s, "fa_kv_cache_strides", "fa_kv_cache_stride_order: ");
     /* physical dim i holds logical dim order[i]; contiguous in physical order */
     phys_stride[4] = 1;
     for (i = 3; i >= 0; --i) phys_stride[i] = phys_stride[i + 1] * shape[order[i + 1]];
@@ -1366,7 +1375,8 @@ FA__DEF fa_status fa_make_local_virtual_batches(int32_t chunk_size, int32_t bloc
             out->max_query_len = fa__max(out->max_query_len, ql);
             out->max_seq_len = fa__max(out->max_seq_len, kl);
             for (t = 0; t < pages; ++t) {
-                int32_t col = fa__min(k_start / block_size + t, max_blocks - 1);
+                int64_t col = (int64_t)(k_start / block_size) + t; /* int32 would wrap near INT32_MAX */
+                if (col > max_blocks - 1) col = max_blocks - 1;
                 out->block_table[(int64_t)v * pages + t] = block_table[(int64_t)b * row_stride + col];
             }
         }
@@ -2131,7 +2141,7 @@ static fa_status fa__plan_call(const fa_builder *b, int32_t nreq, const int32_t 
 {
     const fa_config *c = &b->cfg;
     fa_split_params p;
-    int32_t cap = b->split_elastic ? b->be->caps.max_splits : b->max_splits;
+    int32_t cap = b->split_elastic ? fa__max(1, b->be->caps.max_splits) : b->max_splits;
     int graph = c->compilation.full_cuda_graph && rows <= c->compilation.max_cudagraph_capture_size;
     fa_status s;
     if (graph) cap = fa__min(cap, c->compilation.max_num_splits_for_cuda_graph);
@@ -2156,7 +2166,7 @@ static fa_status fa__plan_call(const fa_builder *b, int32_t nreq, const int32_t 
     p.kv_bytes = (int32_t)fa_dtype_size(fa_cache_storage_dtype(c->cache.cache_dtype, c->model.dtype));
     p.caps = &b->be->caps;
     s = fa_plan_splits(&p, plan, 1 + plan_cap);
-    if (s != FA_OK) return s;
+    if (s != FA_OK) return fa__refail(s, "fa_builder_build", "fa_plan_splits: ");
     /* In a captured graph the grid must not change between replays: launch the cap. */
     if (graph && cap > 1 && plan[0] > 1) plan[0] = cap;
     *num_splits_out = plan[0];
@@ -2330,6 +2340,7 @@ FA__DEF fa_status fa_builder_build(fa_builder *b, const fa_batch *batch, int32_t
     memcpy(h + b->off_seq, batch->seq_lens, sizeof(int32_t) * (size_t)n);
     md.builder = b;
     md.builder_id = b->id;
+    md.registry = (const void *)fa__live_ids;
     md.builder_slot = b->slot;
     md.num_actual_tokens = t;
     md.num_reqs = n;
@@ -2872,6 +2883,9 @@ static fa_status fa__check_metadata(const char *fn, const fa__call *c)
     if (md->builder == NULL || md->builder_slot < 0 || md->builder_slot >= FA__MAX_BUILDERS || md->builder_id == 0)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: md is not from fa_builder_build (builder %p, slot %d)", fn,
                         (const void *)md->builder, md->builder_slot);
+    if (md->registry != (const void *)fa__live_ids)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: md was built by another copy of the implementation (a file that "
+                        "defines FLASHATTN_IMPLEMENTATION with FLASHATTN_STATIC): use it through that file", fn);
     if (fa__atomic_load(&fa__live_ids[md->builder_slot]) != md->builder_id)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: md's builder (id %llu) was destroyed", fn,
                         (unsigned long long)md->builder_id);
@@ -2880,7 +2894,7 @@ static fa_status fa__check_metadata(const char *fn, const fa__call *c)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: md names builder id %llu but points to builder %llu", fn,
                         (unsigned long long)md->builder_id, (unsigned long long)b->id);
     if (md->generation != b->generation)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: md is from build %llu of its builder, which has built %llu times since "
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: md is from build %llu of its builder, which is at build %llu now "
                         "(metadata is valid until the next build)", fn, (unsigned long long)md->generation,
                         (unsigned long long)b->generation);
     if (b->be != c->be)
@@ -3164,6 +3178,17 @@ static fa_status fa__validate_ids(const char *fn, const fa__call *c)
                                     "x %lld)", fn, (long long)(t0 + i), (long long)slots[i], (long long)nb, (long long)bs);
         }
     }
+    if (md->has_local) { /* the virtual batches' table, built on the host from block_table_host */
+        const int32_t *lbt = b->host_ints + b->off_local_bt, *lk = b->host_ints + b->off_local_k;
+        for (r = 0; r < md->local.num_virtual; ++r)
+            for (i = 0; i < fa__cdiv64(lk[r], bs); ++i) {
+                const int32_t id = lbt[(int64_t)r * b->pages_per_virtual + i];
+                if (id < 0 || id >= nb)
+                    return fa__fail(FA_ERR_INVALID_ARG, "%s: the chunked-local block table (from block_table_host) "
+                                    "holds block %d at virtual batch %d, page %lld, outside the cache's %lld blocks",
+                                    fn, id, r, (long long)i, (long long)nb);
+            }
+    }
     for (r = 0; r < md->num_reqs; ++r) {
         const int64_t keys = md->dcp_world_size > 1 ? (int64_t)hs[r] - (hq[r + 1] - hq[r]) : hs[r];
         const int64_t cols = fa__cdiv64(keys > 0 ? keys : 0, bs * md->dcp_world_size);
@@ -3217,17 +3242,18 @@ FA__DEF fa_status fa_forward(const fa_layer *layer, const fa_backend *be, const 
     if (s == FA_OK) s = fa__check_rows("out", out, c.T, c.Hq, c.D, c.dt);
     if (s == FA_OK && k != NULL) s = fa__check_rows("k", k, c.T, c.Hkv, c.D, c.dt);
     if (s == FA_OK && v != NULL) s = fa__check_rows("v", v, c.T, c.Hkv, c.D, c.dt);
-    if (s != FA_OK) return s;
-    if ((k == NULL) != (v == NULL))
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: k is %s but v is %s (give both or neither)", fn, k ? "set" : "NULL",
-                        v ? "set" : "NULL");
-    s = fa__describe(fn, &c, &p);
-    if (s == FA_OK) s = fa__check_program(fn, &c, &p);
+    if (s == FA_OK && (k == NULL) != (v == NULL))
+        s = fa__fail(FA_ERR_INVALID_ARG, "%s: k is %s but v is %s (give both or neither)", fn, k ? "set" : "NULL",
+                     v ? "set" : "NULL");
+    if (s == FA_OK) s = fa__describe(fn, &c, &p);
     if (s == FA_OK && c.b->cfg.debug.validate && kv_cache != NULL && p.n > 0 &&
         layer->desc.attn_type != FA_ATTN_ENCODER && layer->desc.attn_type != FA_ATTN_ENCODER_ONLY)
         s = fa__validate_ids(fn, &c);
-    if (s != FA_OK) return s;
-    return fa__run_program(&c, &p);
+    if (s == FA_OK) s = fa__check_program(fn, &c, &p);
+    if (s == FA_OK) s = fa__run_program(&c, &p);
+    if (s != FA_OK && md->dcp_world_size > 1 && c.b->comm != NULL && c.b->comm->abort != NULL)
+        c.b->comm->abort(c.b->comm->ctx); /* the peers must not wait for this rank */
+    return s;
 }
 
 #endif /* FLASHATTN_IMPLEMENTATION && !FLASHATTN_IMPLEMENTATION_DONE */

@@ -11,6 +11,7 @@
 
 #include <criterion/criterion.h>
 #include <math.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -990,6 +991,7 @@ typedef struct dcp_rank {
     int64_t NB;
     void *cache, *q, *out, *qkv;
     int64_t *slots;
+    int fail;                 /* 1: this rank passes q with token stride 0 (caught by its checks) */
     fa_status st;
     char err[256];
 } dcp_rank;
@@ -1038,6 +1040,7 @@ static void *dcp_rank_main(void *p)
         v.data = (char *)a->qkv + (size_t)(a->H + a->Hkv) * g->D * es;
         q.stride[0] = k.stride[0] = v.stride[0] = (int64_t)(a->H + 2 * a->Hkv) * g->D;
     }
+    if (a->fail) q.stride[0] = 0; /* every token would read one row */
     fa_tensor kc;
     memset(&kc, 0, sizeof kc);
     kc.data = a->cache;
@@ -1053,7 +1056,20 @@ done:
     return NULL;
 }
 
+static void dcp_case_ex(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int fused, uint64_t seed, int fail_rank);
 static void dcp_case(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int fused, uint64_t seed)
+{
+    dcp_case_ex(N, I, with_sinks, dt, Hkv, fused, seed, -1);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void dcp_case_ex(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int fused, uint64_t seed, int fail_rank)
 {
     rng_seed(seed);
     const int H = 4; /* local query heads per rank */
@@ -1155,7 +1171,38 @@ static void dcp_case(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int fus
                 }
             }
         }
+        a->fail = rk == fail_rank;
         args[rk] = a;
+    }
+    if (fail_rank >= 0) {
+        /* one rank fails its checks before any collective: every rank returns, none waits for
+           the group's timeout (set far out, so only the failing rank's abort can end the wait),
+           and the failing rank wrote nothing */
+        void *snap = malloc((size_t)celems * es);
+        memcpy(snap, ranks[fail_rank].cache, (size_t)celems * es);
+        ASSERT_OK(fa_fake_comm_group_set_timeout(comms, 120000));
+        const double t0 = now_s();
+        ASSERT_OK(fa_fake_comm_run(N, dcp_rank_main, args));
+        const double dt_s = now_s() - t0;
+        cr_assert_lt(dt_s, 20.0, "the ranks took %.1f s: they waited for the failing rank", dt_s);
+        for (int rk = 0; rk < N; ++rk) {
+            if (rk == fail_rank) {
+                cr_assert_eq(ranks[rk].st, FA_ERR_INVALID_ARG, "failing rank: %d (%s)", (int)ranks[rk].st, ranks[rk].err);
+                cr_assert(strstr(ranks[rk].err, "token stride") != NULL, "%s", ranks[rk].err);
+                cr_assert(memcmp(snap, ranks[rk].cache, (size_t)celems * es) == 0, "the failing rank wrote its cache");
+            } else {
+                cr_assert_neq(ranks[rk].st, FA_OK, "rank %d finished a step its peer failed", rk);
+                cr_assert(strstr(ranks[rk].err, "abort") != NULL, "rank %d: %s", rk, ranks[rk].err);
+            }
+        }
+        free(snap);
+        for (int rk = 0; rk < N; ++rk) {
+            free(ranks[rk].cache); free(ranks[rk].q); free(ranks[rk].out); free(ranks[rk].slots); free(ranks[rk].qkv);
+        }
+        fa_fake_comm_group_destroy(comms);
+        free(bt); free(req_of); free(pos); free(sm);
+        scen_free(&g);
+        return;
     }
     ASSERT_OK(fa_fake_comm_run(N, dcp_rank_main, args));
     for (int rk = 0; rk < N; ++rk)
@@ -1215,6 +1262,10 @@ static void dcp_case(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int fus
 }
 
 Test(forward, dcp2_i1) { dcp_case(2, 1, 0, FA_DTYPE_F32, 1, 0, 801); }
+/* a rank whose q has token stride 0 fails before the cache write and any collective (it used
+   to pass the header's checks and fail in copy_2d after writing the cache), and its peers
+   return at once through the comm's abort instead of waiting */
+Test(forward, dcp_failing_rank_aborts_the_group) { dcp_case_ex(3, 1, 0, FA_DTYPE_F32, 1, 0, 808, 1); }
 Test(forward, dcp2_i4_sinks) { dcp_case(2, 4, 1, FA_DTYPE_F32, 1, 0, 802); }
 Test(forward, dcp4_i1_sinks) { dcp_case(4, 1, 1, FA_DTYPE_F32, 1, 0, 803); }
 Test(forward, dcp4_i16) { dcp_case(4, 16, 0, FA_DTYPE_F32, 1, 0, 804); }

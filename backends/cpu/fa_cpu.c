@@ -1250,10 +1250,10 @@ static const int32_t fa__cpu_dims[] = {32, 64, 96, 128, 192, 256};
 #define FA__CPU_DECODE_STEP_US 1.6     /* one decode step at head_dim 128, microseconds */
 #define FA__CPU_DECODE_STEP_SMALL 0.8  /* its factor at head_dim <= 64 */
 #define FA__CPU_DECODE_STEP_LARGE 1.3  /* its factor above 128 */
-#define FA__CPU_SM_BYTES_PER_US 32768.0f  /* one SM's share of the H200's bandwidth, 32 KiB/us */
-#define FA__CPU_CTA_US 0.008f
-#define FA__CPU_COMBINE_US 6.0f
-#define FA__CPU_COMBINE_US_PER_SPLIT 0.2f
+#define FA__CPU_SM_BYTES_PER_US 32768.0  /* one SM's share of the H200's bandwidth, 32 KiB/us */
+#define FA__CPU_CTA_US 0.008
+#define FA__CPU_COMBINE_US 6.0
+#define FA__CPU_COMBINE_US_PER_SPLIT 0.2
 
 static void fa__cpu_fill_caps(fa_backend_caps *caps)
 {
@@ -1269,9 +1269,8 @@ static void fa__cpu_fill_caps(fa_backend_caps *caps)
         k->decode_tile_n = FA__CPU_DECODE_TILE_N;
         k->decode_ctas_per_sm = hd <= 128 ? FA__CPU_DECODE_CTAS_SMALL_HEAD
                                           : FA__CPU_DECODE_CTAS_LARGE_HEAD;
-        k->decode_step_us = (float)(FA__CPU_DECODE_STEP_US *
-                                    (hd <= 64 ? FA__CPU_DECODE_STEP_SMALL
-                                              : hd <= 128 ? 1.0 : FA__CPU_DECODE_STEP_LARGE));
+        k->decode_step_us = FA__CPU_DECODE_STEP_US *
+                            (hd <= 64 ? FA__CPU_DECODE_STEP_SMALL : hd <= 128 ? 1.0 : FA__CPU_DECODE_STEP_LARGE);
     }
     caps->act_dtypes = (1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16) | (1u << FA_DTYPE_F32);
     caps->cache_dtypes = caps->act_dtypes | (1u << FA_DTYPE_FP8_E4M3) | (1u << FA_DTYPE_FP8_E5M2);

@@ -290,6 +290,17 @@ static const char *fa__fake_last_error(void *ctx)
     return ((const fa__fake_rank *)ctx)->err;
 }
 
+/* fa_comm.abort: this rank failed a step, the peers must not wait for it. */
+static void fa__fake_abort_op(void *ctx)
+{
+    fa__fake_rank *r = (fa__fake_rank *)ctx;
+    char reason[256];
+    snprintf(reason, sizeof reason, "peer rank %d aborted (its fa_forward failed)", (int)r->rank);
+    pthread_mutex_lock(&r->group->mu);
+    fa__fake_abort_locked(r->group, reason);
+    pthread_mutex_unlock(&r->group->mu);
+}
+
 /* The group of a comm made here (NULL for anything else). */
 static fa__fake_group *fa__fake_group_of(const fa_comm *comm)
 {
@@ -344,6 +355,7 @@ fa_status fa_fake_comm_group_create(int32_t world_size, fa_comm **comms_out)
         comms[r].all_gather = fa__fake_all_gather;
         comms[r].reduce_scatter = fa__fake_reduce_scatter;
         comms[r].last_error = fa__fake_last_error;
+        comms[r].abort = fa__fake_abort_op;
     }
     *comms_out = comms;
     return FA_OK;
