@@ -130,7 +130,6 @@ static void *rank_abort(void *p)
 int main(void)
 {
     pthread_t t[4];
-    void *none[2] = {NULL, NULL};
     float s[4] = {0, 0, 0, 0}, rv[8];
     int i, fails = 0;
 
@@ -178,7 +177,6 @@ int main(void)
         fails++;
     }
     fa_fake_comm_group_destroy(g_comms);
-    (void)none;
     printf("cpu_threads_check: %s\n", fails ? "FAIL" : "ok");
     return fails ? 1 : 0;
 }
