@@ -1181,6 +1181,7 @@ static void pworld_attn_args(const pworld *w, int c, fa_attn_args *a)
     a->seqused_k = w->md[c].seq_lens;
     a->block_table = w->md[c].block_table;
     a->block_table_stride = w->max_nb;
+    a->num_blocks = w->cache.shape[1];
     a->num_seqs = w->nreq;
     a->num_tokens = w->T;
     a->max_seqlen_q = w->md[c].max_query_len;
@@ -1756,6 +1757,7 @@ static void bench_cache(int T, int fp8)
         a->num_heads_kv = hkv;
         a->head_size = D;
         a->block_size = bs;
+        a->num_blocks = NB;
         a->k_scale = a->v_scale = fp8 ? KSCALE_FP8 : 1.f;
     }
     if (time_row(&r, launch_cw, args, n)) {
