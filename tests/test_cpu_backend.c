@@ -563,6 +563,7 @@ static void ab_args(const abuf *x, fa_attn_args *a)
         a->seqused_k = x->seqused;
         a->block_table = x->bt;
         a->block_table_stride = x->bt_stride;
+        a->num_blocks = x->num_blocks;
     }
     a->num_seqs = c->nseq;
     a->num_tokens = x->T;
@@ -954,6 +955,7 @@ static void small_setup(small_attn *s, int lq, int lk, int Hq, int Hkv, const fl
     s->a.seqused_k = s->used;
     s->a.block_table = s->bt;
     s->a.block_table_stride = 4;
+    s->a.num_blocks = 4;
     s->a.num_seqs = 1;
     s->a.num_tokens = lq;
     s->a.max_seqlen_q = lq;
@@ -1162,6 +1164,7 @@ Test(attention, offsets_beyond_2g)
     w.cache_dtype = FA_DTYPE_FP8_E4M3;
     w.slot_mapping = slots;
     w.num_tokens = T; w.num_heads_kv = HKV; w.head_size = D; w.block_size = BS;
+    w.num_blocks = BLK + 1;
     w.k_scale = 0.5f; w.v_scale = 0.25f;
     cr_assert_eq(be->ops.reshape_and_cache(be->ctx, &w), FA_OK, "%s", t_err(be));
     for (t = 0; t < T * HKV * D; ++t) {
@@ -1180,6 +1183,7 @@ Test(attention, offsets_beyond_2g)
     a.out = out; a.out_token_stride = HQ * D; a.out_head_stride = D;
     a.lse = lse; a.lse_head_stride = 1;
     a.cu_seqlens_q = cu; a.seqused_k = used; a.block_table = bt; a.block_table_stride = 1;
+    a.num_blocks = BLK + 1;
     a.num_seqs = 1; a.num_tokens = 1; a.max_seqlen_q = 1; a.max_seqlen_k = T;
     a.num_heads_q = HQ; a.num_heads_kv = HKV; a.head_size = D; a.block_size = BS;
     a.softmax_scale = 0.0625f; a.causal = 1; a.window_left = a.window_right = -1;
@@ -1297,6 +1301,7 @@ static int run_cache_case(fa_dtype act, fa_dtype cdt, int hnd, int bs, int D, in
     a.num_heads_kv = Hkv;
     a.head_size = D;
     a.block_size = bs;
+    a.num_blocks = NB;
     a.k_scale = ks;
     a.v_scale = vs;
     cr_assert_eq(be->ops.reshape_and_cache(be->ctx, &a), FA_OK, "%s", t_err(be));
@@ -1372,6 +1377,7 @@ Test(cache, write_then_attend_fp8)
     w.cache_dtype = FA_DTYPE_FP8_E4M3;
     w.slot_mapping = slots;
     w.num_tokens = T; w.num_heads_kv = 1; w.head_size = D; w.block_size = 16;
+    w.num_blocks = 1;
     w.k_scale = 0.02f; w.v_scale = 0.05f;
     cr_assert_eq(be->ops.reshape_and_cache(be->ctx, &w), FA_OK, "%s", t_err(be));
     memset(&a, 0, sizeof a);
@@ -1384,6 +1390,7 @@ Test(cache, write_then_attend_fp8)
     a.out = out; a.out_token_stride = D; a.out_head_stride = D;
     a.lse = lse; a.lse_head_stride = 1;
     a.cu_seqlens_q = cu; a.seqused_k = used; a.block_table = bt; a.block_table_stride = 1;
+    a.num_blocks = 1;
     a.num_seqs = 1; a.num_tokens = 1; a.max_seqlen_q = 1; a.max_seqlen_k = T;
     a.num_heads_q = a.num_heads_kv = 1; a.head_size = D; a.block_size = 16;
     a.softmax_scale = 0.125f; a.causal = 1; a.window_left = a.window_right = -1;
@@ -1874,6 +1881,7 @@ static void *dcp_rank(void *p)
     a.seqused_k = used;
     a.block_table = bt;
     a.block_table_stride = 16;
+    a.num_blocks = (int64_t)DCP_NSEQ * nblk;
     a.num_seqs = DCP_NSEQ;
     a.num_tokens = T;
     a.max_seqlen_q = T;
@@ -2106,6 +2114,7 @@ Test(errors, cache_write_arguments)
     base.cache_dtype = FA_DTYPE_F32;
     base.slot_mapping = slot;
     base.num_tokens = 1; base.num_heads_kv = 1; base.head_size = 64; base.block_size = 16;
+    base.num_blocks = 1;
 
     a = base; a.head_size = 100;
     cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &a), FA_ERR_INVALID_ARG);
@@ -2459,9 +2468,10 @@ Test(errors, cache_slot_outside_cache)
     cr_expect_eq(w.kc[(int64_t)(64 * 16 - 1) * 8 + 2], 3.0f + 24.0f);
     cr_expect_eq(w.vc[(int64_t)(64 * 16 - 1) * 8 + 2], 3.0f + 24.0f);
     cr_expect_eq(w.kc[3 * 8], 0.0f, "a skipped token was written");
-    /* num_blocks 0: unknown, no range check; negative: an error */
+    /* the cache's block count is required (the header fills it: fa_backend_util.h) */
     w.a.num_blocks = 0;
-    cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &w.a), FA_OK, "%s", t_err(be));
+    cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &w.a), FA_ERR_INVALID_ARG);
+    cr_expect(strstr(t_err(be), "num_blocks 0") != NULL, "%s", t_err(be));
     w.a.num_blocks = -2;
     cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &w.a), FA_ERR_INVALID_ARG);
     cr_expect(strstr(t_err(be), "num_blocks -2") != NULL, "%s", t_err(be));
@@ -2484,8 +2494,10 @@ Test(errors, attention_block_id_outside_cache)
                       "cpu attention: block_table[0, 1] = 1000 is outside the cache", "64 blocks");
     FRESH(); s->bt[0] = -1;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "block_table[0, 0] = -1", NULL);
-    FRESH(); s->bt[1] = INT32_MIN; s->a.num_blocks = 0;   /* unknown count: negatives still caught */
+    FRESH(); s->bt[1] = INT32_MIN;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "block_table[0, 1] = -2147483648", NULL);
+    FRESH(); s->a.num_blocks = 0;   /* the cache's block count is required */
+    expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "num_blocks 0", NULL);
     FRESH(); s->bt[1] = 4;   /* == num_blocks */
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "block_table[0, 1] = 4", NULL);
 #undef FRESH
@@ -2525,10 +2537,9 @@ Test(errors, offsets_overflow_int64)
     const size_t bytes = sizeof(float) * 2 * 64 * 16 * 8;
     float *snap = (float *)t_alloc(bytes);
     cw w;
-    /* cache write, num_blocks unknown: block 1 x 2^62 elements x 4 bytes is past int64 */
+    /* cache write: block 1 (of 64) x 2^62 elements x 4 bytes is past int64 */
     cw_setup(&w, 64);
     memcpy(snap, w.kc, bytes);
-    w.a.num_blocks = 0;
     w.a.cache_block_stride = (int64_t)1 << 62;
     cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &w.a), FA_ERR_INVALID_ARG);
     cr_expect(strstr(t_err(be), "slot_mapping[1] = 23") != NULL, "%s", t_err(be));
@@ -2604,6 +2615,7 @@ static fa_status ep_fail_b(fa_backend *be)   /* "cpu dcp_correct: world_size 0 .
     fa_dcp_correct_args c;
     memset(&c, 0, sizeof c);
     c.dtype = FA_DTYPE_F32;
+    c.num_heads = 1;
     c.head_size = 64;
     return be->ops.dcp_correct(be->ctx, &c);
 }

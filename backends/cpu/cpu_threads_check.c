@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fa_cpu.h"
@@ -50,6 +51,7 @@ static void *fail_dcp(void *p)    /* "cpu dcp_correct: world_size 0 ..." */
     (void)p;
     memset(&c, 0, sizeof c);
     c.dtype = FA_DTYPE_F32;
+    c.num_heads = 1;
     c.head_size = 64;
     for (i = 0; i < ROUNDS; ++i) {
         if (g_be->ops.dcp_correct(g_be->ctx, &c) != FA_ERR_INVALID_ARG ||
@@ -121,8 +123,9 @@ static void *rank_wait(void *p)
 
 static void *rank_abort(void *p)
 {
+    struct timespec pause = {0, 20 * 1000 * 1000};
     (void)p;
-    usleep(20 * 1000);
+    nanosleep(&pause, NULL);
     fa_fake_comm_abort(&g_comms[1]);
     return NULL;
 }
