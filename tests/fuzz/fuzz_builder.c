@@ -62,7 +62,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t ws = 0;
     int step, have_md = 0;
     fa_metadata last;
-    md_snap last_snap;
     const fa_config *rc;
     fz_init(&r, data, size);
     memset(&cfg, 0, sizeof cfg);
@@ -231,6 +230,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 FZ_CHECK(md->local.num_virtual == V && md->local.cu_seqlens_q[0] == 0 && md->local.cu_seqlens_q[V] == T);
                 FZ_CHECK(md->local.num_splits >= 1);
             }
+#ifdef FZ_DEBUG
+            fprintf(stderr, "build ok: n %d T %d P %d splits %d\n", n, T, P, md->num_splits);
+#endif
             last = *md;
             have_md = 1;
         }

@@ -244,6 +244,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FZ_CHECK(fz_buf_unchanged(&ob) && fz_buf_unchanged(&cb));
             continue;
         }
+#ifdef FZ_DEBUG
+        fprintf(stderr, "forward ok: T %d n %d P %d attn %d chunk %d splits %d\n", T, n, P, (int)layer.desc.attn_type,
+                layer.desc.attention_chunk_size, md.num_splits);
+#endif
         {
             /* out: rows < T finite; rows >= T as before (a profiling run zeroes every row) */
             const uint8_t *o = (const uint8_t *)fz_buf_data(&ob), *o0 = ob.snap;
