@@ -29,12 +29,10 @@ python3 - "$k" "$c" <<'EOF'
 import sys
 k, c = sys.argv[1], sys.argv[2]
 s = open(k).read()
-n0 = s.count('if (static_cast<uint64_t>(static_cast<int64_t>(id)) >= static_cast<uint64_t>(p.num_blocks)) {')
-s = s.replace('if (static_cast<uint64_t>(static_cast<int64_t>(id)) >= static_cast<uint64_t>(p.num_blocks)) {', 'if (false) {')
-n1 = s.count('        if (any) fix_nan_entries<C, QT, KV>(p, smem, kvh, tid);   // rare\n')
-s = s.replace('        bool any;\n        if constexpr (C::NT > 32) any = __syncthreads_or(nan_seen) != 0;\n        else any = __any_sync(0xffffffffu, nan_seen);\n        if (any) fix_nan_entries<C, QT, KV>(p, smem, kvh, tid);   // rare\n', '        (void)nan_seen;\n')
-s = s.replace('nan_seen |= isnan(x.x) | isnan(x.y) | isnan(x.z) | isnan(x.w);', '')
-s = s.replace('nan_seen |= nan2<QT>(x.x) | nan2<QT>(x.y) | nan2<QT>(x.z) | nan2<QT>(x.w);', '')
+n0 = s.count('if (static_cast<uint32_t>(id) >= p.id_limit) {')
+s = s.replace('if (static_cast<uint32_t>(id) >= p.id_limit) {', 'if (false) {')
+n1 = s.count('        const bool edge = info->edge != 0;')
+s = s.replace('        const bool edge = info->edge != 0;', '        const bool edge = false;')
 open(k, 'w').write(s)
 t = open(c).read()
 n2 = t.count('    if (slot >= p.num_slots) {')

@@ -58,6 +58,7 @@ struct Params {
     const int32_t *block_table;       // [B, *] or NULL (dense)
     int64_t block_table_stride;
     int64_t num_blocks;               // paged: ids outside [0, num_blocks) are never read
+    uint32_t id_limit;                // min(num_blocks, 2^31): an id is good when (uint32_t)id < it
     FaDevErr *err_word;               // NULL-able: where a bad block id is reported
     int32_t num_seqs, num_tokens, num_heads_q, num_heads_kv, group, head_size;
     int32_t block_size, block_shift;  // block_shift = log2(block_size) or -1
@@ -347,6 +348,8 @@ struct CtaInfo {   // (fits the 64 bytes at INFO_OFF)
     float vdesc;
     int32_t key_lo, key_hi;           // keys of this split: [key_lo, key_hi)
     int32_t diag;                     // Lk - Lq
+    int32_t edge;                     // rows of several tokens under a window / causal mask: a
+                                      // key can be masked for one row and read for another
 };
 
 static_assert(sizeof(CtaInfo) <= 64, "CtaInfo fits its slot (Cfg::ROW_OFF = INFO_OFF + 64)");
@@ -359,7 +362,7 @@ __device__ __forceinline__ int64_t block_id_of(const Params &p, const KeyRange &
     if (kr.bt == nullptr) return static_cast<int64_t>(kr.kstart) + j;
     const int bi = p.block_shift >= 0 ? (j >> p.block_shift) : (j / p.block_size);
     const int32_t id = kr.bt[bi];
-    if (static_cast<uint64_t>(static_cast<int64_t>(id)) >= static_cast<uint64_t>(p.num_blocks)) {
+    if (static_cast<uint32_t>(id) >= p.id_limit) {   // negative ids too (one 32-bit compare)
         fa_dev_err_report(p.err_word, FA_DEVERR_BLOCK_ID, kr.seq, id, p.num_blocks, bi);
         return -1;
     }
@@ -625,6 +628,37 @@ __device__ __noinline__ void fix_nan_entries(const Params &p, unsigned char *sme
         if (to_split) p.split_out[sRow[row] + col] = val;
         else static_cast<QT *>(p.out)[sRow[row] + col] = static_cast<QT>(val);
     }
+}
+
+// The epilogue's stores: staged rows -> out (or split_out), 16-byte chunks; with CHECK, whether
+// a stored value is NaN.
+template <class C, typename QT, bool CHECK>
+__device__ __forceinline__ bool copy_out(const Params &p, const unsigned char *smem, const int64_t *sRow,
+                                         bool to_split, int tid) {
+    bool nan_seen = false;
+    if (to_split) {
+        const float *sOf = reinterpret_cast<const float *>(smem);
+        constexpr int CPR = C::D / 4;
+        for (int i = tid; i < C::BM * CPR; i += C::NT) {
+            const int row = i / CPR, c = i % CPR;
+            const int64_t off = sRow[row];
+            if (off < 0 || c * 4 >= p.head_size) continue;
+            const float4 x = *reinterpret_cast<const float4 *>(sOf + row * C::OLD + c * 4);
+            if constexpr (CHECK) nan_seen |= isnan(x.x) | isnan(x.y) | isnan(x.z) | isnan(x.w);
+            *reinterpret_cast<float4 *>(p.split_out + off + c * 4) = x;
+        }
+    } else {
+        constexpr int CPR = C::D / 8;
+        for (int i = tid; i < C::BM * CPR; i += C::NT) {
+            const int row = i / CPR, c = i % CPR;
+            const int64_t off = sRow[row];
+            if (off < 0 || c * 8 >= p.head_size) continue;
+            const uint4 x = *reinterpret_cast<const uint4 *>(smem + tile_off<C>(row, c));
+            if constexpr (CHECK) nan_seen |= nan2<QT>(x.x) | nan2<QT>(x.y) | nan2<QT>(x.z) | nan2<QT>(x.w);
+            *reinterpret_cast<uint4 *>(static_cast<QT *>(p.out) + off + c * 8) = x;
+        }
+    }
+    return nan_seen;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -896,6 +930,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
         info->key_lo = max(kr.kmin, my_tb * C::BN);
         info->key_hi = min(kr.kmax, my_te * C::BN);
         info->diag = diag;
+        info->edge = t_lo != t_hi && (wl >= 0 || wr >= 0);
     }
     auto issue_tile = [&](int slot, int stage) {
         const int64_t *ok = sOff + slot * 2 * C::BN;
@@ -1219,32 +1254,22 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
             }
         }
         __syncthreads();
-        bool nan_seen = false;   // NaN hygiene at mask edges (see fix_nan_entries)
-        if (to_split) {
-            constexpr int CPR = C::D / 4;
-            for (int i = tid; i < C::BM * CPR; i += C::NT) {
-                const int row = i / CPR, c = i % CPR;
-                const int64_t off = sRow[row];
-                if (off < 0 || c * 4 >= p.head_size) continue;
-                const float4 x = *reinterpret_cast<const float4 *>(sOf + row * C::OLD + c * 4);
-                nan_seen |= isnan(x.x) | isnan(x.y) | isnan(x.z) | isnan(x.w);
-                *reinterpret_cast<float4 *>(p.split_out + off + c * 4) = x;
+        // NaN hygiene at mask edges (see fix_nan_entries): only tiles with an edge look at the
+        // values they store (CTA-uniform); the others (every decode tile) copy as before
+        // (prefill: one loop that always looks, which keeps the kernel's registers; its stores are
+        // few next to its main loop)
+        const bool edge = info->edge != 0;
+        if constexpr (C::WM == 1) {
+            if (edge) {
+                if (__any_sync(0xffffffffu, copy_out<C, QT, true>(p, smem, sRow, to_split, tid)))
+                    fix_nan_entries<C, QT, KV>(p, smem, kvh, tid);   // rare
+            } else {
+                copy_out<C, QT, false>(p, smem, sRow, to_split, tid);
             }
         } else {
-            constexpr int CPR = C::D / 8;
-            for (int i = tid; i < C::BM * CPR; i += C::NT) {
-                const int row = i / CPR, c = i % CPR;
-                const int64_t off = sRow[row];
-                if (off < 0 || c * 8 >= p.head_size) continue;
-                const uint4 x = *reinterpret_cast<const uint4 *>(smem + tile_off<C>(row, c));
-                nan_seen |= nan2<QT>(x.x) | nan2<QT>(x.y) | nan2<QT>(x.z) | nan2<QT>(x.w);
-                *reinterpret_cast<uint4 *>(static_cast<QT *>(p.out) + off + c * 8) = x;
-            }
+            const bool nan_seen = copy_out<C, QT, true>(p, smem, sRow, to_split, tid);
+            if (edge && __syncthreads_or(nan_seen) != 0) fix_nan_entries<C, QT, KV>(p, smem, kvh, tid);   // rare
         }
-        bool any;
-        if constexpr (C::NT > 32) any = __syncthreads_or(nan_seen) != 0;
-        else any = __any_sync(0xffffffffu, nan_seen);
-        if (any) fix_nan_entries<C, QT, KV>(p, smem, kvh, tid);   // rare
     }
 }
 
