@@ -62,7 +62,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t ws = 0;
     int step, have_md = 0;
     fa_metadata last;
-    md_snap last_snap;
     const fa_config *rc;
     fz_init(&r, data, size);
     memset(&cfg, 0, sizeof cfg);
@@ -115,11 +114,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int32_t nl = fz_range(&r, 0, 3), i;
         for (i = 0; i < nl; ++i) {
             memset(&d, 0, sizeof d);
-            d.num_heads = rc->model.num_heads_q; d.num_kv_heads = rc->model.num_heads_kv;
+            d.num_heads_q = rc->model.num_heads_q; d.num_heads_kv = rc->model.num_heads_kv;
             d.head_size = rc->model.head_size; d.dtype = rc->model.dtype;
             d.attn_type = (fa_attn_type)fz_range(&r, 0, 3);
             d.sliding_window = fz_bool(&r) ? 0 : fz_small_or_any(&r, 0, 64);
-            if (fz_u8(&r) == 1 && d.num_heads <= 64) { d.alibi_slopes = slopes; d.num_alibi_slopes = d.num_heads; }
+            if (fz_u8(&r) == 1 && d.num_heads_q <= 64) { d.alibi_slopes = slopes; d.num_alibi_slopes = d.num_heads_q; }
             d.attention_chunk_size = rc->scheduler.attention_chunk_size;
             d.dcp_world_size = rc->parallel.dcp_world_size;
             if (fa_layer_init(&layers[i], &d) != FA_OK) { nl = i; break; }
@@ -161,7 +160,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         batch.slot_mapping = slots;
         batch.causal = (fa_causal)fz_small_or_any(&r, 0, 2);
         batch.num_actual_tokens = fz_bool(&r) ? 0 : fz_small_or_any(&r, 0, 200);
-        P = fz_bool(&r) ? 0 : (fz_bool(&r) ? rc->cache.block_size * fz_range(&r, 0, 4) : fz_i32(&r));
+        if (fz_bool(&r)) {
+            P = 0;
+        } else if (fz_bool(&r)) {
+            int64_t p64 = (int64_t)rc->cache.block_size * fz_range(&r, 0, 4);
+            P = p64 > INT32_MAX ? rc->cache.block_size : (int32_t)p64;
+        } else {
+            P = fz_i32(&r);
+        }
 
         /* the cascade query */
         pre_blocks = fz_small_or_any(&r, 0, 16);
@@ -231,6 +237,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 FZ_CHECK(md->local.num_virtual == V && md->local.cu_seqlens_q[0] == 0 && md->local.cu_seqlens_q[V] == T);
                 FZ_CHECK(md->local.num_splits >= 1);
             }
+#ifdef FZ_DEBUG
+            fprintf(stderr, "build ok: n %d T %d P %d splits %d\n", n, T, P, md->num_splits);
+#endif
             last = *md;
             have_md = 1;
         }

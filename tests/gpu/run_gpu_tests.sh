@@ -170,13 +170,12 @@ done
 # ---- compute-sanitizer: every program under memcheck, racecheck, initcheck and synccheck ------
 # FA_GPU_SANITIZE_SET=quick (default) runs each program's quick set (FA_GPU_TEST_QUICK=1: the
 # heavy cases, e.g. the 2.2 G-element caches, skip themselves; test_gpu_forward has no quick
-# mode and runs whole); =full runs every case. The four tools of one program run side by side
-# (they are CPU-bound; the GPU is shared). A run passes when the tool exits 0 with its summary
+# mode and runs whole); =full runs every case. All (tool, program) runs go side by side (they
+# are CPU-bound; the GPU is shared). A run passes when the tool exits 0 with its summary
 # at 0 and the program itself reports 0 failures; a timeout is a failure.
 run_sanitizer() {   # tool program log  (background job; writes $log.rc)
     local tool=$1 p=$2 log=$3 extra=()
     case $tool in
-        initcheck) extra=(--track-unused-memory no) ;;
         racecheck) extra=(--racecheck-report all) ;;
     esac
     if [ "$san_set" = quick ]; then
@@ -214,12 +213,16 @@ if [ "$sanitize" != "0" ]; then
     if [ -z "$sanitizer" ]; then
         row "compute-sanitizer" 0 1 "not found"
     else
+        # every (tool, program) pair at once: they are CPU-bound and the machine has cores
         for p in "${programs[@]}"; do
             [ -x "$build/tests/gpu/$p" ] || continue
             for tool in $san_tools; do
                 run_sanitizer "$tool" "$p" "$logs/$tool-$p.log" &
             done
-            wait
+        done
+        wait
+        for p in "${programs[@]}"; do
+            [ -x "$build/tests/gpu/$p" ] || continue
             for tool in $san_tools; do
                 sanitizer_row "$tool" "$p" "$logs/$tool-$p.log"
             done

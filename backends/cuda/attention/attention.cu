@@ -331,6 +331,7 @@ fa_status prepare(const fa_attn_args *a, const fa_device_info *info, Plan *pl, c
     p.block_table = paged ? a->block_table : nullptr;
     p.block_table_stride = a->block_table_stride;
     p.num_blocks = paged ? a->num_blocks : 0;
+    p.id_limit = static_cast<uint32_t>(p.num_blocks < (int64_t(1) << 31) ? p.num_blocks : (int64_t(1) << 31));
     p.num_seqs = a->num_seqs;
     p.num_tokens = a->num_tokens;
     p.num_heads_q = a->num_heads_q;

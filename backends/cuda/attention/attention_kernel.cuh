@@ -58,6 +58,7 @@ struct Params {
     const int32_t *block_table;       // [B, *] or NULL (dense)
     int64_t block_table_stride;
     int64_t num_blocks;               // paged: ids outside [0, num_blocks) are never read
+    uint32_t id_limit;                // min(num_blocks, 2^31): an id is good when (uint32_t)id < it
     FaDevErr *err_word;               // NULL-able: where a bad block id is reported
     int32_t num_seqs, num_tokens, num_heads_q, num_heads_kv, group, head_size;
     int32_t block_size, block_shift;  // block_shift = log2(block_size) or -1
@@ -347,6 +348,8 @@ struct CtaInfo {   // (fits the 64 bytes at INFO_OFF)
     float vdesc;
     int32_t key_lo, key_hi;           // keys of this split: [key_lo, key_hi)
     int32_t diag;                     // Lk - Lq
+    int32_t edge;                     // rows of several tokens under a window / causal mask: a
+                                      // key can be masked for one row and read for another
 };
 
 static_assert(sizeof(CtaInfo) <= 64, "CtaInfo fits its slot (Cfg::ROW_OFF = INFO_OFF + 64)");
@@ -359,7 +362,7 @@ __device__ __forceinline__ int64_t block_id_of(const Params &p, const KeyRange &
     if (kr.bt == nullptr) return static_cast<int64_t>(kr.kstart) + j;
     const int bi = p.block_shift >= 0 ? (j >> p.block_shift) : (j / p.block_size);
     const int32_t id = kr.bt[bi];
-    if (static_cast<uint64_t>(static_cast<int64_t>(id)) >= static_cast<uint64_t>(p.num_blocks)) {
+    if (static_cast<uint32_t>(id) >= p.id_limit) {   // negative ids too (one 32-bit compare)
         fa_dev_err_report(p.err_word, FA_DEVERR_BLOCK_ID, kr.seq, id, p.num_blocks, bi);
         return -1;
     }
@@ -896,6 +899,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
         info->key_lo = max(kr.kmin, my_tb * C::BN);
         info->key_hi = min(kr.kmax, my_te * C::BN);
         info->diag = diag;
+        info->edge = t_lo != t_hi && (wl >= 0 || wr >= 0);
     }
     auto issue_tile = [&](int slot, int stage) {
         const int64_t *ok = sOff + slot * 2 * C::BN;
@@ -1241,10 +1245,12 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
                 *reinterpret_cast<uint4 *>(static_cast<QT *>(p.out) + off + c * 8) = x;
             }
         }
-        bool any;
-        if constexpr (C::NT > 32) any = __syncthreads_or(nan_seen) != 0;
-        else any = __any_sync(0xffffffffu, nan_seen);
-        if (any) fix_nan_entries<C, QT, KV>(p, smem, kvh, tid);   // rare
+        if (info->edge) {   // CTA-uniform; a tile of one token's rows (decode) has no edge
+            bool any;
+            if constexpr (C::NT > 32) any = __syncthreads_or(nan_seen) != 0;
+            else any = __any_sync(0xffffffffu, nan_seen);
+            if (any) fix_nan_entries<C, QT, KV>(p, smem, kvh, tid);   // rare
+        }
     }
 }
 
