@@ -53,11 +53,11 @@ else
   dir=build-demo
   setup_args="-Dcuda=disabled -Dnccl=disabled -Dtests=disabled"
   what="the CPU backend and the demo"
-  expect="about 15 seconds on 2 cores"
+  expect="about 10 seconds on 2 cores"
 fi
 
 if [ ! -f "$dir/build.ninja" ]; then
-  echo "== 3/4 configuring $dir: meson setup $dir $setup_args $* (about 5 seconds)..."
+  echo "== 3/4 configuring $dir: meson setup $dir $setup_args${*:+ $*} (about 5 seconds)..."
   # shellcheck disable=SC2086
   meson setup "$dir" $setup_args "$@" > "$dir.setup.log" 2>&1 || {
     tail -n 30 "$dir.setup.log"; echo "meson setup failed (log: $dir.setup.log)"; exit 1; }
