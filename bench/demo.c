@@ -235,6 +235,7 @@ int main(void)
     double t_build = 0, t_fwd[NLAYERS] = {0, 0, 0}, t_ref = 0, worst[NLAYERS] = {0, 0, 0};
     const char *dev_name = "cpu";
 
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines in order with errors, also into a pipe or file */
     CHECK(fa_cpu_backend_create(&cpu));
 #if FA_HAVE_CUDA
     if (fa_cuda_backend_create(0, NULL, &dev) != FA_OK) {
