@@ -47,7 +47,7 @@ if [ -n "$gpu" ]; then
   setup_args="-Dcuda=enabled -Dnccl=disabled -Dtests=disabled -Dhead_dims=64"
   [ -z "$arch" ] || setup_args="$setup_args -Dgpu_arch=$arch"
   what="the CUDA backend (head size 64, ${arch:-the default architectures}), the CPU reference and the demo"
-  expect="about 15 seconds on 16 cores, 1 to 2 minutes on 2; later runs reuse $dir"
+  expect="about 15 seconds on 16 cores, about 1 minute on 2; later runs reuse $dir"
 else
   echo "   no usable GPU: $why; the demo runs on the CPU backend"
   dir=build-demo
