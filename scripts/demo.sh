@@ -40,7 +40,8 @@ if [ -n "$gpu" ]; then
   cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' ')
   case "$cap" in
     8.*) arch=sm_80 ;;
-    9.*) arch=sm_90a ;;
+    9.0) arch=sm_90a ;;
+    [0-9]*.[0-9]*) arch=sm_$(echo "$cap" | tr -d .) ;;   # e.g. 10.0 -> sm_100, 12.0 -> sm_120
     *) arch="" ;;
   esac
   dir=build-demo-cuda
