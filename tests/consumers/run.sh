@@ -31,20 +31,26 @@ result() {
   fi
 }
 
+# step LOG CMD...: runs CMD, appending its output to LOG and showing ninja's and CMake's progress
+# lines as TAP comments; returns CMD's exit status
+step() {
+  _log=$1; shift
+  { "$@" 2>&1; echo $? > "$work/.rc"; } | tee -a "$_log" | grep -E '^\[ *[0-9]+(/[0-9]+\]|%\])' | cut -c1-100 | sed 's/^/#   /'
+  return "$(cat "$work/.rc")"
+}
+
 echo "1..3"
 prefix="$work/prefix"
 
 # --- flashattn, built and installed into $prefix (routes 1 and 2) ------------------------------
-echo "# building flashattn (CPU backend only) and installing it into $prefix (about 30 s on 2 cores)..."
+echo "# building flashattn (CPU backend only) and installing it into $prefix (about 15 seconds on 2 cores)..."
 t0=$(now)
 install_log="$work/install.log"
 install_ok=0
-{
-  meson setup "$work/build" "$root" --prefix "$prefix" -Dcuda=disabled -Dnccl=disabled \
+step "$install_log" meson setup "$work/build" "$root" --prefix "$prefix" -Dcuda=disabled -Dnccl=disabled \
     -Dtests=disabled -Dbench=disabled &&
-  ninja -C "$work/build" &&
-  meson install -C "$work/build" --quiet
-} > "$install_log" 2>&1 && install_ok=1
+  step "$install_log" ninja -C "$work/build" &&
+  step "$install_log" meson install -C "$work/build" --quiet && install_ok=1
 if [ $install_ok = 1 ]; then
   echo "# installed in $(( $(now) - t0 ))s:"
   (cd "$prefix" && find . -type f -o -type l | sort | sed 's|^\./|#   |')
@@ -55,6 +61,7 @@ pcdir=$(find "$prefix" -name flashattn-cpu.pc -path '*/pkgconfig/*' 2>/dev/null 
 pcdir=${pcdir%/*}
 
 # --- 1. pkg-config + cc ------------------------------------------------------------------------
+echo "# route 1: pkg-config + cc (about 1 second)..."
 t0=$(now)
 log="$work/pkgconfig.log"
 rc=1
@@ -76,22 +83,21 @@ fi
 result "pkg-config + cc: cc consumer.c \$(pkg-config --cflags --libs flashattn-cpu)" "$log" $rc "$t0"
 
 # --- 2. CMake ----------------------------------------------------------------------------------
+echo "# route 2: CMake, shared then static libraries (about 5 seconds)..."
 t0=$(now)
 log="$work/cmake.log"
 rc=1
 if [ $install_ok = 1 ] && command -v cmake >/dev/null 2>&1; then
-  (
-    set -e
-    cmake -S "$here/cmake" -B "$work/cmake-shared" -DCMAKE_PREFIX_PATH="$prefix"
-    cmake --build "$work/cmake-shared"
-    "$work/cmake-shared/consumer"
-    cmake -S "$here/cmake" -B "$work/cmake-static" -DCMAKE_PREFIX_PATH="$prefix" -Dflashattn_USE_STATIC_LIBS=ON
-    cmake --build "$work/cmake-static"
-    "$work/cmake-static/consumer"
-    if ldd "$work/cmake-static/consumer" | grep libflashattn; then
-      echo "the static build needs a shared libflashattn"; exit 1
-    fi
-  ) > "$log" 2>&1 && rc=0
+  : > "$log"
+  step "$log" cmake -S "$here/cmake" -B "$work/cmake-shared" -DCMAKE_PREFIX_PATH="$prefix" &&
+    step "$log" cmake --build "$work/cmake-shared" &&
+    step "$log" "$work/cmake-shared/consumer" &&
+    step "$log" cmake -S "$here/cmake" -B "$work/cmake-static" -DCMAKE_PREFIX_PATH="$prefix" -Dflashattn_USE_STATIC_LIBS=ON &&
+    step "$log" cmake --build "$work/cmake-static" &&
+    step "$log" "$work/cmake-static/consumer" &&
+    if ldd "$work/cmake-static/consumer" | grep libflashattn >> "$log"; then
+      echo "the static build needs a shared libflashattn" >> "$log"; false
+    fi && rc=0
 elif [ $install_ok = 1 ]; then
   echo "cmake not found (sh scripts/deps.sh consumers installs it)" > "$log"
 else
@@ -100,23 +106,22 @@ fi
 result "CMake: find_package(flashattn), flashattn::cpu (shared and static)" "$log" $rc "$t0"
 
 # --- 3. Meson subproject -----------------------------------------------------------------------
+echo "# route 3: Meson subproject, building flashattn's CPU backend inside the consumer (about 5 seconds on 2 cores)..."
 t0=$(now)
 log="$work/subproject.log"
 rc=1
-(
-  set -e
-  proj="$work/meson-consumer"
-  mkdir -p "$proj/subprojects"
-  cp "$here/meson/meson.build" "$here/consumer.c" "$proj/"
-  ln -s "$root" "$proj/subprojects/flashattn"
-  meson setup "$proj/build" "$proj" --wrap-mode=forcefallback -Dflashattn:cuda=disabled -Dflashattn:nccl=disabled
-  ninja -C "$proj/build"
-  "$proj/build/consumer"
+proj="$work/meson-consumer"
+mkdir -p "$proj/subprojects"
+cp "$here/meson/meson.build" "$here/consumer.c" "$proj/"
+ln -s "$root" "$proj/subprojects/flashattn"
+: > "$log"
+step "$log" meson setup "$proj/build" "$proj" --wrap-mode=forcefallback -Dflashattn:cuda=disabled -Dflashattn:nccl=disabled &&
+  step "$log" ninja -C "$proj/build" &&
+  step "$log" "$proj/build/consumer" &&
   # as a subproject, flashattn builds neither its tests nor its demo and benchmarks
   if [ -e "$proj/build/subprojects/flashattn/tests" ] || [ -e "$proj/build/subprojects/flashattn/bench" ]; then
-    echo "the subproject built its tests or benchmarks"; exit 1
-  fi
-) > "$log" 2>&1 && rc=0
+    echo "the subproject built its tests or benchmarks" >> "$log"; false
+  fi && rc=0
 result "Meson subproject: dependency('flashattn-cpu') from subprojects/flashattn" "$log" $rc "$t0"
 
 echo "$passed passed, $failed failed"
