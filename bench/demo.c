@@ -137,13 +137,18 @@ static void naive_cache_write(float *mirror, int64_t num_slots, int l, const fa_
 {
     int32_t i, e;
     for (i = 0; i < t; ++i) {
-        float *kd = mirror + ((size_t)slots[i] * HKV * D), *vd = mirror + ((size_t)(num_slots + slots[i]) * HKV * D);
+        float *kd = mirror + ((size_t)slots[i] * HKV * D),
+              *vd = mirror + ((size_t)(num_slots + slots[i]) * HKV * D);
         for (e = 0; e < HKV * D; ++e) {
             float kf = fa_cpu_bf16_to_float(k[(size_t)i * HKV * D + e]);
             float vf = fa_cpu_bf16_to_float(v[(size_t)i * HKV * D + e]);
             if (l == 2) {
-                kf = fa_cpu_fp8_to_float(fa_cpu_float_to_fp8(kf / d->k_scale, FA_DTYPE_FP8_E4M3), FA_DTYPE_FP8_E4M3) * d->k_scale;
-                vf = fa_cpu_fp8_to_float(fa_cpu_float_to_fp8(vf / d->v_scale, FA_DTYPE_FP8_E4M3), FA_DTYPE_FP8_E4M3) * d->v_scale;
+                kf = fa_cpu_fp8_to_float(fa_cpu_float_to_fp8(kf / d->k_scale, FA_DTYPE_FP8_E4M3),
+                                         FA_DTYPE_FP8_E4M3) *
+                     d->k_scale;
+                vf = fa_cpu_fp8_to_float(fa_cpu_float_to_fp8(vf / d->v_scale, FA_DTYPE_FP8_E4M3),
+                                         FA_DTYPE_FP8_E4M3) *
+                     d->v_scale;
             }
             kd[e] = kf;
             vd[e] = vf;
@@ -154,8 +159,9 @@ static void naive_cache_write(float *mirror, int64_t num_slots, int l, const fa_
 /* out[t][h][d] (double) = softmax_j(scale * q[t][h] . K[j][h / (HQ / HKV)]) . V[j], over the keys j
    of token t's request that it may see: causal (bottom-right: query i of a request with Lq new
    tokens and Lk keys sits at position i + Lk - Lq), and for a window W only j > pos - W. */
-static void naive_attention(const float *mirror, int64_t num_slots, int32_t window, int32_t n, const int32_t *qsl,
-                            const int32_t *seq_lens, const int32_t *bt, const uint16_t *q, double *out)
+static void naive_attention(const float *mirror, int64_t num_slots, int32_t window, int32_t n,
+                            const int32_t *qsl, const int32_t *seq_lens, const int32_t *bt, const uint16_t *q,
+                            double *out)
 {
     static double p[MAX_LEN];
     const double scale = 1.0 / sqrt((double)D);
@@ -173,7 +179,8 @@ static void naive_attention(const float *mirror, int64_t num_slots, int32_t wind
                     int64_t slot = (int64_t)bt[b * BLOCKS_PER_REQ + j / BS] * BS + j % BS;
                     const float *kr = mirror + ((size_t)slot * HKV + kvh) * D;
                     double s = 0;
-                    for (d = 0; d < D; ++d) s += (double)fa_cpu_bf16_to_float(q[((size_t)tok * HQ + h) * D + d]) * kr[d];
+                    for (d = 0; d < D; ++d)
+                        s += (double)fa_cpu_bf16_to_float(q[((size_t)tok * HQ + h) * D + d]) * kr[d];
                     p[j] = s * scale;
                     if (p[j] > mx) mx = p[j];
                 }
@@ -219,7 +226,7 @@ int main(void)
     world W, R;                      /* W: default backend, R: CPU reference */
     fa_layer layers[NLAYERS];
     fa_layer_desc descs[NLAYERS];
-    float *mirror[NLAYERS] = {NULL, NULL, NULL};   /* naive reference's caches (CPU-only runs) */
+    float *mirror[NLAYERS] = {NULL, NULL, NULL}; /* naive reference's caches (CPU-only runs) */
     double *out_naive = NULL;
     int naive;
     /* max abs error allowed per layer. GPU vs CPU backend: the GPU's float accumulation and fp8
@@ -247,8 +254,8 @@ int main(void)
     dev_name = dev->name;
     naive = dev == cpu; /* the CPU backend is checked against naive_attention, not against itself */
     if (naive) tol[0] = tol[1] = tol[2] = 4e-3;
-    printf("flashattn %s demo: backend '%s' (%s, %d SMs); reference: %s\n", FLASHATTN_VERSION_STRING, dev_name,
-           dev->info.name, dev->info.num_sms,
+    printf("flashattn %s demo: backend '%s' (%s, %d SMs); reference: %s\n", FLASHATTN_VERSION_STRING,
+           dev_name, dev->info.name, dev->info.num_sms,
            naive ? "naive double-precision attention (plain loops in demo.c)" : "the CPU reference backend");
     printf("model: %d query heads, %d kv heads, head size %d, block %d; %d requests sharing a %d-token prompt\n",
            HQ, HKV, D, BS, NREQ, SHARED);
@@ -281,12 +288,18 @@ int main(void)
         descs[l] = d;
         if (naive) {
             mirror[l] = (float *)calloc((size_t)2 * num_blocks * BS * HKV * D, sizeof(float));
-            if (!mirror[l]) { fprintf(stderr, "out of memory\n"); return 1; }
+            if (!mirror[l]) {
+                fprintf(stderr, "out of memory\n");
+                return 1;
+            }
         }
     }
     if (naive) {
         out_naive = (double *)malloc(sizeof(double) * BUDGET * HQ * D);
-        if (!out_naive) { fprintf(stderr, "out of memory\n"); return 1; }
+        if (!out_naive) {
+            fprintf(stderr, "out of memory\n");
+            return 1;
+        }
     }
     for (i = 0; i < NREQ; ++i) {
         prompt_len[i] = SHARED + 40 + 13 * i;
@@ -356,7 +369,9 @@ int main(void)
         total_steps++;
         printf("step %2d: %d requests, %3d tokens (%d decodes)%s\n", step, n, t, decoding,
                prefix > 0 ? ", cascade over the shared prompt" : (n >= 8 ? ", cascade declined (plain is faster)" : ""));
-        if (!naive) CHECK(cpu->ops.copy(cpu->ctx, R.slots, slots, sizeof(int64_t) * (size_t)t, FA_COPY_HOST_TO_DEVICE));
+        if (!naive)
+            CHECK(
+                cpu->ops.copy(cpu->ctx, R.slots, slots, sizeof(int64_t) * (size_t)t, FA_COPY_HOST_TO_DEVICE));
         for (l = 0; l < NLAYERS; ++l) {
             fa_builder *rb = l == 1 ? R.swa : R.full;
             fa_batch rbatch = batch;
@@ -366,7 +381,8 @@ int main(void)
             if (naive) {
                 /* reference: naive double-precision attention over its own copy of the cache */
                 naive_cache_write(mirror[l], num_blocks * BS, l, &descs[l], t, slots, k, v);
-                naive_attention(mirror[l], num_blocks * BS, l == 1 ? WINDOW : 0, n, qsl, seq_lens, bt, q, out_naive);
+                naive_attention(mirror[l], num_blocks * BS, l == 1 ? WINDOW : 0, n, qsl, seq_lens, bt, q,
+                                out_naive);
             } else {
                 /* reference: the CPU backend with its own caches, plain attention (no cascade) */
                 rbatch.block_table = R.block_table;
@@ -383,7 +399,8 @@ int main(void)
             }
             if (e > worst[l]) worst[l] = e;
             if (!(e <= tol[l])) {
-                printf("  layer %d: max abs error %.3g vs the %s reference: FAILED\n", l, e, naive ? "naive" : "CPU");
+                printf("  layer %d: max abs error %.3g vs the %s reference: FAILED\n", l, e,
+                       naive ? "naive" : "CPU");
                 failures++;
             }
         }
@@ -398,12 +415,19 @@ int main(void)
     printf("  layer 1 window %3d  %9.1f us total\n", WINDOW, t_fwd[1]);
     printf("  layer 2 full fp8    %9.1f us total\n", t_fwd[2]);
     printf("  %s %9.1f us total\n", naive ? "naive reference   " : "cpu reference     ", t_ref);
-    printf("  max abs error vs reference: layer0 %.3g, layer1 %.3g, layer2 %.3g (tolerance %.3g, %.3g, %.3g)\n",
-           worst[0], worst[1], worst[2], tol[0], tol[1], tol[2]);
+    printf(
+        "  max abs error vs reference: layer0 %.3g, layer1 %.3g, layer2 %.3g (tolerance %.3g, %.3g, %.3g)\n",
+        worst[0], worst[1], worst[2], tol[0], tol[1], tol[2]);
     printf("%s\n", failures ? "DEMO FAILED"
-                    : naive ? "demo ok: every output of the CPU backend matched the independent naive reference"
-                            : "demo ok: every output matched the CPU reference");
-    free(q); free(k); free(v); free(out_dev); free(out_ref); free(out_naive);
+                   : naive
+                       ? "demo ok: every output of the CPU backend matched the independent naive reference"
+                       : "demo ok: every output matched the CPU reference");
+    free(q);
+    free(k);
+    free(v);
+    free(out_dev);
+    free(out_ref);
+    free(out_naive);
     for (l = 0; l < NLAYERS; ++l) free(mirror[l]);
     if (!naive) world_free(&R);
     world_free(&W);

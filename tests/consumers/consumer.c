@@ -15,14 +15,13 @@
 
 enum { T = 3, HQ = 4, HKV = 2, D = 64, BS = 16, NB = 4 };
 
-#define CHECK(call)                                                                       \
-    do {                                                                                  \
-        fa_status s_ = (call);                                                            \
-        if (s_ != FA_OK) {                                                                \
-            fprintf(stderr, "consumer: %s -> %s: %s\n", #call, fa_status_string(s_),      \
-                    fa_last_error());                                                     \
-            return 1;                                                                     \
-        }                                                                                 \
+#define CHECK(call) \
+    do { \
+        fa_status s_ = (call); \
+        if (s_ != FA_OK) { \
+            fprintf(stderr, "consumer: %s -> %s: %s\n", #call, fa_status_string(s_), fa_last_error()); \
+            return 1; \
+        } \
     } while (0)
 
 int main(void)
