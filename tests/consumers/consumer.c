@@ -58,8 +58,8 @@ int main(void)
     cfg.scheduler.max_num_batched_tokens = 64;
     CHECK(fa_builder_create(be, &cfg, NULL, &b));
     memset(&desc, 0, sizeof desc);
-    desc.num_heads = HQ;
-    desc.num_kv_heads = HKV;
+    desc.num_heads_q = HQ;
+    desc.num_heads_kv = HKV;
     desc.head_size = D;
     CHECK(fa_layer_init(&layer, &desc));
     CHECK(fa_builder_set_layers(b, &layer, 1));
