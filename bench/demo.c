@@ -31,17 +31,29 @@
 #include "fa_cuda.h"
 #endif
 
-enum { NREQ = 8, HQ = 8, HKV = 2, D = 64, BS = 16, SHARED = 256, BUDGET = 512, DECODE_STEPS = 6,
-       NLAYERS = 3, WINDOW = 128, MAX_LEN = 512, BLOCKS_PER_REQ = MAX_LEN / BS };
+enum {
+    NREQ = 8,
+    HQ = 8,
+    HKV = 2,
+    D = 64,
+    BS = 16,
+    SHARED = 256,
+    BUDGET = 512,
+    DECODE_STEPS = 6,
+    NLAYERS = 3,
+    WINDOW = 128,
+    MAX_LEN = 512,
+    BLOCKS_PER_REQ = MAX_LEN / BS
+};
 
-#define CHECK(call)                                                                       \
-    do {                                                                                  \
-        fa_status s_ = (call);                                                            \
-        if (s_ != FA_OK) {                                                                \
-            fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call,           \
-                    fa_status_string(s_), fa_last_error());                               \
-            exit(1);                                                                      \
-        }                                                                                 \
+#define CHECK(call) \
+    do { \
+        fa_status s_ = (call); \
+        if (s_ != FA_OK) { \
+            fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, fa_status_string(s_), \
+                    fa_last_error()); \
+            exit(1); \
+        } \
     } while (0)
 
 static double now_us(void)
@@ -54,7 +66,9 @@ static double now_us(void)
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static float frand(void) /* uniform in [-1, 1) */
 {
-    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
     return (float)((rng >> 40) * (1.0 / 8388608.0)) - 1.f;
 }
 
@@ -204,8 +218,10 @@ static double run_layer(world *w, const fa_layer *layer, int l, const fa_metadat
 {
     fa_backend *be = w->be;
     int64_t qs[3] = {t, HQ, D}, ks[3] = {t, HKV, D};
-    fa_tensor tq = fa_tensor_make(w->q, FA_DTYPE_BF16, 3, qs), tk = fa_tensor_make(w->k, FA_DTYPE_BF16, 3, ks);
-    fa_tensor tv = fa_tensor_make(w->v, FA_DTYPE_BF16, 3, ks), to = fa_tensor_make(w->out, FA_DTYPE_BF16, 3, qs);
+    fa_tensor tq = fa_tensor_make(w->q, FA_DTYPE_BF16, 3, qs),
+              tk = fa_tensor_make(w->k, FA_DTYPE_BF16, 3, ks);
+    fa_tensor tv = fa_tensor_make(w->v, FA_DTYPE_BF16, 3, ks),
+              to = fa_tensor_make(w->out, FA_DTYPE_BF16, 3, qs);
     double t0, t1;
     CHECK(be->ops.copy(be->ctx, w->q, q, (size_t)t * HQ * D * 2, FA_COPY_HOST_TO_DEVICE));
     CHECK(be->ops.copy(be->ctx, w->k, k, (size_t)t * HKV * D * 2, FA_COPY_HOST_TO_DEVICE));
@@ -223,7 +239,7 @@ static double run_layer(world *w, const fa_layer *layer, int l, const fa_metadat
 int main(void)
 {
     fa_backend *cpu = NULL, *dev = NULL;
-    world W, R;                      /* W: default backend, R: CPU reference */
+    world W, R; /* W: default backend, R: CPU reference */
     fa_layer layers[NLAYERS];
     fa_layer_desc descs[NLAYERS];
     float *mirror[NLAYERS] = {NULL, NULL, NULL}; /* naive reference's caches (CPU-only runs) */
@@ -246,7 +262,8 @@ int main(void)
     CHECK(fa_cpu_backend_create(&cpu));
 #if FA_HAVE_CUDA
     if (fa_cuda_backend_create(0, NULL, &dev) != FA_OK) {
-        printf("CUDA backend built, but no usable GPU (%s): running on the CPU backend\n", fa_cuda_create_error());
+        printf("CUDA backend built, but no usable GPU (%s): running on the CPU backend\n",
+               fa_cuda_create_error());
         dev = NULL;
     }
 #endif
@@ -257,20 +274,26 @@ int main(void)
     printf("flashattn %s demo: backend '%s' (%s, %d SMs); reference: %s\n", FLASHATTN_VERSION_STRING,
            dev_name, dev->info.name, dev->info.num_sms,
            naive ? "naive double-precision attention (plain loops in demo.c)" : "the CPU reference backend");
-    printf("model: %d query heads, %d kv heads, head size %d, block %d; %d requests sharing a %d-token prompt\n",
-           HQ, HKV, D, BS, NREQ, SHARED);
+    printf(
+        "model: %d query heads, %d kv heads, head size %d, block %d; %d requests sharing a %d-token prompt\n",
+        HQ, HKV, D, BS, NREQ, SHARED);
 
     /* physical blocks: the shared prompt's blocks once, then every request's own, shuffled */
     num_blocks = SHARED / BS + (int64_t)NREQ * (BLOCKS_PER_REQ - SHARED / BS) + 7;
     for (i = 0; i < num_blocks; ++i) perm[i] = (int32_t)i;
     for (i = (int)num_blocks - 1; i > 0; --i) {
         j = (int)((uint32_t)(frand() * 1e6f + 1e6f) % (uint32_t)(i + 1));
-        { int32_t x = perm[i]; perm[i] = perm[j]; perm[j] = x; }
+        {
+            int32_t x = perm[i];
+            perm[i] = perm[j];
+            perm[j] = x;
+        }
     }
     for (i = 0; i < NREQ; ++i)
         for (j = 0; j < BLOCKS_PER_REQ; ++j)
-            bt[i * BLOCKS_PER_REQ + j] = j < SHARED / BS ? perm[j]
-                                                          : perm[SHARED / BS + i * (BLOCKS_PER_REQ - SHARED / BS) + j - SHARED / BS];
+            bt[i * BLOCKS_PER_REQ + j] =
+                j < SHARED / BS ? perm[j]
+                                : perm[SHARED / BS + i * (BLOCKS_PER_REQ - SHARED / BS) + j - SHARED / BS];
     world_init(&W, dev, bt, num_blocks);
     if (!naive) world_init(&R, cpu, bt, num_blocks);
 
@@ -321,7 +344,8 @@ int main(void)
         double b0;
         int any_prefill = 0;
         if (step > 0)
-            for (i = 1; i < NREQ; ++i) if (computed[i] < SHARED) computed[i] = SHARED;
+            for (i = 1; i < NREQ; ++i)
+                if (computed[i] < SHARED) computed[i] = SHARED;
         qsl[0] = 0;
         for (i = 0; i < NREQ && budget > 0; ++i) {
             int32_t want;
@@ -349,7 +373,10 @@ int main(void)
             if (decode_done++ >= DECODE_STEPS) break;
         }
         for (i = 0; i < t * HQ * D; ++i) q[i] = fa_cpu_float_to_bf16(frand());
-        for (i = 0; i < t * HKV * D; ++i) { k[i] = fa_cpu_float_to_bf16(frand()); v[i] = fa_cpu_float_to_bf16(frand()); }
+        for (i = 0; i < t * HKV * D; ++i) {
+            k[i] = fa_cpu_float_to_bf16(frand());
+            v[i] = fa_cpu_float_to_bf16(frand());
+        }
         memset(&batch, 0, sizeof batch);
         batch.num_reqs = n;
         batch.query_start_loc = qsl;
@@ -368,7 +395,8 @@ int main(void)
         cascade_steps += prefix > 0;
         total_steps++;
         printf("step %2d: %d requests, %3d tokens (%d decodes)%s\n", step, n, t, decoding,
-               prefix > 0 ? ", cascade over the shared prompt" : (n >= 8 ? ", cascade declined (plain is faster)" : ""));
+               prefix > 0 ? ", cascade over the shared prompt"
+                          : (n >= 8 ? ", cascade declined (plain is faster)" : ""));
         if (!naive)
             CHECK(
                 cpu->ops.copy(cpu->ctx, R.slots, slots, sizeof(int64_t) * (size_t)t, FA_COPY_HOST_TO_DEVICE));
@@ -410,7 +438,8 @@ int main(void)
         }
     }
     printf("\nran %d steps (%d with cascade) on '%s'\n", total_steps, cascade_steps, dev_name);
-    printf("  metadata build      %9.1f us total (%.1f us/step, both groups)\n", t_build, t_build / total_steps);
+    printf("  metadata build      %9.1f us total (%.1f us/step, both groups)\n", t_build,
+           t_build / total_steps);
     printf("  layer 0 full bf16   %9.1f us total\n", t_fwd[0]);
     printf("  layer 1 window %3d  %9.1f us total\n", WINDOW, t_fwd[1]);
     printf("  layer 2 full fp8    %9.1f us total\n", t_fwd[2]);
