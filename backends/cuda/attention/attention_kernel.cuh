@@ -695,6 +695,7 @@ __device__ __forceinline__ bool copy_out(const Params &p, const unsigned char *s
 // The CTA's tile (FA2's block_info): sequence b, KV head, rows [m0, m0 + BM) of rows = Lq * G,
 // and the split.
 struct TileRows {
+    int G;                            // query heads per KV head (p.group, read once)
     int b, kvh, q0, Lq, rows, m0;
     int split, nsplit;
     bool to_split;
@@ -709,6 +710,7 @@ __device__ __forceinline__ bool cta_tile(const Params &p, int tid, TileRows &t) 
     t.kvh = static_cast<int>(idx % p.num_heads_kv);
     const int64_t tile = idx / p.num_heads_kv;
     const int G = p.group;
+    t.G = G;
     // sequence b = the last one whose first tile tile_off(b) = cu_q[b] * G / BM + b <= tile
     // (tile_off is strictly increasing and leaves each sequence >= its row blocks); binary
     // steps until at most NT candidates remain, then one parallel count.
@@ -760,7 +762,7 @@ struct KeySpan {
 
 template <class C>
 __device__ __forceinline__ void cta_key_span(const Params &p, const TileRows &t, KeySpan &ks) {
-    const int b = t.b, G = p.group;
+    const int b = t.b, G = t.G;
     KeyRange &kr = ks.kr;
     kr.seq = b;
     int Lk;
@@ -827,15 +829,22 @@ __device__ __forceinline__ void logit_consts(const Params &p, int b, int kvh, Lo
         kdesc = p.k_descale != nullptr ? p.k_descale[di] : p.k_scale;
         vdesc = p.v_descale != nullptr ? p.v_descale[di] : p.v_scale;
     }
-    lg.vdesc = vdesc;
     const float scale_nat = p.softmax_scale * kdesc;
-    lg.has_softcap = p.softcap > 0.f;
-    lg.has_alibi = p.alibi_slopes != nullptr;
-    lg.sc_log2 = scale_nat * kLog2e;
-    lg.sc_cap = lg.has_softcap ? scale_nat / p.softcap : 0.f;
-    lg.cap2 = p.softcap * kLog2e;
-    lg.plain = !lg.has_softcap && !lg.has_alibi && lg.sc_log2 > 0.f;
-    lg.exp_scale = lg.plain ? lg.sc_log2 : 1.f;
+    const bool has_softcap = p.softcap > 0.f;
+    const bool has_alibi = p.alibi_slopes != nullptr;
+    const float sc_log2 = scale_nat * kLog2e;
+    const float sc_cap = has_softcap ? scale_nat / p.softcap : 0.f;
+    const float cap2 = p.softcap * kLog2e;
+    const bool plain = !has_softcap && !has_alibi && sc_log2 > 0.f;
+    const float exp_scale = plain ? sc_log2 : 1.f;
+    lg.vdesc = vdesc;
+    lg.sc_log2 = sc_log2;
+    lg.sc_cap = sc_cap;
+    lg.cap2 = cap2;
+    lg.exp_scale = exp_scale;
+    lg.has_softcap = has_softcap;
+    lg.has_alibi = has_alibi;
+    lg.plain = plain;
 }
 
 // The thread's rows (two per m16 fragment: g and g + 8) and its share of O.
@@ -859,7 +868,7 @@ __device__ __forceinline__ void init_rows(const Params &p, const TileRows &t, co
                                           const Logits &lg, float *sSlope, int tid, int wm, int g,
                                           int tig, RowState<C> &rs, OAcc<C> &acc) {
     constexpr float kLog2e = 1.4426950408889634f;
-    const int G = p.group;
+    const int G = t.G;
     if (lg.has_alibi && tid < C::BM) {
         const int r = min(t.m0 + tid, t.rows - 1);
         const int h = query_head(p, t.kvh, r % G);
@@ -900,7 +909,7 @@ struct QFrags {
 template <class C, typename QT>
 __device__ __forceinline__ void load_q(const Params &p, const TileRows &t, uint32_t sQa, int tid,
                                        int g, int tig, QFrags<C> &q) {
-    const int G = p.group;
+    const int G = t.G;
     const QT *qb = static_cast<const QT *>(p.q);
     if constexpr (C::QREG) {
         int64_t qoff[2];
@@ -1305,10 +1314,9 @@ __device__ __forceinline__ void pv_step(OAcc<C> &acc, const PTile<C> &pk, const 
 // from CtaInfo (shared memory), which keeps them out of registers during the main loop.
 template <class C, typename QT, int KV>
 __device__ __forceinline__ void epilogue(const Params &p, unsigned char *smem, RowState<C> &rs,
-                                         const OAcc<C> &acc, int kvh, int split, int tid, int wm,
-                                         int g, int tig) {
+                                         const OAcc<C> &acc, int G, int kvh, int split, int tid,
+                                         int wm, int g, int tig) {
     constexpr float kLn2 = 0.6931471805599453f;
-    const int G = p.group;
     const CtaInfo *info = reinterpret_cast<const CtaInfo *>(smem + C::INFO_OFF);
     int64_t *sRow = reinterpret_cast<int64_t *>(smem + C::ROW_OFF);   // out offsets
     float *sLse = reinterpret_cast<float *>(smem + C::LSE_OFF);       // LSEs (log2)
@@ -1477,7 +1485,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
         stage = stage + 1 == C::NS ? 0 : stage + 1;
     }
 
-    epilogue<C, QT, KV>(p, smem, rs, acc, t.kvh, t.split, tid, wm, g, tig);
+    epilogue<C, QT, KV>(p, smem, rs, acc, t.G, t.kvh, t.split, tid, wm, g, tig);
 }
 
 // ---------------------------------------------------------------------------------------------
