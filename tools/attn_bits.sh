@@ -23,6 +23,7 @@ if [ "$mode" = prepare ]; then
     rm -rf "$base" && mkdir -p "$base" || exit 1
     git archive "$rev" | tar -x -C "$base" || exit 1
     echo "$rev" > "$base/.ab_rev"
+    echo "$(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!.ab' || echo ' + uncommitted changes')" > "$base/.ab_new_rev"
     excl="$(git rev-parse --git-common-dir)/info/exclude"
     mkdir -p "$(dirname "$excl")"
     grep -qx '/.ab/' "$excl" 2>/dev/null || echo '/.ab/' >> "$excl"
@@ -39,7 +40,7 @@ for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do
 done
 cuda=$(dirname "$(dirname "$(command -v nvcc)")")
 jobs=$(nproc 2>/dev/null || echo 8)
-echo "base $(cat "$base/.ab_rev" 2>/dev/null), new $(cat "$root/.ab_rev_new" 2>/dev/null || echo 'working tree'), $jobs cores" | tee "$out/summary.txt"
+echo "base $(cat "$base/.ab_rev" 2>/dev/null), new $(cat "$base/.ab_new_rev" 2>/dev/null || echo 'working tree'), $jobs cores" | tee "$out/summary.txt"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv > "$out/gpu.txt" 2>&1
 
 # ---- builds: both trees at once, each with every core (the link steps do not overlap much)
@@ -67,11 +68,16 @@ if [ $rn -ne 0 ] || [ $rb -ne 0 ]; then
 fi
 
 # ---- bits
-timeout 120 "$root/build-new/attn_bits" > "$out/bits_new.txt" 2> "$out/bits_new.err"; echo "attn_bits new rc $?: $(tail -1 "$out/bits_new.err")"
-timeout 120 "$base/build-base/attn_bits" > "$out/bits_base.txt" 2> "$out/bits_base.err"; echo "attn_bits base rc $?: $(tail -1 "$out/bits_base.err")"
+timeout 120 "$root/build-new/attn_bits" > "$out/bits_new.txt" 2> "$out/bits_new.err"; bn=$?
+timeout 120 "$base/build-base/attn_bits" > "$out/bits_base.txt" 2> "$out/bits_base.err"; bb=$?
+echo "attn_bits new rc $bn: $(tail -1 "$out/bits_new.err"); base rc $bb: $(tail -1 "$out/bits_base.err")" | tee -a "$out/summary.txt"
 n=$(wc -l < "$out/bits_new.txt")
 ok=1
-if [ "$n" -gt 0 ] && ! grep -q FAILED "$out/bits_new.txt" && cmp -s "$out/bits_base.txt" "$out/bits_new.txt"; then
+# rc 1: some case FAILED (its line says why, and is compared like the others); 2: no backend
+if [ $bn -ge 2 ] || [ $bb -ge 2 ] || [ "$n" -eq 0 ] || [ ! -s "$out/bits_base.txt" ]; then
+    ok=0
+    echo "BITS NOT COMPARED: attn_bits failed (bits_*.err, bits_*.txt)" | tee -a "$out/summary.txt"
+elif cmp -s "$out/bits_base.txt" "$out/bits_new.txt"; then
     echo "BITS IDENTICAL: $n cases" | tee -a "$out/summary.txt"
 else
     ok=0
