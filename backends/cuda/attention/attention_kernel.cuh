@@ -35,14 +35,9 @@
 
 #include <type_traits>
 
-// The mask rule of every backend (backends/common/fa_backend_util.h: key j of a row whose
-// diagonal key is diag_key is allowed when 0 <= j < lk and d = j - diag_key is in [-wl, wr]).
-// Until that header (lead's 3413f06) is on this branch, the same text here; it goes then.
-#ifndef FA_BU_KEY_ALLOWED
-#define FA_BU_KEY_ALLOWED(j, diag_key, lk, wl, wr)                                              \
-    ((j) >= 0 && (j) < (lk) && ((wl) < 0 || (j) - (diag_key) >= -(wl)) &&                       \
-     ((wr) < 0 || (j) - (diag_key) <= (wr)))
-#endif
+// The mask rule is every backend's FA_BU_KEY_ALLOWED (backends/common/fa_backend_util.h, through
+// fa_cuda_internal.cuh): key j of a row whose diagonal key is diag_key is allowed when
+// 0 <= j < lk and d = j - diag_key is in [-wl, wr].
 
 namespace fa_attn {
 
