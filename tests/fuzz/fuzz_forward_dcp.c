@@ -101,7 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bad_rank = fz_range(&r, 0, 2 * N); /* >= N: nobody */
     bad_kind = fz_range(&r, 0, 3);
     memset(&d, 0, sizeof d);
-    d.num_heads = Hq; d.num_kv_heads = Hkv; d.head_size = D; d.dtype = dt; d.dcp_world_size = N;
+    d.num_heads_q = Hq; d.num_heads_kv = Hkv; d.head_size = D; d.dtype = dt; d.dcp_world_size = N;
     d.logits_soft_cap = fz_bool(&r) ? 0.0f : fz_float(&r);
     d.scale = fz_bool(&r) ? 0.0f : fz_float(&r);
     if (fa_layer_init(&layer, &d) != FA_OK) return 0;
