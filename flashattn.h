@@ -2302,7 +2302,7 @@ static fa_status fa__build_local(fa_builder *b, const fa_batch *batch, int32_t t
                                       batch->query_start_loc, batch->seq_lens, batch->num_reqs,
                                       batch->block_table_host, batch->block_table_stride, fa__batch_max_blocks(batch),
                                       b->max_virtual, &lb);
-    if (s != FA_OK) return s;
+    if (s != FA_OK) return fa__refail(s, "fa_builder_build", "fa_make_local_virtual_batches: ");
     s = fa__plan_call(b, lb.num_virtual, lb.cu_seqlens_q, lb.seqused_k, b->cfg.model.num_heads_q, 1, t,
                       h + b->off_local_plan, b->max_virtual, &lsplits);
     if (s != FA_OK) return s;
