@@ -1363,7 +1363,7 @@ FA__DEF fa_status fa_make_local_virtual_batches(int32_t chunk_size, int32_t bloc
     FA__CHECK_PTR(fn, out->seqused_k);
     FA__CHECK_PTR(fn, out->block_table);
     s = fa_local_virtual_batches_count(chunk_size, query_start_loc, seq_lens, num_reqs, &need);
-    if (s != FA_OK) return s;
+    if (s != FA_OK) return fa__refail(s, fn, "fa_local_virtual_batches_count: ");
     if (need > capacity)
         return fa__fail(FA_ERR_WORKSPACE, "%s: capacity %d is less than the %d virtual batches needed",
                         fn, capacity, need);
