@@ -173,7 +173,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pre_blocks = fz_small_or_any(&r, 0, 16);
         pre = (int32_t *)fz_buf_new(&pb, sizeof *pre);
         s = fa_builder_cascade_prefix_len(b, fz_u8(&r) == 5 ? NULL : &batch, pre_blocks, pre);
-        fz_check_status(s, "fa_builder_cascade_prefix_len", "fa_builder_build");
+        fz_check_status(s, "fa_builder_cascade_prefix_len", NULL);
         FZ_CHECK(fz_buf_guards_ok(&pb));
         if (s != FA_OK) {
             FZ_CHECK(fz_buf_unchanged(&pb));
