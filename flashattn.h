@@ -235,7 +235,7 @@ FLASHATTN_API int fa_supports_block_size(int32_t block_size, int hybrid_mamba_f3
 /* 1 for AUTO, FP8, FP8_E4M3, FP8_E5M2 (every backend reads both fp8 formats), else 0. */
 FLASHATTN_API int fa_supports_kv_cache_dtype(fa_cache_dtype cache_dtype);
 
-/* 1 for compute capability >= 8.0 (major*10+minor >= 80), else 0. */
+/* 1 for compute capability >= 8.0 (major > 8, or major 8 with any minor >= 0), else 0. */
 FLASHATTN_API int fa_supports_compute_capability(int32_t major, int32_t minor);
 
 /* Storage dtype of an fp8 cache (FP8, FP8_E4M3 -> FP8_E4M3; FP8_E5M2 -> FP8_E5M2); for AUTO,
