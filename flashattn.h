@@ -722,7 +722,8 @@ FLASHATTN_API fa_status fa_builder_build(fa_builder *b, const fa_batch *batch,
    tokens, the path each kind of layer takes (plain; cascade with its prefix, for the layers it
    is exact for; chunked local; DCP) and the split count of every request (the first 64).
    Writes at most size bytes, NUL-terminated when size > 0; *needed_out (NULL-able) gets the
-   length of the whole text. md must be the latest build of a live builder. */
+   size of a buffer that holds the whole text (its length + 1 for the NUL). md must be the
+   latest build of a live builder. */
 FLASHATTN_API fa_status fa_metadata_describe(const fa_metadata *md, char *buf, size_t size,
                                              size_t *needed_out);
 
