@@ -139,7 +139,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&d, 0, sizeof d);
     d.num_heads_q = Hq; d.num_heads_kv = Hkv; d.head_size = D; d.dtype = dt;
     d.attn_type = (fa_attn_type)((fz_u8(&r) & 3) ? 0 : fz_range(&r, 0, 3));
-    d.sliding_window = fz_bool(&r) ? 0 : fz_range(&r, 0, 40);
+    d.sliding_window = fz_bool(&r) ? 0 : fz_range(&r, -1, 40); /* -1 and 0: none */
     d.logits_soft_cap = fz_bool(&r) ? 0.0f : fz_float(&r);
     d.scale = fz_bool(&r) ? 0.0f : fz_float(&r);
     for (i = 0; i < 8; ++i) { slopes[i] = (float)fz_u8(&r) / 64.0f; sinks[i] = (float)fz_u8(&r) / 32.0f - 4.0f; }
