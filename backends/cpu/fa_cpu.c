@@ -535,15 +535,11 @@ static int32_t fa__cpu_seq_splits(const fa_attn_args *a, int32_t b)
    then the CPU's own: scales, the metadata (host memory here: cu_seqlens, seqused_k,
    split_plan, the block-table columns the call reads), every block id inside the cache and
    every offset an int64. */
-static fa_status fa__cpu_attention_validate(const fa__cpu_ctx *c, const fa_attn_args *a)
+/* fa__cpu_attention_validate, stage 1: dtypes, the structural checks, scalars. */
+static fa_status fa__cpu_attn_check_scalars(const fa__cpu_ctx *c, const fa_bu_err *ep, const fa_attn_args *a)
 {
-    const fa_bu_err e = fa__cpu_err_for("cpu attention");
+    const fa_bu_err e = *ep;
     char d1[FA_BU_NAME_BUF + 16], d2[FA_BU_NAME_BUF + 16];
-    int64_t max_cols = 0, max_id = -1;
-    int32_t b, qg;
-
-    if (!a)
-        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "args is NULL");
     if (!fa_bu_is_act_dtype(a->q_dtype))
         return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "q_dtype %s is not f32, f16 or bf16",
                             fa__cpu_dt(a->q_dtype, d1));
@@ -577,8 +573,17 @@ static fa_status fa__cpu_attention_validate(const fa__cpu_ctx *c, const fa_attn_
         return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
                             "fp8 cache without descales needs positive finite scales "
                             "(k_scale %g, v_scale %g)", (double)a->k_scale, (double)a->v_scale);
-    if (a->num_seqs == 0)
-        return FA_OK;
+    return FA_OK;
+}
+
+/* Stage 2: the host metadata (cu_seqlens, seqused_k, split_plan); the widest block-table row
+   read in *max_cols. */
+static fa_status fa__cpu_attn_check_metadata(const fa__cpu_ctx *c, const fa_bu_err *ep, const fa_attn_args *a,
+                                             int64_t *max_cols_out)
+{
+    const fa_bu_err e = *ep;
+    int64_t max_cols = 0;
+    int32_t b;
     if (!a->q || !a->k || !a->v || !a->out || !a->cu_seqlens_q)   /* also with 0 tokens */
         return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "%s is NULL",
                             !a->q ? "q" : !a->k ? "k" : !a->v ? "v" : !a->out ? "out"
@@ -619,8 +624,15 @@ static fa_status fa__cpu_attention_validate(const fa__cpu_ctx *c, const fa_attn_
                 max_cols = cols;
         }
     }
+    *max_cols_out = max_cols;
+    return FA_OK;
+}
 
-    /* every element offset the call can form fits in int64 (bytes too) */
+/* Stage 3: every q / out / lse / split_out offset the call can form fits in int64. */
+static fa_status fa__cpu_attn_check_spans(const fa__cpu_ctx *c, const fa_bu_err *ep, const fa_attn_args *a)
+{
+    const fa_bu_err e = *ep;
+    int32_t qg;
     qg = a->q_head_group > 0 ? a->q_head_group : a->num_heads_q;
     {
         const int64_t qe[4] = {a->num_heads_q / qg, qg, a->num_tokens, a->head_size};
@@ -661,6 +673,16 @@ static fa_status fa__cpu_attention_validate(const fa__cpu_ctx *c, const fa_attn_
                                 "%d x num_heads_q %d x head_size %d)", (int)a->num_splits,
                                 (int)a->num_tokens, (int)a->num_heads_q, (int)a->head_size);
     }
+    return FA_OK;
+}
+
+/* Stage 4: the keys: dense offsets, or every block id read (in the cache) and its offsets. */
+static fa_status fa__cpu_attn_check_kv(const fa__cpu_ctx *c, const fa_bu_err *ep, const fa_attn_args *a,
+                                       int64_t max_cols)
+{
+    const fa_bu_err e = *ep;
+    int64_t max_id = -1;
+    int32_t b;
     if (a->cu_seqlens_k) {     /* dense: keys [0, cu_seqlens_k[num_seqs]) */
         const int64_t ke[3] = {a->cu_seqlens_k[a->num_seqs], a->num_heads_kv, a->head_size};
         const int64_t ks[3] = {a->k_row_stride, a->k_head_stride, 1};
@@ -709,6 +731,20 @@ static fa_status fa__cpu_attention_validate(const fa__cpu_ctx *c, const fa_attn_
                                 (long long)a->k_block_stride, (long long)a->v_block_stride);
     }
     return FA_OK;
+}
+
+static fa_status fa__cpu_attention_validate(const fa__cpu_ctx *c, const fa_attn_args *a)
+{
+    const fa_bu_err e = fa__cpu_err_for("cpu attention");
+    int64_t max_cols = 0;
+    if (!a)
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "args is NULL");
+    FA__CPU_TRY(c, fa__cpu_attn_check_scalars(c, &e, a));
+    if (a->num_seqs == 0)
+        return FA_OK;
+    FA__CPU_TRY(c, fa__cpu_attn_check_metadata(c, &e, a, &max_cols));
+    FA__CPU_TRY(c, fa__cpu_attn_check_spans(c, &e, a));
+    return fa__cpu_attn_check_kv(c, &e, a, max_cols);
 }
 
 static fa_status fa__cpu_attention(void *ctx, const fa_attn_args *a)
