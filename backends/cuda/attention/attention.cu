@@ -188,36 +188,9 @@ struct Plan {
     bool empty;
 };
 
-fa_status prepare(const fa_attn_args *a, const fa_device_info *info, Plan *pl, const fa_bu_err *e) {
-    char n1[FA_BU_NAME_BUF];
-    pl->empty = true;
-    FA_BU_TRY(fa_bu_check_attention(e, a, fa_attn::kBlockSizeMultiple));
-    if (a->q_dtype != FA_DTYPE_F16 && a->q_dtype != FA_DTYPE_BF16)
-        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "q_dtype %s: the CUDA backend takes f16 or bf16",
-                          fa_bu_dtype_name(a->q_dtype, n1));
-    const int kv_kind = a->kv_dtype == a->q_dtype ? fa_attn::KV_SAME : fa_attn::KV_FP8;
-    const bool paged = a->cu_seqlens_k == nullptr;
-    const int dim = padded_dim(a->head_size);
-    if (dim == 0) {
-        char dims[64];
-        compiled_dims_string(dims, sizeof(dims));
-        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "head_size %d not compiled in (head_dims=%s)",
-                          a->head_size, dims);
-    }
-    const int S = a->num_splits > 1 ? a->num_splits : 1;
-    if (S > 65535)
-        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "num_splits %d > 65535", a->num_splits);
-    if (a->num_tokens == 0 || a->num_seqs == 0) return FA_OK;
-    const int group = a->num_heads_q / a->num_heads_kv;
-    if (static_cast<int64_t>(a->num_tokens) * group > 0x7fff0000LL)
-        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "num_tokens %d x %d query heads per KV head "
-                          "exceeds 2^31 rows", a->num_tokens, group);
-    if (S > 1 && (static_cast<int64_t>(a->num_tokens) * a->num_heads_q + 3) / 4 > 0x7fffffffLL)
-        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "num_tokens %d x num_heads_q %d: too many rows for the split combine",
-                          a->num_tokens, a->num_heads_q);
-
-    // ---- alignment: 16-byte rows for the copies (q, out, 16-bit K/V); fp8 K/V 8 or 16 bytes
-    const bool fp8 = kv_kind != fa_attn::KV_SAME;
+// Alignment: 16-byte rows for the copies (q, out, 16-bit K/V); fp8 K/V 8 or 16 bytes. *kv16:
+// the K/V rows allow 16-byte vector copies.
+fa_status check_alignment(const fa_attn_args *a, bool paged, bool fp8, const fa_bu_err *e, bool *kv16_out) {
     if (!aligned16(a->q) || a->q_token_stride % 8 || a->q_head_stride % 8 || a->q_group_stride % 8)
         return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
                           "q must be 16-byte aligned with strides multiple of 8 elements (q %p, strides %lld/%lld/%lld)",
@@ -241,9 +214,12 @@ fa_status prepare(const fa_attn_args *a, const fa_device_info *info, Plan *pl, c
     if (!(fp8 ? kv8 : kv16))
         return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
                           "k/v must be %d-byte aligned (pointers and strides)", fp8 ? 8 : 16);
+    *kv16_out = kv16;
+    return FA_OK;
+}
 
-    // ---- kernel parameters
-    fa_attn::Params &p = pl->p;
+// The kernel parameters of a checked call.
+void fill_params(const fa_attn_args *a, bool paged, bool fp8, bool kv16, int group, int S, fa_attn::Params &p) {
     memset(&p, 0, sizeof(p));
     p.q = a->q;
     p.q_token_stride = a->q_token_stride;
@@ -303,6 +279,40 @@ fa_status prepare(const fa_attn_args *a, const fa_device_info *info, Plan *pl, c
     p.split_plan = a->split_plan;   // also with S == 1: a 0 entry leaves the sequence untouched
     p.split_out = S > 1 ? a->split_out : nullptr;
     p.split_lse = S > 1 ? a->split_lse : nullptr;
+}
+
+fa_status prepare(const fa_attn_args *a, const fa_device_info *info, Plan *pl, const fa_bu_err *e) {
+    char n1[FA_BU_NAME_BUF];
+    pl->empty = true;
+    FA_BU_TRY(fa_bu_check_attention(e, a, fa_attn::kBlockSizeMultiple));
+    if (a->q_dtype != FA_DTYPE_F16 && a->q_dtype != FA_DTYPE_BF16)
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "q_dtype %s: the CUDA backend takes f16 or bf16",
+                          fa_bu_dtype_name(a->q_dtype, n1));
+    const int kv_kind = a->kv_dtype == a->q_dtype ? fa_attn::KV_SAME : fa_attn::KV_FP8;
+    const bool paged = a->cu_seqlens_k == nullptr;
+    const int dim = padded_dim(a->head_size);
+    if (dim == 0) {
+        char dims[64];
+        compiled_dims_string(dims, sizeof(dims));
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "head_size %d not compiled in (head_dims=%s)",
+                          a->head_size, dims);
+    }
+    const int S = a->num_splits > 1 ? a->num_splits : 1;
+    if (S > 65535)
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "num_splits %d > 65535", a->num_splits);
+    if (a->num_tokens == 0 || a->num_seqs == 0) return FA_OK;
+    const int group = a->num_heads_q / a->num_heads_kv;
+    if (static_cast<int64_t>(a->num_tokens) * group > 0x7fff0000LL)
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "num_tokens %d x %d query heads per KV head "
+                          "exceeds 2^31 rows", a->num_tokens, group);
+    if (S > 1 && (static_cast<int64_t>(a->num_tokens) * a->num_heads_q + 3) / 4 > 0x7fffffffLL)
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "num_tokens %d x num_heads_q %d: too many rows for the split combine",
+                          a->num_tokens, a->num_heads_q);
+
+    const bool fp8 = kv_kind != fa_attn::KV_SAME;
+    bool kv16 = false;
+    FA_BU_TRY(check_alignment(a, paged, fp8, e, &kv16));
+    fill_params(a, paged, fp8, kv16, group, S, pl->p);
 
     // ---- tile shape and shared memory. The packed decode tile (kDecodeRows rows = query
     // rows x heads of a KV head) when every sequence fits; a mixed batch (decode queries next to
