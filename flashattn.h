@@ -2189,7 +2189,7 @@ static fa_status fa__plan_call(const fa_builder *b, int32_t nreq, const int32_t 
     s = fa_plan_splits(&p, plan, 1 + plan_cap);
     if (s != FA_OK) return fa__refail(s, "fa_builder_build", "fa_plan_splits: ");
     /* In a captured graph the grid must not change between replays: launch the cap. */
-    if (graph && cap > 1 && plan[0] > 1) plan[0] = cap;
+    if (graph && cap > 1) plan[0] = cap; /* also when this batch needs no split: a later one may */
     *num_splits_out = plan[0];
     return FA_OK;
 }

@@ -651,6 +651,13 @@ Test(build, full_graph_caps_and_zeroes_the_tail, .init = setup)
     bb.num_reqs = 3;
     ASSERT_OK(fa_builder_build(b, &bb, 0, &md));
     check_plan(md.split_plan, 3, md.num_splits, 1 + 64, "full graph, 3 after 40");
+    /* a batch that needs no split still launches the cap: a graph captured from it must serve
+       later steps that split (it used to launch 1 and such replays lost their splits) */
+    for (int i = 0; i < 40; ++i) seq[i] = 20;
+    bb.num_reqs = 40;
+    ASSERT_OK(fa_builder_build(b, &bb, 0, &md));
+    cr_assert_eq(md.num_splits, 4, "captured grid: %d splits, the cap is 4", md.num_splits);
+    for (int i = 0; i < 40; ++i) cr_assert_eq(md.split_plan[1 + i], 1, "request %d: one split of work", i);
     fa_builder_destroy(b);
 }
 
