@@ -236,7 +236,169 @@ static double run_layer(world *w, const fa_layer *layer, int l, const fa_metadat
     return t1 - t0;
 }
 
-int main(void)
+
+#if FA_HAVE_CUDA
+/* ---- --graph: eager vs full-CUDA-graph replay of decode steps (docs/graphs.md) ------------ */
+#include <cuda_runtime_api.h>
+#define G_HQ 8
+#define G_HKV 2
+#define G_D 128
+#define G_BS 16
+#define G_R 32             /* decode requests = T_pad */
+#define G_MAXB 128         /* 2048 tokens per request */
+#define G_LAYERS 3
+#define G_STEPS 50
+#define GCK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+    printf("graph: %s:%d: %s -> %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); return 1; } } while (0)
+#define GOK(call) do { fa_status s_ = (call); if (s_ != FA_OK) { \
+    printf("graph: %s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, fa_status_string(s_), fa_last_error()); \
+    return 1; } } while (0)
+
+static int graph_mode(void)
+{
+    cudaStream_t st;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    fa_backend *be = NULL;
+    fa_builder *b = NULL;
+    fa_config cfg;
+    fa_layer layers[G_LAYERS];
+    fa_layer_desc ld;
+    fa_metadata md;
+    fa_batch batch;
+    fa_tensor tq, tk, tv, tc[G_LAYERS], to[G_LAYERS], to_e[G_LAYERS];
+    int64_t cshape[5], sq[3] = {G_R, G_HQ, G_D}, skv[3] = {G_R, G_HKV, G_D};
+    const int64_t nblocks = 1 + (int64_t)G_R * G_MAXB;
+    const size_t cbytes = (size_t)2 * nblocks * G_BS * G_HKV * G_D * 2, qb = (size_t)G_R * G_HQ * G_D * 2,
+                 kvb = (size_t)G_R * G_HKV * G_D * 2;
+    void *cache[G_LAYERS], *cache_e[G_LAYERS], *out[G_LAYERS], *out_e[G_LAYERS], *dq, *dk, *dv;
+    int32_t *dbt, qsl[G_R + 1], seq[G_R], *bt = (int32_t *)malloc(sizeof(int32_t) * G_R * G_MAXB);
+    int64_t *dslots, slots[G_R];
+    uint16_t *h = (uint16_t *)malloc(cbytes), *ha = (uint16_t *)malloc(qb), *hb = (uint16_t *)malloc(qb);
+    double t_eager = 0, t_graph = 0, t0;
+    int i, j, l, step, mismatches = 0, cap_splits = 0;
+    if (!bt || !h || !ha || !hb) return 1;
+    GCK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    if (fa_cuda_backend_create(0, (void *)st, &be) != FA_OK) {
+        printf("graph: no usable GPU (%s)\n", fa_cuda_create_error());
+        return 1;
+    }
+    memset(&cfg, 0, sizeof cfg);
+    cfg.model.num_heads_q = G_HQ;
+    cfg.model.num_heads_kv = G_HKV;
+    cfg.model.head_size = G_D;
+    cfg.cache.block_size = G_BS;
+    cfg.compilation.full_cuda_graph = 1;
+    cfg.compilation.max_cudagraph_capture_size = G_R;
+    cfg.compilation.max_num_splits_for_cuda_graph = 8;
+    cfg.scheduler.max_num_seqs = G_R;
+    cfg.scheduler.max_num_batched_tokens = G_R;
+    GOK(fa_builder_create(be, &cfg, NULL, &b));
+    for (l = 0; l < G_LAYERS; ++l) {
+        memset(&ld, 0, sizeof ld);
+        ld.num_heads_q = G_HQ;
+        ld.num_heads_kv = G_HKV;
+        ld.head_size = G_D;
+        if (l == 1) ld.sliding_window = 256;
+        GOK(fa_layer_init(&layers[l], &ld));
+    }
+    GOK(fa_builder_set_layers(b, layers, G_LAYERS));
+    GOK(fa_kv_cache_shape(nblocks, G_BS, G_HKV, G_D, cshape));
+    for (i = 0; i < (int)(cbytes / 2); ++i) h[i] = fa_cpu_float_to_bf16(frand());
+    for (l = 0; l < G_LAYERS; ++l) {
+        GCK(cudaMalloc(&cache[l], cbytes));
+        GCK(cudaMalloc(&cache_e[l], cbytes));
+        GCK(cudaMalloc(&out[l], qb));
+        GCK(cudaMalloc(&out_e[l], qb));
+        GCK(cudaMemcpy(cache[l], h, cbytes, cudaMemcpyHostToDevice));
+        GCK(cudaMemcpy(cache_e[l], h, cbytes, cudaMemcpyHostToDevice));
+        tc[l] = fa_tensor_make(cache[l], FA_DTYPE_BF16, 5, cshape);
+        to[l] = fa_tensor_make(out[l], FA_DTYPE_BF16, 3, sq);
+        to_e[l] = fa_tensor_make(out_e[l], FA_DTYPE_BF16, 3, sq);
+    }
+    GCK(cudaMalloc(&dq, qb));
+    GCK(cudaMalloc(&dk, kvb));
+    GCK(cudaMalloc(&dv, kvb));
+    GCK(cudaMalloc((void **)&dbt, sizeof(int32_t) * G_R * G_MAXB));
+    GCK(cudaMalloc((void **)&dslots, sizeof(int64_t) * G_R));
+    tq = fa_tensor_make(dq, FA_DTYPE_BF16, 3, sq);
+    tk = fa_tensor_make(dk, FA_DTYPE_BF16, 3, skv);
+    tv = fa_tensor_make(dv, FA_DTYPE_BF16, 3, skv);
+    for (i = 0; i < G_R; ++i)
+        for (j = 0; j < G_MAXB; ++j) bt[i * G_MAXB + j] = 1 + i * G_MAXB + j;
+    GCK(cudaMemcpy(dbt, bt, sizeof(int32_t) * G_R * G_MAXB, cudaMemcpyHostToDevice));
+    memset(&batch, 0, sizeof batch);
+    batch.num_reqs = G_R;
+    batch.query_start_loc = qsl;
+    batch.seq_lens = seq;
+    batch.block_table = dbt;
+    batch.block_table_stride = G_MAXB;
+    batch.block_table_host = bt;
+    batch.slot_mapping = dslots;
+    for (step = -1; step < G_STEPS; ++step) { /* step -1: capture (long keys: the plan splits) */
+        for (i = 0; i < G_R; ++i) {
+            qsl[i] = i;
+            seq[i] = step < 0 ? G_MAXB * G_BS : 1 + (int32_t)((frand() + 1.f) * 0.5f * (G_MAXB * G_BS - 1));
+            if (seq[i] > G_MAXB * G_BS) seq[i] = G_MAXB * G_BS;
+            slots[i] = step < 0 ? -1 : (int64_t)bt[i * G_MAXB + (seq[i] - 1) / G_BS] * G_BS + (seq[i] - 1) % G_BS;
+        }
+        qsl[G_R] = G_R;
+        for (i = 0; i < G_R * G_HQ * G_D; ++i) ha[i] = fa_cpu_float_to_bf16(frand());
+        GCK(cudaMemcpyAsync(dq, ha, qb, cudaMemcpyHostToDevice, st));
+        GCK(cudaMemcpyAsync(dk, ha, kvb, cudaMemcpyHostToDevice, st));
+        GCK(cudaMemcpyAsync(dv, ha + G_R * G_HKV * G_D, kvb, cudaMemcpyHostToDevice, st));
+        GCK(cudaMemcpyAsync(dslots, slots, sizeof slots, cudaMemcpyHostToDevice, st));
+        GOK(fa_builder_build(b, &batch, 0, &md)); /* outside the graph, every step */
+        if (step < 0) {
+            cap_splits = md.num_splits;
+            for (l = 0; l < G_LAYERS; ++l) GOK(fa_forward(&layers[l], be, &tq, &tk, &tv, &tc[l], &md, &to[l]));
+            GCK(cudaStreamSynchronize(st));
+            GCK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+            for (l = 0; l < G_LAYERS; ++l) GOK(fa_forward(&layers[l], be, &tq, &tk, &tv, &tc[l], &md, &to[l]));
+            GCK(cudaStreamEndCapture(st, &graph));
+            GCK(cudaGraphInstantiate(&exec, graph, 0));
+            GCK(cudaGraphLaunch(exec, st)); /* first replay uploads the graph */
+            GCK(cudaStreamSynchronize(st));
+            continue;
+        }
+        for (l = 0; l < G_LAYERS; ++l) {
+            GCK(cudaMemsetAsync(out[l], 0xFF, qb, st));
+            GCK(cudaMemsetAsync(out_e[l], 0xFF, qb, st));
+        }
+        GCK(cudaStreamSynchronize(st));
+        t0 = now_us();
+        GCK(cudaGraphLaunch(exec, st));
+        GCK(cudaStreamSynchronize(st));
+        t_graph += now_us() - t0;
+        t0 = now_us();
+        for (l = 0; l < G_LAYERS; ++l) {
+            fa_tensor c = fa_tensor_make(cache_e[l], FA_DTYPE_BF16, 5, cshape);
+            GOK(fa_forward(&layers[l], be, &tq, &tk, &tv, &c, &md, &to_e[l]));
+        }
+        GCK(cudaStreamSynchronize(st));
+        t_eager += now_us() - t0;
+        for (l = 0; l < G_LAYERS; ++l) {
+            GCK(cudaMemcpy(ha, out[l], qb, cudaMemcpyDeviceToHost));
+            GCK(cudaMemcpy(hb, out_e[l], qb, cudaMemcpyDeviceToHost));
+            if (memcmp(ha, hb, qb) != 0) ++mismatches;
+        }
+    }
+    printf("graph: %d decode requests, %d layers, static splits %d: eager %.1f us/step, graph replay %.1f us/step "
+           "(launch + sync, builds excluded); replay == eager: %s (%d layer outputs differ)\n", G_R, G_LAYERS,
+           cap_splits, t_eager / G_STEPS, t_graph / G_STEPS, mismatches ? "NO" : "yes", mismatches);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    for (l = 0; l < G_LAYERS; ++l) { cudaFree(cache[l]); cudaFree(cache_e[l]); cudaFree(out[l]); cudaFree(out_e[l]); }
+    cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dbt); cudaFree(dslots);
+    fa_builder_destroy(b);
+    fa_cuda_backend_destroy(be);
+    cudaStreamDestroy(st);
+    free(bt); free(h); free(ha); free(hb);
+    return mismatches ? 1 : 0;
+}
+#endif
+
+int main(int argc, char **argv)
 {
     fa_backend *cpu = NULL, *dev = NULL;
     world W, R; /* W: default backend, R: CPU reference */
@@ -258,6 +420,15 @@ int main(void)
     double t_build = 0, t_fwd[NLAYERS] = {0, 0, 0}, t_ref = 0, worst[NLAYERS] = {0, 0, 0};
     const char *dev_name = "cpu";
 
+    if (argc > 1 && strcmp(argv[1], "--graph") == 0) {
+#if FA_HAVE_CUDA
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        return graph_mode();
+#else
+        printf("--graph needs the CUDA backend (built without it)\n");
+        return 1;
+#endif
+    }
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines in order with errors, also into a pipe or file */
     CHECK(fa_cpu_backend_create(&cpu));
 #if FA_HAVE_CUDA
