@@ -32,6 +32,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 namespace fa_portable {
 
@@ -493,6 +494,126 @@ int ctas_per_sm() {
         return 1;
     }
     return n > 0 ? n : 1;
+}
+
+inline bool aligned(const void *ptr, uintptr_t n) { return (reinterpret_cast<uintptr_t>(ptr) % n) == 0; }
+
+// Every check of the op (the structural ones, then what this kernel needs); fills *p.
+// *empty: nothing to launch.
+inline fa_status prepare(const fa_attn_args *a, Params *p, bool *empty, const fa_bu_err *e) {
+    char n1[FA_BU_NAME_BUF];
+    *empty = true;
+    FA_BU_TRY(fa_bu_check_attention(e, a, kBlockSizeMultiple));
+    if (a->q_dtype != FA_DTYPE_F16 && a->q_dtype != FA_DTYPE_BF16)
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "q_dtype %s: the portable kernel takes f16 or bf16",
+                          fa_bu_dtype_name(a->q_dtype, n1));
+    if (padded_dim(a->head_size) == 0)
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "head_size %d > 256", a->head_size);
+    if (a->num_splits > kMaxSplits)
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "num_splits %d > %d", a->num_splits, kMaxSplits);
+    if (a->num_tokens == 0 || a->num_seqs == 0) return FA_OK;
+    const int G = a->num_heads_q / a->num_heads_kv;
+    if ((int64_t)a->num_tokens * G > 0x7fff0000LL)
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "num_tokens %d x %d query heads per KV head exceeds 2^31 rows",
+                          a->num_tokens, G);
+    if (a->max_seqlen_q <= 0)
+        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "max_seqlen_q %d must be > 0 for a non-empty call", a->max_seqlen_q);
+    const bool fp8 = a->kv_dtype != a->q_dtype;
+    if (!aligned(a->q, 16) || a->q_token_stride % 8 || a->q_head_stride % 8 || a->q_group_stride % 8)
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
+                          "q must be 16-byte aligned with strides multiple of 8 elements (q %p, strides %lld/%lld/%lld)",
+                          a->q, (long long)a->q_token_stride, (long long)a->q_head_stride, (long long)a->q_group_stride);
+    if (!aligned(a->out, 16) || a->out_token_stride % 8 || a->out_head_stride % 8)
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
+                          "out must be 16-byte aligned with strides multiple of 8 elements (out %p, strides %lld/%lld)",
+                          a->out, (long long)a->out_token_stride, (long long)a->out_head_stride);
+    const int64_t kv_strides[6] = {a->k_block_stride, a->k_row_stride, a->k_head_stride,
+                                   a->v_block_stride, a->v_row_stride, a->v_head_stride};
+    static const char *const kv_names[6] = {"k_block_stride", "k_row_stride", "k_head_stride",
+                                            "v_block_stride", "v_row_stride", "v_head_stride"};
+    const bool paged = a->cu_seqlens_k == nullptr;
+    for (int i = 0; i < 6; ++i) {
+        if (!paged && (i == 0 || i == 3)) continue;   // dense: no block strides
+        if (kv_strides[i] % 8)
+            return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "K/V strides must be multiples of 8 elements (%s = %lld)",
+                              kv_names[i], (long long)kv_strides[i]);
+    }
+    if (!aligned(a->k, fp8 ? 8 : 16) || !aligned(a->v, fp8 ? 8 : 16))
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "k and v must be %d-byte aligned (k %p, v %p)", fp8 ? 8 : 16, a->k, a->v);
+    if (a->num_splits > 1 && (!aligned(a->split_out, 8)))
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "split_out must be 8-byte aligned (%p)", (void *)a->split_out);
+
+    memset(p, 0, sizeof *p);
+    p->q = a->q;
+    p->q_token_stride = a->q_token_stride;
+    p->q_head_stride = a->q_head_stride;
+    p->q_group_stride = a->q_group_stride;
+    p->q_head_group = a->q_head_group > 0 ? a->q_head_group : a->num_heads_q;
+    p->k = a->k;
+    p->v = a->v;
+    p->k_block_stride = a->k_block_stride;
+    p->k_row_stride = a->k_row_stride;
+    p->k_head_stride = a->k_head_stride;
+    p->v_block_stride = a->v_block_stride;
+    p->v_row_stride = a->v_row_stride;
+    p->v_head_stride = a->v_head_stride;
+    p->out = a->out;
+    p->out_token_stride = a->out_token_stride;
+    p->out_head_stride = a->out_head_stride;
+    p->lse = a->lse;
+    p->lse_head_stride = a->lse_head_stride;
+    p->cu_seqlens_q = a->cu_seqlens_q;
+    p->seqused_k = paged ? a->seqused_k : nullptr;
+    p->cu_seqlens_k = a->cu_seqlens_k;
+    p->block_table = a->block_table;
+    p->block_table_stride = a->block_table_stride;
+    p->num_blocks = a->num_blocks;
+    p->num_seqs = a->num_seqs;
+    p->num_tokens = a->num_tokens;
+    p->num_heads_q = a->num_heads_q;
+    p->num_heads_kv = a->num_heads_kv;
+    p->head_size = a->head_size;
+    p->block_size = a->block_size;
+    p->softmax_scale = a->softmax_scale;
+    p->softcap = a->softcap;
+    p->window_left = a->window_left;
+    p->window_right = a->causal ? 0 : a->window_right;
+    p->alibi_slopes = a->alibi_slopes;
+    p->alibi_batch_stride = a->alibi_batch_stride;
+    p->sinks = a->sinks;
+    p->k_descale = a->k_descale;
+    p->v_descale = a->v_descale;
+    p->descale_batch_stride = a->descale_batch_stride;
+    p->descale_head_stride = a->descale_head_stride;
+    p->k_scale = a->k_scale;
+    p->v_scale = a->v_scale;
+    p->kv_e5m2 = a->kv_dtype == FA_DTYPE_FP8_E5M2;
+    p->num_splits = a->num_splits > 1 ? a->num_splits : 1;
+    p->split_plan = a->split_plan;
+    p->split_out = a->split_out;
+    p->split_lse = a->split_lse;
+    *empty = false;
+    return FA_OK;
+}
+
+template <int D, int W>
+cudaError_t dispatch_dtypes(const fa_attn_args *a, const Params &p, cudaStream_t s) {
+    const bool fp8 = a->kv_dtype != a->q_dtype;
+    if (a->q_dtype == FA_DTYPE_BF16)
+        return fp8 ? launch<D, BF16, KV_FP8, W>(p, a->max_seqlen_q, s)
+                   : launch<D, BF16, KV_SAME, W>(p, a->max_seqlen_q, s);
+    return fp8 ? launch<D, F16, KV_FP8, W>(p, a->max_seqlen_q, s)
+               : launch<D, F16, KV_SAME, W>(p, a->max_seqlen_q, s);
+}
+
+// Runs a prepared call with groups of W lanes: the head-size width, then the dtypes.
+template <int W>
+cudaError_t run(const fa_attn_args *a, const Params &p, cudaStream_t s) {
+    switch (padded_dim(a->head_size)) {
+    case 64: return dispatch_dtypes<64, W>(a, p, s);
+    case 128: return dispatch_dtypes<128, W>(a, p, s);
+    default: return dispatch_dtypes<256, W>(a, p, s);
+    }
 }
 
 }  // namespace fa_portable
