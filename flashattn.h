@@ -1589,8 +1589,10 @@ static void fa__plan_general(const fa_split_params *p, const fa_kernel_dim *kd, 
         const int32_t lk = fa__window_keys(p, p->seqused_k[b], tile_m);
         const int64_t mblocks = fa__cdiv64((int64_t)fa__max(lq, 1) * g, tile_m);
         max_k = fa__max(max_k, lk);
-        total_mblocks += (int64_t)p->num_heads_kv * mblocks;
-        total_blocks += mblocks * fa__cdiv(lk, tile_n);
+        int64_t x;
+        /* saturating: huge heads x queries x keys are valid input; the sums only size a heuristic */
+        total_mblocks = fa__mul64(p->num_heads_kv, mblocks, &x) && fa__add64(total_mblocks, x, &x) ? x : INT64_MAX;
+        total_blocks = fa__mul64(mblocks, fa__cdiv(lk, tile_n), &x) && fa__add64(total_blocks, x, &x) ? x : INT64_MAX;
     }
     s_static = cap <= 1 ? 1 : fa_num_splits_heuristic(total_mblocks, p->num_sms, fa__cdiv(max_k, tile_n), cap);
     plan[0] = s_static;
@@ -1599,7 +1601,10 @@ static void fa__plan_general(const fa_split_params *p, const fa_kernel_dim *kd, 
         return;
     }
     /* Dynamic per request: spread the tiles evenly over the SMs, ~10% slack. */
-    blocks_per_sm = (int64_t)ceil((double)total_blocks * 1.1 * p->num_heads_kv / p->num_sms);
+    {
+        const double bps = ceil((double)total_blocks * 1.1 * p->num_heads_kv / p->num_sms);
+        blocks_per_sm = bps >= 9.2e18 ? INT64_MAX : (int64_t)bps; /* the cast of a larger double is UB */
+    }
     if (blocks_per_sm < 1) blocks_per_sm = 1;
     for (b = 0; b < p->num_reqs; ++b) {
         const int32_t lk = fa__window_keys(p, p->seqused_k[b], tile_m);

@@ -931,6 +931,7 @@ static int pworld_setup(pworld *w, int nreq, const int32_t *qlen, const int32_t 
     ld.kv_cache_dtype = fp8 ? FA_CACHE_FP8_E4M3 : FA_CACHE_AUTO;
     ld.k_scale = fp8 ? KSCALE_FP8 : 1.f;
     ld.v_scale = fp8 ? KSCALE_FP8 : 1.f;
+    ld.kv_sharing = 1;   /* the timed forwards read the cache filled here and write no new k/v */
     if (fa_layer_init(&w->layer, &ld) != FA_OK) {
         seterr("fa_layer_init: %s", fa_last_error());
         return -1;
@@ -1181,6 +1182,7 @@ static void pworld_attn_args(const pworld *w, int c, fa_attn_args *a)
     a->seqused_k = w->md[c].seq_lens;
     a->block_table = w->md[c].block_table;
     a->block_table_stride = w->max_nb;
+    a->num_blocks = w->cache.shape[1];
     a->num_seqs = w->nreq;
     a->num_tokens = w->T;
     a->max_seqlen_q = w->md[c].max_query_len;
@@ -1756,6 +1758,7 @@ static void bench_cache(int T, int fp8)
         a->num_heads_kv = hkv;
         a->head_size = D;
         a->block_size = bs;
+        a->num_blocks = NB;
         a->k_scale = a->v_scale = fp8 ? KSCALE_FP8 : 1.f;
     }
     if (time_row(&r, launch_cw, args, n)) {

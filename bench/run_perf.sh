@@ -15,7 +15,7 @@
 #   --no-peers       skip peers.py's measurements (tables then hold ours only)
 #   --peers-only     skip the build and bench_gpu; run peers.py on OUT/bench_gpu.csv
 #   --skip-build     use the existing build (build-perf, or --build DIR)
-#   --build DIR      build directory (default build-perf; e.g. build-gpu after scripts/gpu_run.sh)
+#   --build DIR      build directory (default build-perf; e.g. build-gpu after tools/gpu_run.sh)
 #   --no-flex        peers.py without FlexAttention (no torch.compile time)
 #   --flex-all       peers.py compiles Flex for every decode row too
 #   --arch LIST      gpu_arch for meson (default sm_90a, the H200's; "default" = meson_options.txt's)

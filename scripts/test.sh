@@ -9,7 +9,10 @@ cd "$(dirname "$0")/.."
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then PATH=/usr/local/cuda/bin:$PATH; export PATH; fi
 sh scripts/deps.sh tests
 dir="${BUILD_DIR:-build-test}"
+# FA_WERROR=1 (CI): every warning is an error, the host side of the .cu files included
+if [ "${FA_WERROR:-0}" = 1 ]; then set -- -Dwerror=true "-Dcuda_args=['-Xcompiler=-Werror']" "$@"; fi
 if [ ! -f "$dir/build.ninja" ]; then
+  echo "configuring $dir (meson setup $*)..."
   meson setup "$dir" "$@" > "$dir.setup.log" 2>&1 || { tail -n 30 "$dir.setup.log"; echo "0 passed, 1 failed"; exit 1; }
 fi
 echo "building in $dir ($(nproc) cores)..."

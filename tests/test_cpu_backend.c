@@ -12,6 +12,7 @@
 #include <criterion/criterion.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -562,6 +563,7 @@ static void ab_args(const abuf *x, fa_attn_args *a)
         a->seqused_k = x->seqused;
         a->block_table = x->bt;
         a->block_table_stride = x->bt_stride;
+        a->num_blocks = x->num_blocks;
     }
     a->num_seqs = c->nseq;
     a->num_tokens = x->T;
@@ -953,6 +955,7 @@ static void small_setup(small_attn *s, int lq, int lk, int Hq, int Hkv, const fl
     s->a.seqused_k = s->used;
     s->a.block_table = s->bt;
     s->a.block_table_stride = 4;
+    s->a.num_blocks = 4;
     s->a.num_seqs = 1;
     s->a.num_tokens = lq;
     s->a.max_seqlen_q = lq;
@@ -1161,6 +1164,7 @@ Test(attention, offsets_beyond_2g)
     w.cache_dtype = FA_DTYPE_FP8_E4M3;
     w.slot_mapping = slots;
     w.num_tokens = T; w.num_heads_kv = HKV; w.head_size = D; w.block_size = BS;
+    w.num_blocks = BLK + 1;
     w.k_scale = 0.5f; w.v_scale = 0.25f;
     cr_assert_eq(be->ops.reshape_and_cache(be->ctx, &w), FA_OK, "%s", t_err(be));
     for (t = 0; t < T * HKV * D; ++t) {
@@ -1179,6 +1183,7 @@ Test(attention, offsets_beyond_2g)
     a.out = out; a.out_token_stride = HQ * D; a.out_head_stride = D;
     a.lse = lse; a.lse_head_stride = 1;
     a.cu_seqlens_q = cu; a.seqused_k = used; a.block_table = bt; a.block_table_stride = 1;
+    a.num_blocks = BLK + 1;
     a.num_seqs = 1; a.num_tokens = 1; a.max_seqlen_q = 1; a.max_seqlen_k = T;
     a.num_heads_q = HQ; a.num_heads_kv = HKV; a.head_size = D; a.block_size = BS;
     a.softmax_scale = 0.0625f; a.causal = 1; a.window_left = a.window_right = -1;
@@ -1296,6 +1301,7 @@ static int run_cache_case(fa_dtype act, fa_dtype cdt, int hnd, int bs, int D, in
     a.num_heads_kv = Hkv;
     a.head_size = D;
     a.block_size = bs;
+    a.num_blocks = NB;
     a.k_scale = ks;
     a.v_scale = vs;
     cr_assert_eq(be->ops.reshape_and_cache(be->ctx, &a), FA_OK, "%s", t_err(be));
@@ -1371,6 +1377,7 @@ Test(cache, write_then_attend_fp8)
     w.cache_dtype = FA_DTYPE_FP8_E4M3;
     w.slot_mapping = slots;
     w.num_tokens = T; w.num_heads_kv = 1; w.head_size = D; w.block_size = 16;
+    w.num_blocks = 1;
     w.k_scale = 0.02f; w.v_scale = 0.05f;
     cr_assert_eq(be->ops.reshape_and_cache(be->ctx, &w), FA_OK, "%s", t_err(be));
     memset(&a, 0, sizeof a);
@@ -1383,6 +1390,7 @@ Test(cache, write_then_attend_fp8)
     a.out = out; a.out_token_stride = D; a.out_head_stride = D;
     a.lse = lse; a.lse_head_stride = 1;
     a.cu_seqlens_q = cu; a.seqused_k = used; a.block_table = bt; a.block_table_stride = 1;
+    a.num_blocks = 1;
     a.num_seqs = 1; a.num_tokens = 1; a.max_seqlen_q = 1; a.max_seqlen_k = T;
     a.num_heads_q = a.num_heads_kv = 1; a.head_size = D; a.block_size = 16;
     a.softmax_scale = 0.125f; a.causal = 1; a.window_left = a.window_right = -1;
@@ -1873,6 +1881,7 @@ static void *dcp_rank(void *p)
     a.seqused_k = used;
     a.block_table = bt;
     a.block_table_stride = 16;
+    a.num_blocks = (int64_t)DCP_NSEQ * nblk;
     a.num_seqs = DCP_NSEQ;
     a.num_tokens = T;
     a.max_seqlen_q = T;
@@ -2105,6 +2114,7 @@ Test(errors, cache_write_arguments)
     base.cache_dtype = FA_DTYPE_F32;
     base.slot_mapping = slot;
     base.num_tokens = 1; base.num_heads_kv = 1; base.head_size = 64; base.block_size = 16;
+    base.num_blocks = 1;
 
     a = base; a.head_size = 100;
     cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &a), FA_ERR_INVALID_ARG);
@@ -2246,4 +2256,754 @@ Test(backend, vtable_and_memory_ops)
     cr_expect_eq(be->ops.free(be->ctx, p), FA_OK);
     fa_cpu_backend_destroy(be);
     fa_cpu_backend_destroy(NULL);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* backend API v2: the capability block */
+
+Test(backend, caps_block)
+{
+    static const int32_t dims[6] = {32, 64, 96, 128, 192, 256};
+    fa_backend *be = t_backend();
+    const fa_backend_caps *c = &be->caps;
+    int i;
+    cr_assert_eq(c->num_dims, 6);
+    for (i = 0; i < 6; ++i) {
+        const fa_kernel_dim *k = &c->dims[i];
+        const int hd = dims[i];
+        const double f = hd <= 64 ? 0.8 : hd <= 128 ? 1.0 : 1.3;
+        cr_expect_eq(k->head_dim, hd);
+        cr_expect_eq(k->prefill_tile_m, hd <= 128 ? 128 : 64, "head_dim %d", hd);
+        cr_expect_eq(k->prefill_tile_n, hd <= 128 ? 128 : 64, "head_dim %d", hd);
+        cr_expect_eq(k->decode_tile_n, 32, "head_dim %d", hd);
+        cr_expect_eq(k->decode_ctas_per_sm, hd <= 128 ? 6 : 3, "head_dim %d", hd);
+        cr_expect(fabs((double)k->decode_step_us - 1.6 * f) < 1e-6, "head_dim %d: %g", hd,
+                  (double)k->decode_step_us);
+    }
+    cr_expect_eq(c->act_dtypes, (1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16) | (1u << FA_DTYPE_F32));
+    cr_expect_eq(c->cache_dtypes, (1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16) | (1u << FA_DTYPE_F32) |
+                                  (1u << FA_DTYPE_FP8_E4M3) | (1u << FA_DTYPE_FP8_E5M2));
+    cr_expect_eq(c->block_size_multiple, 16);
+    cr_expect_eq(c->head_size_multiple, 8);
+    cr_expect_eq(c->decode_max_rows, 16);
+    cr_expect_eq(c->max_splits, 128);
+    cr_expect_eq(c->align_bytes, 1);
+    cr_expect_eq(c->sm_bytes_per_us, 32768.0f);
+    cr_expect(fabs((double)c->cta_us - 0.008) < 1e-9);
+    cr_expect_eq(c->combine_us, 6.0f);
+    cr_expect(fabs((double)c->combine_us_per_split - 0.2) < 1e-7);
+    cr_expect(be->ops.check != NULL);
+    fa_cpu_backend_destroy(be);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* ops.check: the op's own checks, without running it */
+
+/* check(op, args) and then the op itself: the same status and the same message, and a failing
+   call (either) writes nothing to [buf, buf + n). Returns the status. */
+static fa_status check_then_op(fa_backend *be, fa_op op, const void *args, const void *buf,
+                               size_t n)
+{
+    unsigned char *before = (unsigned char *)t_alloc(n);
+    char msg[512];
+    fa_status sc, so;
+    memcpy(before, buf, n);
+    sc = be->ops.check(be->ctx, op, args);
+    snprintf(msg, sizeof msg, "%s", t_err(be));
+    cr_expect(!memcmp(before, buf, n), "check wrote to the output");
+    switch (op) {
+    case FA_OP_RESHAPE_AND_CACHE: so = be->ops.reshape_and_cache(be->ctx, (const fa_cache_write_args *)args); break;
+    case FA_OP_ATTENTION: so = be->ops.attention(be->ctx, (const fa_attn_args *)args); break;
+    case FA_OP_MERGE_STATES: so = be->ops.merge_states(be->ctx, (const fa_merge_args *)args); break;
+    default: so = be->ops.dcp_correct(be->ctx, (const fa_dcp_correct_args *)args); break;
+    }
+    cr_expect_eq(sc, so, "op %d: check says %d (%s), the op %d (%s)", (int)op, (int)sc, msg,
+                 (int)so, t_err(be));
+    if (sc != FA_OK) {
+        static const char *prefix[4] = {"cpu reshape_and_cache: ", "cpu attention: ",
+                                        "cpu merge_states: ", "cpu dcp_correct: "};
+        cr_expect_str_eq(msg, t_err(be), "op %d: check and op disagree", (int)op);
+        cr_expect(strncmp(msg, prefix[op], strlen(prefix[op])) == 0,
+                  "message '%s' does not start with '%s'", msg, prefix[op]);
+        cr_expect(!memcmp(before, buf, n), "op %d wrote to the output on error: %s", (int)op, msg);
+    }
+    free(before);
+    return sc;
+}
+
+/* a one-token cache write of [1 head, D 8] f32 into a cache of nb blocks of 16 slots */
+typedef struct cw {
+    float key[4 * 8], val[4 * 8];
+    float *kc, *vc;
+    int64_t slot[4];
+    fa_cache_write_args a;
+} cw;
+
+static void cw_setup(cw *w, int64_t nb)
+{
+    int i;
+    memset(w, 0, sizeof *w);
+    for (i = 0; i < 4 * 8; ++i)
+        w->key[i] = w->val[i] = 1.0f + (float)i;
+    w->kc = (float *)t_alloc(sizeof(float) * (size_t)(2 * nb * 16 * 8));
+    w->vc = w->kc + nb * 16 * 8;
+    for (i = 0; i < 4; ++i)
+        w->slot[i] = 3 + 20 * i;
+    w->a.key = w->key; w->a.value = w->val;
+    w->a.key_token_stride = w->a.value_token_stride = 8;
+    w->a.kv_dtype = FA_DTYPE_F32;
+    w->a.key_cache = w->kc; w->a.value_cache = w->vc;
+    w->a.cache_block_stride = 16 * 8; w->a.cache_page_stride = 8; w->a.cache_head_stride = 8;
+    w->a.cache_dtype = FA_DTYPE_F32;
+    w->a.slot_mapping = w->slot;
+    w->a.num_blocks = nb;
+    w->a.num_tokens = 4; w->a.num_heads_kv = 1; w->a.head_size = 8; w->a.block_size = 16;
+}
+
+Test(backend, check_agrees_with_ops)
+{
+    fa_backend *be = t_backend();
+    static const float vv[3] = {1, 2, 3};
+    small_attn *s = (small_attn *)t_alloc(sizeof *s);
+    cw w;
+    fa_cache_write_args ca;
+    fa_merge_args m;
+    fa_dcp_correct_args c;
+    float o[64], p[64], sx[64], pl[1] = {0}, sl[1] = {0}, lall[2] = {0, 0};
+    int i;
+
+    /* reshape_and_cache: bad ones, then the good one */
+    cw_setup(&w, 64);
+    ca = w.a; ca.head_size = 12;
+    cr_expect_eq(check_then_op(be, FA_OP_RESHAPE_AND_CACHE, &ca, w.kc, sizeof(float) * 2 * 64 * 128), FA_ERR_INVALID_ARG);
+    ca = w.a; ca.cache_dtype = FA_DTYPE_I32;
+    cr_expect_eq(check_then_op(be, FA_OP_RESHAPE_AND_CACHE, &ca, w.kc, sizeof(float) * 2 * 64 * 128), FA_ERR_UNSUPPORTED);
+    ca = w.a; ca.slot_mapping = NULL;
+    cr_expect_eq(check_then_op(be, FA_OP_RESHAPE_AND_CACHE, &ca, w.kc, sizeof(float) * 2 * 64 * 128), FA_ERR_INVALID_ARG);
+    ca = w.a; w.slot[2] = 64 * 16;
+    cr_expect_eq(check_then_op(be, FA_OP_RESHAPE_AND_CACHE, &ca, w.kc, sizeof(float) * 2 * 64 * 128), FA_ERR_INVALID_ARG);
+    w.slot[2] = 43;
+    cr_expect_eq(check_then_op(be, FA_OP_RESHAPE_AND_CACHE, NULL, w.kc, 4), FA_ERR_INVALID_ARG);
+    cr_expect_eq(be->ops.check(be->ctx, FA_OP_RESHAPE_AND_CACHE, &w.a), FA_OK, "%s", t_err(be));
+    for (i = 0; i < 2 * 64 * 128; ++i)
+        cr_assert_eq(w.kc[i], 0.0f, "check wrote the cache");
+    cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &w.a), FA_OK, "%s", t_err(be));
+    cr_expect_eq(w.kc[3 * 8 + 5], 6.0f);
+
+    /* attention */
+#define ATT(mod, want)                                                                           \
+    do {                                                                                         \
+        small_setup(s, 2, 3, 2, 1, NULL, vv);                                                    \
+        s->a.num_blocks = 4;                                                                     \
+        mod;                                                                                     \
+        cr_expect_eq(check_then_op(be, FA_OP_ATTENTION, &s->a, s->out, sizeof s->out), want,    \
+                     "%s", #mod);                                                               \
+    } while (0)
+    ATT(s->a.head_size = 100, FA_ERR_INVALID_ARG);
+    ATT(s->a.q = NULL, FA_ERR_INVALID_ARG);
+    ATT(s->a.kv_dtype = FA_DTYPE_F16, FA_ERR_INVALID_ARG);
+    ATT(s->bt[0] = -4, FA_ERR_INVALID_ARG);
+    ATT(s->bt[0] = 4, FA_ERR_INVALID_ARG);
+    ATT(s->used[0] = -1, FA_ERR_INVALID_ARG);
+    ATT(s->cu_q[1] = 9, FA_ERR_INVALID_ARG);
+    ATT(s->a.num_blocks = -1, FA_ERR_INVALID_ARG);
+    ATT(s->a.num_splits = 3, FA_ERR_INVALID_ARG);
+    ATT((void)0, FA_OK);
+#undef ATT
+    small_setup(s, 2, 3, 2, 1, NULL, vv);
+    cr_expect_eq(be->ops.check(be->ctx, FA_OP_ATTENTION, &s->a), FA_OK, "%s", t_err(be));
+    for (i = 0; i < 2 * 2 * 8; ++i)
+        cr_expect_eq(s->out[i], -7.0f, "check wrote out[%d]", i);
+
+    /* merge_states and dcp_correct */
+    for (i = 0; i < 64; ++i)
+        o[i] = p[i] = sx[i] = 0.5f;
+    merge_setup(&m, (fa_dtype)42, 1, 1, 64, o, NULL, p, pl, sx, sl);
+    cr_expect_eq(check_then_op(be, FA_OP_MERGE_STATES, &m, o, sizeof o), FA_ERR_INVALID_ARG);
+    merge_setup(&m, FA_DTYPE_F32, 1, 1, 64, o, NULL, p, NULL, sx, sl);
+    cr_expect_eq(check_then_op(be, FA_OP_MERGE_STATES, &m, o, sizeof o), FA_ERR_INVALID_ARG);
+    merge_setup(&m, FA_DTYPE_F32, 1, 1, 64, o, NULL, p, pl, sx, sl);
+    cr_expect_eq(check_then_op(be, FA_OP_MERGE_STATES, &m, o, sizeof o), FA_OK);
+    memset(&c, 0, sizeof c);
+    c.out = o; c.out_token_stride = 64; c.out_head_stride = 64; c.dtype = FA_DTYPE_F32;
+    c.lse_all = lall; c.world_size = 2; c.rank = 2; c.num_tokens = 1; c.num_heads = 1;
+    c.head_size = 64;
+    cr_expect_eq(check_then_op(be, FA_OP_DCP_CORRECT, &c, o, sizeof o), FA_ERR_INVALID_ARG);
+    c.rank = 1;
+    cr_expect_eq(check_then_op(be, FA_OP_DCP_CORRECT, &c, o, sizeof o), FA_OK);
+
+    /* an op the backend does not know */
+    cr_expect_eq(be->ops.check(be->ctx, (fa_op)9, &c), FA_ERR_UNSUPPORTED);
+    cr_expect(strstr(t_err(be), "op 9") != NULL, "%s", t_err(be));
+    free(w.kc);
+    free(s);
+    fa_cpu_backend_destroy(be);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* bounds: slots and block ids against num_blocks, int64 offsets */
+
+Test(errors, cache_slot_outside_cache)
+{
+    fa_backend *be = t_backend();
+    const size_t bytes = sizeof(float) * 2 * 64 * 16 * 8;
+    float *snap = (float *)t_alloc(bytes);
+    cw w;
+    cw_setup(&w, 64);
+    memcpy(snap, w.kc, bytes);
+    /* tokens 0..2 are fine: the call is still rejected before any of them is written */
+    w.slot[3] = (int64_t)1 << 40;
+    cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &w.a), FA_ERR_INVALID_ARG);
+    cr_expect_str_eq(t_err(be), "cpu reshape_and_cache: slot_mapping[3] = 1099511627776 is "
+                                "outside the cache (64 blocks x 16 slots)");
+    cr_expect(!memcmp(snap, w.kc, bytes), "cache written on error");
+    /* the first slot past the end; the last one inside; negative = skip */
+    w.slot[3] = 64 * 16;
+    cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &w.a), FA_ERR_INVALID_ARG);
+    cr_expect(strstr(t_err(be), "slot_mapping[3] = 1024") != NULL, "%s", t_err(be));
+    cr_expect(!memcmp(snap, w.kc, bytes), "cache written on error");
+    w.slot[0] = -1;
+    w.slot[3] = 64 * 16 - 1;
+    cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &w.a), FA_OK, "%s", t_err(be));
+    cr_expect_eq(w.kc[(int64_t)(64 * 16 - 1) * 8 + 2], 3.0f + 24.0f);
+    cr_expect_eq(w.vc[(int64_t)(64 * 16 - 1) * 8 + 2], 3.0f + 24.0f);
+    cr_expect_eq(w.kc[3 * 8], 0.0f, "a skipped token was written");
+    /* the cache's block count is required (the header fills it: fa_backend_util.h) */
+    w.a.num_blocks = 0;
+    cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &w.a), FA_ERR_INVALID_ARG);
+    cr_expect(strstr(t_err(be), "num_blocks 0") != NULL, "%s", t_err(be));
+    w.a.num_blocks = -2;
+    cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &w.a), FA_ERR_INVALID_ARG);
+    cr_expect(strstr(t_err(be), "num_blocks -2") != NULL, "%s", t_err(be));
+    free(w.kc);
+    free(snap);
+    fa_cpu_backend_destroy(be);
+}
+
+Test(errors, attention_block_id_outside_cache)
+{
+    static const float vv[40] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
+                                 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30};
+    small_attn *s = (small_attn *)t_alloc(sizeof *s);
+#define FRESH() (small_setup(s, 2, 20, 2, 1, NULL, vv), s->a.num_blocks = 4)
+    /* seqused_k 20, block_size 16: columns 0 and 1 are read */
+    FRESH(); s->bt[1] = 1000;
+    expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "block_table[0, 1] = 1000", "4 blocks");
+    FRESH(); s->bt[1] = 1000; s->a.num_blocks = 64;
+    expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG,
+                      "cpu attention: block_table[0, 1] = 1000 is outside the cache", "64 blocks");
+    FRESH(); s->bt[0] = -1;
+    expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "block_table[0, 0] = -1", NULL);
+    FRESH(); s->bt[1] = INT32_MIN;
+    expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "block_table[0, 1] = -2147483648", NULL);
+    FRESH(); s->a.num_blocks = 0;   /* the cache's block count is required */
+    expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "num_blocks 0", NULL);
+    FRESH(); s->bt[1] = 4;   /* == num_blocks */
+    expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "block_table[0, 1] = 4", NULL);
+#undef FRESH
+    {   /* columns not read may hold anything; so may a row of a sequence without queries */
+        fa_backend *be = t_backend();
+        small_setup(s, 2, 20, 2, 1, NULL, vv);
+        s->a.num_blocks = 4;
+        s->bt[2] = 1000;
+        s->bt[3] = -5;
+        cr_expect_eq(be->ops.attention(be->ctx, &s->a), FA_OK, "%s", t_err(be));
+        small_setup(s, 0, 20, 2, 1, NULL, vv);
+        s->a.num_blocks = 4;
+        s->bt[0] = 1000;
+        cr_expect_eq(be->ops.attention(be->ctx, &s->a), FA_OK, "%s", t_err(be));
+        {   /* a sequence with no work planned (split_plan 0) reads nothing */
+            int32_t plan[2] = {1, 0};
+            small_setup(s, 2, 20, 2, 1, NULL, vv);
+            s->a.num_blocks = 4;
+            s->a.split_plan = plan;
+            s->bt[0] = 1000;
+            cr_expect_eq(be->ops.attention(be->ctx, &s->a), FA_OK, "%s", t_err(be));
+            cr_expect_eq(s->out[0], -7.0f, "a sequence without work was written");
+            plan[1] = 1;
+            cr_expect_eq(be->ops.attention(be->ctx, &s->a), FA_ERR_INVALID_ARG);
+            cr_expect(strstr(t_err(be), "block_table[0, 0] = 1000") != NULL, "%s", t_err(be));
+        }
+        fa_cpu_backend_destroy(be);
+    }
+    free(s);
+}
+
+Test(errors, offsets_overflow_int64)
+{
+    static const float vv[3] = {1, 2, 3};
+    fa_backend *be = t_backend();
+    small_attn *s = (small_attn *)t_alloc(sizeof *s);
+    const size_t bytes = sizeof(float) * 2 * 64 * 16 * 8;
+    float *snap = (float *)t_alloc(bytes);
+    cw w;
+    /* cache write: block 1 (of 64) x 2^62 elements x 4 bytes is past int64 */
+    cw_setup(&w, 64);
+    memcpy(snap, w.kc, bytes);
+    w.a.cache_block_stride = (int64_t)1 << 62;
+    cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &w.a), FA_ERR_INVALID_ARG);
+    cr_expect(strstr(t_err(be), "slot_mapping[1] = 23") != NULL, "%s", t_err(be));
+    cr_expect(strstr(t_err(be), "overflows int64") != NULL, "%s", t_err(be));
+    cr_expect(!memcmp(snap, w.kc, bytes), "cache written on error");
+    /* a block id that fits int32 times a stride that does not fit int64 */
+    small_setup(s, 2, 3, 2, 1, NULL, vv);
+    s->bt[0] = 3;
+    s->a.k_block_stride = (int64_t)1 << 61;
+    expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "block id 3", "k_block_stride");
+    /* query token stride */
+    small_setup(s, 2, 3, 2, 1, NULL, vv);
+    s->a.q_token_stride = INT64_MAX / 2;
+    expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "q offsets overflow", "q_token_stride");
+    /* out's head stride */
+    small_setup(s, 2, 3, 2, 1, NULL, vv);
+    s->a.out_head_stride = INT64_MAX / 3;
+    expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "out offsets overflow", "out_head_stride");
+    /* merge: a head stride of 2^62 elements */
+    {
+        float o[64], p[64], sx[64], pl[2] = {0, 0}, sl[2] = {0, 0};
+        fa_merge_args m;
+        merge_setup(&m, FA_DTYPE_F32, 1, 2, 8, o, NULL, p, pl, sx, sl);
+        m.suffix_head_stride = (int64_t)1 << 62;
+        cr_expect_eq(be->ops.merge_states(be->ctx, &m), FA_ERR_INVALID_ARG);
+        cr_expect(strstr(t_err(be), "suffix_out") != NULL, "%s", t_err(be));
+    }
+    free(w.kc);
+    free(snap);
+    free(s);
+    fa_cpu_backend_destroy(be);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the error message is per thread */
+
+/* Two threads fail on one backend with different messages. Strict turns: A fails, then B fails,
+   then A reads its message: a message shared between threads would be B's by then. Then both
+   fail at once many times (a data race under -fsanitize=thread if the buffer were shared). */
+typedef struct err_pair {
+    fa_backend *be;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int step;
+    int a_ok, b_ok, a_loop_bad, b_loop_bad;
+    char a_msg[512], b_msg[512];
+} err_pair;
+
+static void ep_wait(err_pair *p, int step)
+{
+    pthread_mutex_lock(&p->mu);
+    while (p->step < step)
+        pthread_cond_wait(&p->cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void ep_set(err_pair *p, int step)
+{
+    pthread_mutex_lock(&p->mu);
+    p->step = step;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static fa_status ep_fail_a(fa_backend *be)   /* "cpu fill: pitch 8 ..." */
+{
+    unsigned char buf[64];
+    return be->ops.fill(be->ctx, buf, 8, 0, 16, 2);
+}
+
+static fa_status ep_fail_b(fa_backend *be)   /* "cpu dcp_correct: world_size 0 ..." */
+{
+    fa_dcp_correct_args c;
+    memset(&c, 0, sizeof c);
+    c.dtype = FA_DTYPE_F32;
+    c.num_heads = 1;
+    c.head_size = 64;
+    return be->ops.dcp_correct(be->ctx, &c);
+}
+
+static void *ep_thread_a(void *arg)
+{
+    err_pair *p = (err_pair *)arg;
+    int i;
+    p->a_ok = ep_fail_a(p->be) == FA_ERR_INVALID_ARG;
+    ep_set(p, 1);
+    ep_wait(p, 2);   /* B has failed too */
+    snprintf(p->a_msg, sizeof p->a_msg, "%s", p->be->ops.last_error(p->be->ctx));
+    ep_set(p, 3);
+    for (i = 0; i < 2000; ++i) {
+        ep_fail_a(p->be);
+        if (strncmp(p->be->ops.last_error(p->be->ctx), "cpu fill: pitch 8", 17) != 0)
+            p->a_loop_bad++;
+    }
+    return NULL;
+}
+
+static void *ep_thread_b(void *arg)
+{
+    err_pair *p = (err_pair *)arg;
+    int i;
+    ep_wait(p, 1);
+    p->b_ok = ep_fail_b(p->be) == FA_ERR_INVALID_ARG;
+    ep_set(p, 2);
+    ep_wait(p, 3);
+    snprintf(p->b_msg, sizeof p->b_msg, "%s", p->be->ops.last_error(p->be->ctx));
+    for (i = 0; i < 2000; ++i) {
+        ep_fail_b(p->be);
+        if (strncmp(p->be->ops.last_error(p->be->ctx), "cpu dcp_correct: world_size 0", 29) != 0)
+            p->b_loop_bad++;
+    }
+    return NULL;
+}
+
+Test(backend, error_message_per_thread)
+{
+    err_pair p;
+    pthread_t ta, tb;
+    memset(&p, 0, sizeof p);
+    p.be = t_backend();
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv, NULL);
+    cr_assert_eq(pthread_create(&ta, NULL, ep_thread_a, &p), 0);
+    cr_assert_eq(pthread_create(&tb, NULL, ep_thread_b, &p), 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    cr_expect(p.a_ok && p.b_ok);
+    cr_expect(strstr(p.a_msg, "cpu fill: pitch 8") == p.a_msg, "thread A reads '%s'", p.a_msg);
+    cr_expect(strstr(p.b_msg, "cpu dcp_correct: world_size 0") == p.b_msg, "thread B reads '%s'",
+              p.b_msg);
+    cr_expect_eq(p.a_loop_bad, 0, "thread A read another thread's message %d times", p.a_loop_bad);
+    cr_expect_eq(p.b_loop_bad, 0, "thread B read another thread's message %d times", p.b_loop_bad);
+    /* this thread failed nothing */
+    cr_expect_str_eq(t_err(p.be), "");
+    pthread_mutex_destroy(&p.mu);
+    pthread_cond_destroy(&p.cv);
+    fa_cpu_backend_destroy(p.be);
+}
+
+Test(backend, error_message_per_backend)
+{
+    fa_backend *a = t_backend(), *b = t_backend();
+    unsigned char buf[64];
+    cr_expect_eq(a->ops.fill(a->ctx, buf, 8, 0, 16, 2), FA_ERR_INVALID_ARG);
+    cr_expect(strstr(t_err(a), "cpu fill: pitch 8") != NULL, "%s", t_err(a));
+    cr_expect_str_eq(t_err(b), "", "backend b reports a's failure");
+    fa_cpu_backend_destroy(a);
+    a = t_backend();   /* a new backend starts without a message, wherever it lies */
+    cr_expect_str_eq(t_err(a), "");
+    fa_cpu_backend_destroy(a);
+    fa_cpu_backend_destroy(b);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* fault injection (fa_cpu_backend_options) */
+
+static fa_backend *t_backend_opts(const fa_cpu_backend_options *o)
+{
+    fa_backend *be = NULL;
+    cr_assert_eq(fa_cpu_backend_create_ex(o, &be), FA_OK);
+    cr_assert(be != NULL);
+    return be;
+}
+
+Test(faults, alloc_at_nth)
+{
+    fa_cpu_backend_options o;
+    fa_backend *be;
+    void *p[4] = {NULL, NULL, NULL, NULL};
+    int i;
+    memset(&o, 0, sizeof o);
+    o.fail_alloc_at = 3;
+    be = t_backend_opts(&o);
+    for (i = 0; i < 4; ++i) {
+        fa_status st = be->ops.alloc(be->ctx, 64, &p[i]);
+        if (i == 2) {
+            cr_expect_eq(st, FA_ERR_OUT_OF_MEMORY);
+            cr_expect(p[i] == NULL);
+            cr_expect(strstr(t_err(be), "cpu alloc: injected failure at call 3") != NULL, "%s",
+                      t_err(be));
+        } else {
+            cr_expect_eq(st, FA_OK, "alloc %d: %s", i + 1, t_err(be));
+            cr_expect(p[i] != NULL);
+        }
+    }
+    for (i = 0; i < 4; ++i)
+        cr_expect_eq(be->ops.free(be->ctx, p[i]), FA_OK);
+    /* re-armed: counting restarts */
+    o.fail_alloc_at = 1;
+    cr_expect_eq(fa_cpu_backend_set_options(be, &o), FA_OK);
+    cr_expect_eq(be->ops.alloc(be->ctx, 8, &p[0]), FA_ERR_OUT_OF_MEMORY);
+    cr_expect_eq(be->ops.alloc(be->ctx, 8, &p[0]), FA_OK);
+    cr_expect_eq(be->ops.free(be->ctx, p[0]), FA_OK);
+    cr_expect_eq(fa_cpu_backend_set_options(be, NULL), FA_OK);
+    cr_expect_eq(fa_cpu_backend_set_options(NULL, &o), FA_ERR_INVALID_ARG);
+    fa_cpu_backend_destroy(be);
+    cr_expect_eq(fa_cpu_backend_create_ex(&o, NULL), FA_ERR_INVALID_ARG);
+}
+
+Test(faults, op_at_nth)
+{
+    static const float vv[3] = {1, 2, 3};
+    small_attn *s = (small_attn *)t_alloc(sizeof *s);
+    fa_cpu_backend_options o;
+    fa_backend *be;
+    float before[sizeof s->out / sizeof(float)];
+    memset(&o, 0, sizeof o);
+    o.fail_op = FA_OP_ATTENTION;
+    o.fail_op_at = 2;
+    be = t_backend_opts(&o);
+    small_setup(s, 2, 3, 2, 1, NULL, vv);
+    cr_expect_eq(be->ops.attention(be->ctx, &s->a), FA_OK, "%s", t_err(be));
+    small_setup(s, 2, 3, 2, 1, NULL, vv);
+    memcpy(before, s->out, sizeof before);
+    /* the second call: its checks pass (ops.check agrees it would run), then it fails */
+    cr_expect_eq(be->ops.check(be->ctx, FA_OP_ATTENTION, &s->a), FA_OK);
+    cr_expect_eq(be->ops.attention(be->ctx, &s->a), FA_ERR_BACKEND);
+    cr_expect_str_eq(t_err(be), "cpu attention: injected failure at call 2 "
+                                "(fa_cpu_backend_options.fail_op_at)");
+    cr_expect(!memcmp(before, s->out, sizeof before), "the failing call wrote out");
+    /* the next call works; other ops are not affected */
+    cr_expect_eq(be->ops.attention(be->ctx, &s->a), FA_OK, "%s", t_err(be));
+    cr_expect(fabs(small_out(s, 0, 0, 0) - 2.0) < 1e-6, "%g", (double)small_out(s, 0, 0, 0));
+    fa_cpu_backend_destroy(be);
+
+    /* each of the other device ops */
+    {
+        cw w;
+        float o2[64], p[64], sx[64], pl[1] = {0}, sl[1] = {0}, lall[2] = {0, 0};
+        fa_merge_args m;
+        fa_dcp_correct_args c;
+        int i;
+        for (i = 0; i < 64; ++i)
+            o2[i] = p[i] = sx[i] = 0.5f;
+        cw_setup(&w, 64);
+        o.fail_op = FA_OP_RESHAPE_AND_CACHE; o.fail_op_at = 1;
+        be = t_backend_opts(&o);
+        cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &w.a), FA_ERR_BACKEND);
+        cr_expect(strstr(t_err(be), "cpu reshape_and_cache: injected") != NULL, "%s", t_err(be));
+        cr_expect_eq(w.kc[3 * 8 + 5], 0.0f, "the failing call wrote the cache");
+        cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &w.a), FA_OK);
+        cr_expect_eq(w.kc[3 * 8 + 5], 6.0f);
+        o.fail_op = FA_OP_MERGE_STATES;
+        cr_expect_eq(fa_cpu_backend_set_options(be, &o), FA_OK);
+        merge_setup(&m, FA_DTYPE_F32, 1, 1, 64, o2, NULL, p, pl, sx, sl);
+        cr_expect_eq(be->ops.merge_states(be->ctx, &m), FA_ERR_BACKEND);
+        cr_expect(strstr(t_err(be), "cpu merge_states: injected") != NULL, "%s", t_err(be));
+        cr_expect_eq(be->ops.merge_states(be->ctx, &m), FA_OK);
+        o.fail_op = FA_OP_DCP_CORRECT;
+        cr_expect_eq(fa_cpu_backend_set_options(be, &o), FA_OK);
+        memset(&c, 0, sizeof c);
+        c.out = o2; c.out_token_stride = 64; c.out_head_stride = 64; c.dtype = FA_DTYPE_F32;
+        c.lse_all = lall; c.world_size = 2; c.rank = 0; c.num_tokens = 1; c.num_heads = 1;
+        c.head_size = 64;
+        cr_expect_eq(be->ops.dcp_correct(be->ctx, &c), FA_ERR_BACKEND);
+        cr_expect(strstr(t_err(be), "cpu dcp_correct: injected") != NULL, "%s", t_err(be));
+        cr_expect_eq(be->ops.dcp_correct(be->ctx, &c), FA_OK);
+        free(w.kc);
+        fa_cpu_backend_destroy(be);
+    }
+    free(s);
+}
+
+Test(faults, copy_at_nth)
+{
+    fa_cpu_backend_options o;
+    fa_backend *be;
+    unsigned char src[16], dst[16];
+    memset(&o, 0, sizeof o);
+    o.fail_copy_at = 2;
+    be = t_backend_opts(&o);
+    memset(src, 1, sizeof src);
+    memset(dst, 0, sizeof dst);
+    cr_expect_eq(be->ops.copy(be->ctx, dst, src, 4, FA_COPY_HOST_TO_DEVICE), FA_OK);
+    cr_expect_eq(be->ops.copy_2d(be->ctx, dst + 4, 4, src, 4, 4, 2, FA_COPY_HOST_TO_DEVICE),
+                 FA_ERR_BACKEND);
+    cr_expect(strstr(t_err(be), "cpu copy_2d: injected failure at call 2") != NULL, "%s", t_err(be));
+    cr_expect_eq(dst[4], 0, "the failing copy copied");
+    cr_expect_eq(be->ops.copy(be->ctx, dst, src, 16, FA_COPY_HOST_TO_DEVICE), FA_OK);
+    cr_expect_eq(dst[15], 1);
+    fa_cpu_backend_destroy(be);
+}
+
+/* Through flashattn.h: a one-request forward (5 new tokens, Hq 2, Hkv 1, D 32, bs 16, f32). */
+enum { FW_T = 5, FW_HQ = 2, FW_D = 32, FW_BS = 16, FW_NB = 4 };
+
+typedef struct fwd {
+    fa_layer L;
+    fa_metadata md;
+    float q[FW_T * FW_HQ * FW_D], k[FW_T * FW_D], v[FW_T * FW_D], out[FW_T * FW_HQ * FW_D];
+    float cache[2 * FW_NB * FW_BS * FW_D];
+    int32_t qsl[2], seq[1], bt[FW_NB];
+    int64_t slots[FW_T];
+    fa_tensor tq, tk, tv, tc, to;
+} fwd;
+
+static fa_config fw_cfg(void)
+{
+    fa_config c;
+    memset(&c, 0, sizeof c);
+    c.model.num_heads_q = FW_HQ;
+    c.model.num_heads_kv = 1;
+    c.model.head_size = FW_D;
+    c.model.dtype = FA_DTYPE_F32;
+    c.cache.block_size = FW_BS;
+    c.scheduler.max_num_seqs = 8;
+    c.scheduler.max_num_batched_tokens = 64;
+    return c;
+}
+
+static void fw_init(fwd *f)
+{
+    fa_layer_desc d;
+    int i;
+    int64_t sh[3];
+    memset(f, 0, sizeof *f);
+    for (i = 0; i < FW_T * FW_HQ * FW_D; ++i)
+        f->q[i] = (float)((i * 7) % 13) / 13.0f - 0.5f;
+    for (i = 0; i < FW_T * FW_D; ++i) {
+        f->k[i] = (float)((i * 5) % 11) / 11.0f - 0.5f;
+        f->v[i] = (float)((i * 3) % 17) / 17.0f;
+    }
+    f->qsl[0] = 0; f->qsl[1] = FW_T; f->seq[0] = FW_T;
+    for (i = 0; i < FW_NB; ++i)
+        f->bt[i] = FW_NB - 1 - i;
+    for (i = 0; i < FW_T; ++i)
+        f->slots[i] = (int64_t)f->bt[0] * FW_BS + i;
+    memset(&d, 0, sizeof d);
+    d.num_heads = FW_HQ; d.num_kv_heads = 1; d.head_size = FW_D; d.dtype = FA_DTYPE_F32;
+    cr_assert_eq(fa_layer_init(&f->L, &d), FA_OK, "%s", fa_last_error());
+    sh[0] = FW_T; sh[1] = FW_HQ; sh[2] = FW_D;
+    f->tq = fa_tensor_make(f->q, FA_DTYPE_F32, 3, sh);
+    f->to = fa_tensor_make(f->out, FA_DTYPE_F32, 3, sh);
+    sh[1] = 1;
+    f->tk = fa_tensor_make(f->k, FA_DTYPE_F32, 3, sh);
+    f->tv = fa_tensor_make(f->v, FA_DTYPE_F32, 3, sh);
+    f->tc.data = f->cache;
+    f->tc.dtype = FA_DTYPE_F32;
+    f->tc.rank = 5;
+    cr_assert_eq(fa_kv_cache_shape(FW_NB, FW_BS, 1, FW_D, f->tc.shape), FA_OK);
+    cr_assert_eq(fa_kv_cache_strides(FA_LAYOUT_NHD, FW_NB, FW_BS, 1, FW_D, f->tc.stride), FA_OK);
+}
+
+static fa_status fw_build(fwd *f, fa_builder *b)
+{
+    fa_batch batch;
+    memset(&batch, 0, sizeof batch);
+    batch.num_reqs = 1;
+    batch.num_actual_tokens = FW_T;
+    batch.query_start_loc = f->qsl;
+    batch.seq_lens = f->seq;
+    batch.block_table = f->bt;
+    batch.block_table_stride = FW_NB;
+    batch.slot_mapping = f->slots;
+    batch.causal = 1;
+    return fa_builder_build(b, &batch, 0, &f->md);
+}
+
+static fa_status fw_forward(fwd *f, const fa_backend *be)
+{
+    return fa_forward(&f->L, be, &f->tq, &f->tk, &f->tv, &f->tc, &f->md, &f->to);
+}
+
+/* The CPU backend with its alloc / free counted (live allocations). */
+static int64_t cnt_live;
+static fa_status (*cnt_inner_alloc)(void *, size_t, void **);
+static fa_status (*cnt_inner_free)(void *, void *);
+
+static fa_status cnt_alloc(void *ctx, size_t bytes, void **ptr)
+{
+    fa_status st = cnt_inner_alloc(ctx, bytes, ptr);
+    if (st == FA_OK)
+        cnt_live++;
+    return st;
+}
+
+static fa_status cnt_free(void *ctx, void *ptr)
+{
+    if (ptr)
+        cnt_live--;
+    return cnt_inner_free(ctx, ptr);
+}
+
+Test(faults, builder_create_alloc_failure_leaks_nothing)
+{
+    fa_config cfg = fw_cfg();
+    int64_t n;
+    int done = 0, failed = 0;
+    for (n = 1; n <= 64 && !done; ++n) {
+        fa_cpu_backend_options o;
+        fa_backend *inner, c;
+        fa_builder *b = NULL;
+        fa_status st;
+        memset(&o, 0, sizeof o);
+        o.fail_alloc_at = n;
+        inner = t_backend_opts(&o);
+        c = *inner;
+        cnt_inner_alloc = inner->ops.alloc;
+        cnt_inner_free = inner->ops.free;
+        c.ops.alloc = cnt_alloc;
+        c.ops.free = cnt_free;
+        cnt_live = 0;
+        st = fa_builder_create(&c, &cfg, NULL, &b);
+        if (st == FA_OK) {
+            done = 1;   /* n is past the builder's allocations */
+            cr_expect(cnt_live > 0);
+            fa_builder_destroy(b);
+        } else {
+            cr_expect_eq(st, FA_ERR_OUT_OF_MEMORY, "alloc %lld: status %d: %s", (long long)n,
+                         (int)st, fa_last_error());
+            cr_expect(strstr(fa_last_error(), "injected failure") != NULL, "%s", fa_last_error());
+            failed++;
+        }
+        cr_expect_eq(cnt_live, 0, "failing alloc %lld: %lld allocations left", (long long)n,
+                     (long long)cnt_live);
+        fa_cpu_backend_destroy(inner);
+    }
+    cr_expect(done, "the builder never succeeded (n %lld)", (long long)n);
+    cr_expect_eq(failed, n - 2, "%d of the builder's %lld allocations failed", failed,
+                 (long long)(n - 2));
+    cr_expect(failed >= 1, "no allocation was made to fail");
+}
+
+Test(faults, forward_op_failure_then_next_call_works)
+{
+    static fwd f, g;
+    fa_config cfg = fw_cfg();
+    fa_backend *ref = t_backend(), *be;
+    fa_builder *b = NULL, *rb = NULL;
+    fa_cpu_backend_options o;
+    int i;
+    /* the reference: a clean run */
+    fw_init(&g);
+    cr_assert_eq(fa_builder_create(ref, &cfg, NULL, &rb), FA_OK, "%s", fa_last_error());
+    cr_assert_eq(fw_build(&g, rb), FA_OK, "%s", fa_last_error());
+    cr_assert_eq(fw_forward(&g, ref), FA_OK, "%s", fa_last_error());
+    /* attention fails at its first call */
+    fw_init(&f);
+    be = t_backend();
+    cr_assert_eq(fa_builder_create(be, &cfg, NULL, &b), FA_OK, "%s", fa_last_error());
+    cr_assert_eq(fw_build(&f, b), FA_OK, "%s", fa_last_error());
+    memset(&o, 0, sizeof o);
+    o.fail_op = FA_OP_ATTENTION;
+    o.fail_op_at = 1;
+    cr_assert_eq(fa_cpu_backend_set_options(be, &o), FA_OK);
+    cr_expect_eq(fw_forward(&f, be), FA_ERR_BACKEND);
+    cr_expect(strstr(fa_last_error(), "cpu") != NULL && strstr(fa_last_error(), "attention") != NULL,
+              "%s", fa_last_error());
+    cr_expect(strstr(fa_last_error(), "injected failure") != NULL, "%s", fa_last_error());
+    for (i = 0; i < FW_T * FW_HQ * FW_D; ++i)
+        cr_assert_eq(f.out[i], 0.0f, "out[%d] written by the failed forward", i);
+    /* the next call works and gives the clean run's answer */
+    cr_expect_eq(fw_forward(&f, be), FA_OK, "%s", fa_last_error());
+    for (i = 0; i < FW_T * FW_HQ * FW_D; ++i)
+        cr_assert_eq(f.out[i], g.out[i], "out[%d] %g, clean run %g", i, (double)f.out[i],
+                     (double)g.out[i]);
+    /* the cache write failing: the same */
+    o.fail_op = FA_OP_RESHAPE_AND_CACHE;
+    cr_assert_eq(fa_cpu_backend_set_options(be, &o), FA_OK);
+    cr_expect_eq(fw_forward(&f, be), FA_ERR_BACKEND);
+    cr_expect(strstr(fa_last_error(), "reshape_and_cache") != NULL, "%s", fa_last_error());
+    cr_expect_eq(fw_forward(&f, be), FA_OK, "%s", fa_last_error());
+    fa_builder_destroy(b);
+    fa_builder_destroy(rb);
+    fa_cpu_backend_destroy(be);
+    fa_cpu_backend_destroy(ref);
 }

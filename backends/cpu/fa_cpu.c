@@ -15,8 +15,9 @@
 */
 #include "fa_cpu.h"
 
+#include "fa_backend_util.h" /* backends/common: dtype size / name, fa_bu_fail, struct checks */
+
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,43 +193,41 @@ static FA__CPU_TLS char fa__cpu_err[512];
 static FA__CPU_TLS int64_t fa__cpu_err_owner;   /* 0: no message */
 static int64_t fa__cpu_next_id;
 
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static fa_status fa__cpu_fail(const fa__cpu_ctx *c, fa_status st, const char *fmt, ...)
+/* Where a failure of `op` ("cpu attention", ...) writes: the calling thread's buffer, through
+   fa_backend_util.h's fa_bu_fail ("<op>: <message>"). */
+static fa_bu_err fa__cpu_err_for(const char *op)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(fa__cpu_err, sizeof fa__cpu_err, fmt, ap);
-    va_end(ap);
+    return fa_bu_err_make(fa__cpu_err, sizeof fa__cpu_err, op);
+}
+
+/* Marks the calling thread's message as backend c's; returns st. */
+static fa_status fa__cpu_own(const fa__cpu_ctx *c, fa_status st)
+{
     fa__cpu_err_owner = c->id;
     return st;
 }
 
-static size_t fa__cpu_dtype_size(fa_dtype t)
-{
-    switch (t) {
-    case FA_DTYPE_F32: case FA_DTYPE_I32: return 4;
-    case FA_DTYPE_F16: case FA_DTYPE_BF16: return 2;
-    case FA_DTYPE_FP8_E4M3: case FA_DTYPE_FP8_E5M2: return 1;
-    case FA_DTYPE_I64: return 8;
-    default: return 0;
-    }
-}
+/* Fails with a message "<e's op>: <fmt ...>" owned by backend c. */
+#define FA__CPU_FAIL(c, e, st, ...) fa__cpu_own((c), fa_bu_fail((e), (st), __VA_ARGS__))
 
-static int fa__cpu_is_float(fa_dtype t)
-{
-    return t == FA_DTYPE_F32 || t == FA_DTYPE_F16 || t == FA_DTYPE_BF16;
-}
+/* Returns from the calling function when expr (an fa_bu_check_* of e) fails. */
+#define FA__CPU_TRY(c, expr)                                                                     \
+    do {                                                                                         \
+        fa_status fa__cpu_st_ = (expr);                                                          \
+        if (fa__cpu_st_ != FA_OK)                                                                \
+            return fa__cpu_own((c), fa__cpu_st_);                                                \
+    } while (0)
 
-static int fa__cpu_is_fp8(fa_dtype t)
+/* "4 (fp8_e4m3)" for a dtype, "99" for a value that is none: messages give the enum's number
+   and, where it has one, its name */
+static const char *fa__cpu_dt(fa_dtype t, char buf[FA_BU_NAME_BUF + 16])
 {
-    return t == FA_DTYPE_FP8_E4M3 || t == FA_DTYPE_FP8_E5M2;
-}
-
-static int fa__cpu_head_size_ok(int32_t d)
-{
-    return d >= 8 && d <= 256 && d % 8 == 0;
+    char name[FA_BU_NAME_BUF];
+    if (fa_bu_dtype_size(t) == 0)
+        snprintf(buf, FA_BU_NAME_BUF + 16, "%d", (int)t);
+    else
+        snprintf(buf, FA_BU_NAME_BUF + 16, "%d (%s)", (int)t, fa_bu_dtype_name(t, name));
+    return buf;
 }
 
 /* *acc += i * stride, or 0 (acc unchanged) when |acc| + |i * stride| would exceed INT64_MAX. */
@@ -270,22 +269,14 @@ static int fa__cpu_fault_count(fa__cpu_ctx *c, fa_op op)
     return fa__cpu_inc(&c->faults.op_calls) == c->faults.op_at;
 }
 
-static const char *fa__cpu_op_name(fa_op op)
-{
-    switch (op) {
-    case FA_OP_RESHAPE_AND_CACHE: return "reshape_and_cache";
-    case FA_OP_ATTENTION: return "attention";
-    case FA_OP_MERGE_STATES: return "merge_states";
-    case FA_OP_DCP_CORRECT: return "dcp_correct";
-    }
-    return "?";
-}
-
 static fa_status fa__cpu_injected(const fa__cpu_ctx *c, fa_op op)
 {
-    return fa__cpu_fail(c, FA_ERR_BACKEND,
-                        "cpu %s: injected failure at call %lld (fa_cpu_backend_options.fail_op_at)",
-                        fa__cpu_op_name(op), (long long)c->faults.op_at);
+    static const char *const names[4] = {"cpu reshape_and_cache", "cpu attention",
+                                         "cpu merge_states", "cpu dcp_correct"};
+    const fa_bu_err e = fa__cpu_err_for((int)op >= 0 && (int)op < 4 ? names[op] : "cpu ?");
+    return FA__CPU_FAIL(c, &e, FA_ERR_BACKEND,
+                        "injected failure at call %lld (fa_cpu_backend_options.fail_op_at)",
+                        (long long)c->faults.op_at);
 }
 
 /* Element idx of an array of dtype t, widened to double (exact). */
@@ -324,92 +315,59 @@ static const char *fa__cpu_last_error(void *ctx)
 // >>cache
 
 /* The checks of reshape_and_cache, every one of them (the op and ops.check both call this):
-   FA_OK when the call would run. Reads slot_mapping (host memory here). */
+   FA_OK when the call would run. The dtypes first (messages with the enum's number), then the
+   structural checks every backend makes (fa_bu_check_cache_write), then the CPU's own: every
+   slot inside the cache and every offset an int64. Reads slot_mapping (host memory here). */
 static fa_status fa__cpu_cache_validate(const fa__cpu_ctx *c, const fa_cache_write_args *a)
 {
-    const char *op = "cpu reshape_and_cache";
-    int64_t t, packed;
+    const fa_bu_err e = fa__cpu_err_for("cpu reshape_and_cache");
+    char d1[FA_BU_NAME_BUF + 16], d2[FA_BU_NAME_BUF + 16];
+    int64_t t;
     size_t es;
-    int fp8;
 
     if (!a)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: args is NULL", op);
-    if (!fa__cpu_is_float(a->kv_dtype))
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: kv_dtype %d is not F32, F16 or BF16",
-                            op, (int)a->kv_dtype);
-    fp8 = fa__cpu_is_fp8(a->cache_dtype);
-    if (a->cache_dtype != a->kv_dtype && !fp8)
-        return fa__cpu_fail(c, FA_ERR_UNSUPPORTED,
-                            "%s: cache_dtype %d is neither kv_dtype %d nor FP8_E4M3/FP8_E5M2",
-                            op, (int)a->cache_dtype, (int)a->kv_dtype);
-    if (!fa__cpu_head_size_ok(a->head_size))
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                            "%s: head_size %d is not a multiple of 8 in [8, 256]", op,
-                            (int)a->head_size);
-    if (a->num_heads_kv <= 0)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: num_heads_kv %d must be positive", op,
-                            (int)a->num_heads_kv);
-    if (a->block_size <= 0)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: block_size %d must be positive", op,
-                            (int)a->block_size);
-    if (a->num_blocks < 0)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: num_blocks %lld is negative", op,
-                            (long long)a->num_blocks);
-    if (a->num_tokens < 0)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: num_tokens %d is negative", op,
-                            (int)a->num_tokens);
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "args is NULL");
+    if (!fa_bu_is_act_dtype(a->kv_dtype))
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "kv_dtype %s is not f32, f16 or bf16",
+                            fa__cpu_dt(a->kv_dtype, d1));
+    if (a->cache_dtype != a->kv_dtype && !fa_bu_is_fp8(a->cache_dtype))
+        return FA__CPU_FAIL(c, &e, FA_ERR_UNSUPPORTED,
+                            "cache_dtype %s is neither kv_dtype %s nor fp8_e4m3 / fp8_e5m2",
+                            fa__cpu_dt(a->cache_dtype, d1), fa__cpu_dt(a->kv_dtype, d2));
+    FA__CPU_TRY(c, fa_bu_check_cache_write(&e, a));
     if (a->num_tokens == 0)
         return FA_OK;
-    if (!a->key || !a->value || !a->key_cache || !a->value_cache || !a->slot_mapping)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: %s is NULL", op,
-                            !a->key ? "key" : !a->value ? "value" : !a->key_cache ? "key_cache"
-                            : !a->value_cache ? "value_cache" : "slot_mapping");
-    packed = (int64_t)a->num_heads_kv * a->head_size;
-    if (a->num_tokens > 1 && (a->key_token_stride < packed || a->value_token_stride < packed))
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                            "%s: %s %lld is smaller than num_heads_kv * head_size = %lld", op,
-                            a->key_token_stride < packed ? "key_token_stride" : "value_token_stride",
-                            (long long)(a->key_token_stride < packed ? a->key_token_stride
-                                                                     : a->value_token_stride),
-                            (long long)packed);
-    if (fp8 && (!(a->k_scale > 0.0f) || !isfinite(a->k_scale) || !(a->v_scale > 0.0f) ||
-                !isfinite(a->v_scale)))
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                            "%s: fp8 cache needs positive finite scales (k_scale %g, v_scale %g)",
-                            op, (double)a->k_scale, (double)a->v_scale);
-    es = fa__cpu_dtype_size(a->kv_dtype);
+    es = fa_bu_dtype_size(a->kv_dtype);
     {
-        const int64_t ext[2] = {a->num_tokens, packed}, ks[2] = {a->key_token_stride, 1},
-                      vs[2] = {a->value_token_stride, 1};
-        if (!fa__cpu_span_ok(2, ext, ks, es) || !fa__cpu_span_ok(2, ext, vs, es))
-            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                                "%s: num_tokens %d x %s %lld overflows int64 offsets", op,
-                                (int)a->num_tokens,
-                                fa__cpu_span_ok(2, ext, ks, es) ? "value_token_stride"
-                                                                : "key_token_stride",
-                                (long long)(fa__cpu_span_ok(2, ext, ks, es) ? a->value_token_stride
-                                                                            : a->key_token_stride));
+        const int64_t ext[2] = {a->num_tokens, (int64_t)a->num_heads_kv * a->head_size};
+        const int64_t ks[2] = {a->key_token_stride, 1}, vs[2] = {a->value_token_stride, 1};
+        const int k_ok = fa__cpu_span_ok(2, ext, ks, es);
+        if (!k_ok || !fa__cpu_span_ok(2, ext, vs, es))
+            return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
+                                "num_tokens %d x %s %lld overflows int64 offsets",
+                                (int)a->num_tokens, k_ok ? "value_token_stride" : "key_token_stride",
+                                (long long)(k_ok ? a->value_token_stride : a->key_token_stride));
     }
-    /* every slot before anything is written: inside the cache, and its offset fits in int64 */
-    es = fa__cpu_dtype_size(a->cache_dtype);
+    /* every slot before anything is written: inside the cache, and its offset an int64 */
+    es = fa_bu_dtype_size(a->cache_dtype);
     for (t = 0; t < a->num_tokens; ++t) {
         const int64_t slot = a->slot_mapping[t];
         int64_t ext[4], str[4];
         if (slot < 0)
             continue;   /* padding, or a token another DCP rank stores */
-        if (a->num_blocks > 0 && slot / a->block_size >= a->num_blocks)
-            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                                "%s: slot_mapping[%lld] = %lld is outside the cache (%lld blocks x "
-                                "%d slots)", op, (long long)t, (long long)slot,
-                                (long long)a->num_blocks, (int)a->block_size);
+        if (slot / a->block_size >= a->num_blocks)
+            return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
+                                "slot_mapping[%lld] = %lld is outside the cache (%lld blocks x %d "
+                                "slots)", (long long)t, (long long)slot, (long long)a->num_blocks,
+                                (int)a->block_size);
         ext[0] = slot / a->block_size + 1; str[0] = a->cache_block_stride;
         ext[1] = slot % a->block_size + 1; str[1] = a->cache_page_stride;
         ext[2] = a->num_heads_kv;          str[2] = a->cache_head_stride;
         ext[3] = a->head_size;             str[3] = 1;
         if (!fa__cpu_span_ok(4, ext, str, es))
-            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                                "%s: slot_mapping[%lld] = %lld: its cache offset (block %lld x "
-                                "cache_block_stride %lld) overflows int64", op, (long long)t,
+            return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
+                                "slot_mapping[%lld] = %lld: its cache offset (block %lld x "
+                                "cache_block_stride %lld) overflows int64", (long long)t,
                                 (long long)slot, (long long)(slot / a->block_size),
                                 (long long)a->cache_block_stride);
     }
@@ -429,7 +387,7 @@ static fa_status fa__cpu_reshape_and_cache(void *ctx, const fa_cache_write_args 
         return st;
     if (armed)
         return fa__cpu_injected(c, FA_OP_RESHAPE_AND_CACHE);
-    fp8 = fa__cpu_is_fp8(a->cache_dtype);
+    fp8 = fa_bu_is_fp8(a->cache_dtype);
     for (t = 0; t < a->num_tokens; ++t) {
         int64_t slot = a->slot_mapping[t], blk, off;
         if (slot < 0)
@@ -443,7 +401,7 @@ static fa_status fa__cpu_reshape_and_cache(void *ctx, const fa_cache_write_args 
             int64_t vs = t * a->value_token_stride + (int64_t)h * a->head_size;
             for (d = 0; d < a->head_size; ++d) {
                 if (!fp8) {   /* same dtype: a plain copy of the bits */
-                    size_t es = fa__cpu_dtype_size(a->kv_dtype);
+                    size_t es = fa_bu_dtype_size(a->kv_dtype);
                     memcpy((char *)a->key_cache + (size_t)(dst + d) * es,
                            (const char *)a->key + (size_t)(ks + d) * es, es);
                     memcpy((char *)a->value_cache + (size_t)(dst + d) * es,
@@ -504,7 +462,7 @@ static double fa__cpu_row(const fa__cpu_ctx *c, const fa_attn_args *a, const fa_
     const int32_t qg = a->q_head_group > 0 ? a->q_head_group : a->num_heads_q;
     const int32_t g = (h % qg) / (qg / a->num_heads_kv);
     const int32_t wl = a->window_left, wr = a->causal ? 0 : a->window_right;
-    const int fp8 = fa__cpu_is_fp8(a->kv_dtype);
+    const int fp8 = fa_bu_is_fp8(a->kv_dtype);
     double kscale = 1.0, vscale = 1.0, slope = 0.0, m = -INFINITY, den = 0.0, z = 0.0;
     int64_t j;
     int32_t d;
@@ -573,113 +531,90 @@ static int32_t fa__cpu_seq_splits(const fa_attn_args *a, int32_t b)
 }
 
 /* The checks of attention, every one of them (the op and ops.check both call this): FA_OK when
-   the call would run. Reads the metadata (host memory here): cu_seqlens, seqused_k, split_plan
-   and the block-table columns the call reads. */
+   the call would run. The dtypes first (messages with the enum's number), then the structural
+   checks every backend makes (fa_bu_check_attention; the CPU takes any positive block size),
+   then the CPU's own: scales, the metadata (host memory here: cu_seqlens, seqused_k,
+   split_plan, the block-table columns the call reads), every block id inside the cache and
+   every offset an int64. */
 static fa_status fa__cpu_attention_validate(const fa__cpu_ctx *c, const fa_attn_args *a)
 {
-    const char *op = "cpu attention";
+    const fa_bu_err e = fa__cpu_err_for("cpu attention");
+    char d1[FA_BU_NAME_BUF + 16], d2[FA_BU_NAME_BUF + 16];
     int64_t max_cols = 0, max_id = -1;
     int32_t b, qg;
 
     if (!a)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: args is NULL", op);
-    if (!fa__cpu_head_size_ok(a->head_size))
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                            "%s: head_size %d is not a multiple of 8 in [8, 256]", op,
-                            (int)a->head_size);
-    if (a->num_heads_q <= 0 || a->num_heads_kv <= 0)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: %s %d must be positive", op,
-                            a->num_heads_q <= 0 ? "num_heads_q" : "num_heads_kv",
-                            (int)(a->num_heads_q <= 0 ? a->num_heads_q : a->num_heads_kv));
-    if (a->num_heads_q % a->num_heads_kv != 0)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                            "%s: num_heads_q %d is not a multiple of num_heads_kv %d", op,
-                            (int)a->num_heads_q, (int)a->num_heads_kv);
-    if (!fa__cpu_is_float(a->q_dtype))
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: q_dtype %d is not F32, F16 or BF16", op,
-                            (int)a->q_dtype);
-    if (a->kv_dtype != a->q_dtype && !fa__cpu_is_fp8(a->kv_dtype))
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                            "%s: kv_dtype %d is neither q_dtype %d nor FP8_E4M3/FP8_E5M2", op,
-                            (int)a->kv_dtype, (int)a->q_dtype);
-    if (a->num_seqs < 0 || a->num_tokens < 0)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: %s %d is negative", op,
-                            a->num_seqs < 0 ? "num_seqs" : "num_tokens",
-                            (int)(a->num_seqs < 0 ? a->num_seqs : a->num_tokens));
-    if (a->q_head_group < 0 ||
-        (a->q_head_group > 0 && (a->num_heads_q % a->q_head_group != 0 ||
-                                 a->q_head_group % a->num_heads_kv != 0)))
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                            "%s: q_head_group %d must divide num_heads_q %d and be a multiple of "
-                            "num_heads_kv %d", op, (int)a->q_head_group, (int)a->num_heads_q,
-                            (int)a->num_heads_kv);
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "args is NULL");
+    if (!fa_bu_is_act_dtype(a->q_dtype))
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "q_dtype %s is not f32, f16 or bf16",
+                            fa__cpu_dt(a->q_dtype, d1));
+    if (a->kv_dtype != a->q_dtype && !fa_bu_is_fp8(a->kv_dtype))
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
+                            "kv_dtype %s is neither q_dtype %s nor fp8_e4m3 / fp8_e5m2",
+                            fa__cpu_dt(a->kv_dtype, d1), fa__cpu_dt(a->q_dtype, d2));
+    if (a->num_seqs != 0) {
+        FA__CPU_TRY(c, fa_bu_check_attention(&e, a, 1));
+    } else {   /* nothing to do, nothing read (paged or dense need not be said): the scalars */
+        FA__CPU_TRY(c, fa_bu_check_heads(&e, a->num_heads_q, "num_heads_q"));
+        FA__CPU_TRY(c, fa_bu_check_heads(&e, a->num_heads_kv, "num_heads_kv"));
+        FA__CPU_TRY(c, fa_bu_check_head_size(&e, a->head_size));
+        if (a->num_heads_q % a->num_heads_kv != 0)
+            return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
+                                "num_heads_q %d is not a multiple of num_heads_kv %d",
+                                (int)a->num_heads_q, (int)a->num_heads_kv);
+        if (a->num_tokens < 0)
+            return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "num_tokens %d is negative",
+                                (int)a->num_tokens);
+    }
     if (!(a->softcap >= 0.0f) || !isfinite(a->softcap))
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: softcap %g is not finite and >= 0", op,
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "softcap %g is not finite and >= 0",
                             (double)a->softcap);
     if (!isfinite(a->softmax_scale))
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: softmax_scale %g is not finite", op,
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "softmax_scale %g is not finite",
                             (double)a->softmax_scale);
-    if (a->num_blocks < 0)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: num_blocks %lld is negative", op,
-                            (long long)a->num_blocks);
-    if (a->num_seqs == 0)
-        return FA_OK;
-    if (!a->q || !a->k || !a->v || !a->out || !a->cu_seqlens_q)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: %s is NULL", op,
-                            !a->q ? "q" : !a->k ? "k" : !a->v ? "v" : !a->out ? "out"
-                            : "cu_seqlens_q");
-    if (!a->seqused_k == !a->cu_seqlens_k)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                            "%s: exactly one of seqused_k (paged) and cu_seqlens_k (dense) must "
-                            "be given (seqused_k %s, cu_seqlens_k %s)", op,
-                            a->seqused_k ? "set" : "NULL", a->cu_seqlens_k ? "set" : "NULL");
-    if (a->seqused_k && !a->block_table)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: block_table is NULL (paged call)", op);
-    if (a->seqused_k && a->block_size <= 0)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: block_size %d must be positive", op,
-                            (int)a->block_size);
-    if (fa__cpu_is_fp8(a->kv_dtype) &&
+    if (fa_bu_is_fp8(a->kv_dtype) &&
         ((!a->k_descale && (!(a->k_scale > 0.0f) || !isfinite(a->k_scale))) ||
          (!a->v_descale && (!(a->v_scale > 0.0f) || !isfinite(a->v_scale)))))
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                            "%s: fp8 cache without descales needs positive finite scales "
-                            "(k_scale %g, v_scale %g)", op, (double)a->k_scale,
-                            (double)a->v_scale);
-    if (a->num_splits > 1 && (!a->split_out || !a->split_lse))
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: %s is NULL with num_splits %d", op,
-                            !a->split_out ? "split_out" : "split_lse", (int)a->num_splits);
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
+                            "fp8 cache without descales needs positive finite scales "
+                            "(k_scale %g, v_scale %g)", (double)a->k_scale, (double)a->v_scale);
+    if (a->num_seqs == 0)
+        return FA_OK;
+    if (!a->q || !a->k || !a->v || !a->out || !a->cu_seqlens_q)   /* also with 0 tokens */
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "%s is NULL",
+                            !a->q ? "q" : !a->k ? "k" : !a->v ? "v" : !a->out ? "out"
+                            : "cu_seqlens_q");
 
     /* the metadata lives in host memory here: check it before anything is written */
     if (a->cu_seqlens_q[0] < 0)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: cu_seqlens_q[0] = %d is negative", op,
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "cu_seqlens_q[0] = %d is negative",
                             (int)a->cu_seqlens_q[0]);
     if (a->cu_seqlens_q[a->num_seqs] > a->num_tokens)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                            "%s: cu_seqlens_q[%d] = %d exceeds num_tokens %d", op,
-                            (int)a->num_seqs, (int)a->cu_seqlens_q[a->num_seqs],
-                            (int)a->num_tokens);
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
+                            "cu_seqlens_q[%d] = %d exceeds num_tokens %d", (int)a->num_seqs,
+                            (int)a->cu_seqlens_q[a->num_seqs], (int)a->num_tokens);
     if (a->cu_seqlens_k && a->cu_seqlens_k[0] < 0)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: cu_seqlens_k[0] = %d is negative", op,
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "cu_seqlens_k[0] = %d is negative",
                             (int)a->cu_seqlens_k[0]);
     for (b = 0; b < a->num_seqs; ++b) {
         int32_t ns;
         if (a->cu_seqlens_q[b + 1] < a->cu_seqlens_q[b])
-            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                                "%s: cu_seqlens_q decreases at %d (%d -> %d)", op, (int)b,
+            return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
+                                "cu_seqlens_q decreases at %d (%d -> %d)", (int)b,
                                 (int)a->cu_seqlens_q[b], (int)a->cu_seqlens_q[b + 1]);
         if (a->cu_seqlens_k && a->cu_seqlens_k[b + 1] < a->cu_seqlens_k[b])
-            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                                "%s: cu_seqlens_k decreases at %d (%d -> %d)", op, (int)b,
+            return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
+                                "cu_seqlens_k decreases at %d (%d -> %d)", (int)b,
                                 (int)a->cu_seqlens_k[b], (int)a->cu_seqlens_k[b + 1]);
         if (a->seqused_k && a->seqused_k[b] < 0)
-            return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: seqused_k[%d] = %d is negative", op,
-                                (int)b, (int)a->seqused_k[b]);
+            return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "seqused_k[%d] = %d is negative", (int)b,
+                                (int)a->seqused_k[b]);
         ns = a->split_plan ? a->split_plan[1 + b] : 1;
         if (ns < 0 || (a->num_splits > 1 && ns > a->num_splits))
-            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                                "%s: split_plan[1 + %d] = %d is outside [0, num_splits %d]", op,
-                                (int)b, (int)ns, (int)a->num_splits);
-        if (a->seqused_k && a->cu_seqlens_q[b + 1] > a->cu_seqlens_q[b]) {
+            return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
+                                "split_plan[1 + %d] = %d is outside [0, num_splits %d]", (int)b,
+                                (int)ns, (int)a->num_splits);
+        if (a->seqused_k && a->cu_seqlens_q[b + 1] > a->cu_seqlens_q[b] && ns != 0) {
             const int64_t cols = ((int64_t)a->seqused_k[b] + a->block_size - 1) / a->block_size;
             if (cols > max_cols)
                 max_cols = cols;
@@ -694,20 +629,20 @@ static fa_status fa__cpu_attention_validate(const fa__cpu_ctx *c, const fa_attn_
         const int64_t oe[3] = {a->num_tokens, a->num_heads_q, a->head_size};
         const int64_t os[3] = {a->out_token_stride, a->out_head_stride, 1};
         const int64_t le[2] = {a->num_heads_q, a->num_tokens}, ls[2] = {a->lse_head_stride, 1};
-        const size_t es = fa__cpu_dtype_size(a->q_dtype);
+        const size_t es = fa_bu_dtype_size(a->q_dtype);
         if (!fa__cpu_span_ok(4, qe, qs, es))
-            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                                "%s: q offsets overflow int64 (q_token_stride %lld, q_head_stride "
-                                "%lld, q_group_stride %lld)", op, (long long)a->q_token_stride,
+            return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
+                                "q offsets overflow int64 (q_token_stride %lld, q_head_stride "
+                                "%lld, q_group_stride %lld)", (long long)a->q_token_stride,
                                 (long long)a->q_head_stride, (long long)a->q_group_stride);
         if (!fa__cpu_span_ok(3, oe, os, es))
-            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                                "%s: out offsets overflow int64 (out_token_stride %lld, "
-                                "out_head_stride %lld)", op, (long long)a->out_token_stride,
+            return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
+                                "out offsets overflow int64 (out_token_stride %lld, "
+                                "out_head_stride %lld)", (long long)a->out_token_stride,
                                 (long long)a->out_head_stride);
         if (a->lse && !fa__cpu_span_ok(2, le, ls, sizeof(float)))
-            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                                "%s: lse offsets overflow int64 (lse_head_stride %lld)", op,
+            return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
+                                "lse offsets overflow int64 (lse_head_stride %lld)",
                                 (long long)a->lse_head_stride);
     }
     if (a->num_splits > 1) {   /* split_out [S, T, Hq, D] packed */
@@ -722,48 +657,43 @@ static fa_status fa__cpu_attention_validate(const fa__cpu_ctx *c, const fa_attn_
                 thd = -1;
         }
         if (thd < 0)
-            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                                "%s: split_out offsets overflow int64 (num_splits %d x num_tokens "
-                                "%d x num_heads_q %d x head_size %d)", op, (int)a->num_splits,
+            return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
+                                "split_out offsets overflow int64 (num_splits %d x num_tokens "
+                                "%d x num_heads_q %d x head_size %d)", (int)a->num_splits,
                                 (int)a->num_tokens, (int)a->num_heads_q, (int)a->head_size);
     }
     if (a->cu_seqlens_k) {     /* dense: keys [0, cu_seqlens_k[num_seqs]) */
         const int64_t ke[3] = {a->cu_seqlens_k[a->num_seqs], a->num_heads_kv, a->head_size};
         const int64_t ks[3] = {a->k_row_stride, a->k_head_stride, 1};
         const int64_t vs[3] = {a->v_row_stride, a->v_head_stride, 1};
-        const size_t es = fa__cpu_dtype_size(a->kv_dtype);
+        const size_t es = fa_bu_dtype_size(a->kv_dtype);
         if (!fa__cpu_span_ok(3, ke, ks, es) || !fa__cpu_span_ok(3, ke, vs, es))
-            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                                "%s: %lld dense keys overflow int64 offsets (k_row_stride %lld, "
-                                "v_row_stride %lld)", op, (long long)ke[0],
-                                (long long)a->k_row_stride, (long long)a->v_row_stride);
+            return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
+                                "%lld dense keys overflow int64 offsets (k_row_stride %lld, "
+                                "v_row_stride %lld)", (long long)ke[0], (long long)a->k_row_stride,
+                                (long long)a->v_row_stride);
         return FA_OK;
     }
     {   /* paged: the block-table columns read, then every block id they hold */
         const int64_t be[2] = {a->num_seqs, max_cols}, bs[2] = {a->block_table_stride, 1};
         if (!fa__cpu_span_ok(2, be, bs, sizeof(int32_t)))
-            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                                "%s: block_table offsets overflow int64 (block_table_stride %lld, "
-                                "%lld columns)", op, (long long)a->block_table_stride,
+            return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
+                                "block_table offsets overflow int64 (block_table_stride %lld, "
+                                "%lld columns)", (long long)a->block_table_stride,
                                 (long long)max_cols);
     }
     for (b = 0; b < a->num_seqs; ++b) {
         int64_t j, cols;
-        if (a->cu_seqlens_q[b + 1] <= a->cu_seqlens_q[b])
-            continue;   /* no query: nothing read */
+        if (a->cu_seqlens_q[b + 1] <= a->cu_seqlens_q[b] || fa__cpu_seq_splits(a, b) == 0)
+            continue;   /* no query, or no work planned: nothing read */
         cols = ((int64_t)a->seqused_k[b] + a->block_size - 1) / a->block_size;
         for (j = 0; j < cols; ++j) {
             const int32_t id = a->block_table[(int64_t)b * a->block_table_stride + j];
-            if (id < 0 || (a->num_blocks > 0 && id >= a->num_blocks)) {
-                if (a->num_blocks > 0)
-                    return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                                        "%s: block_table[%d, %lld] = %d is outside the cache "
-                                        "[0, %lld blocks)", op, (int)b, (long long)j, (int)id,
-                                        (long long)a->num_blocks);
-                return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                                    "%s: block_table[%d, %lld] = %d is negative", op, (int)b,
-                                    (long long)j, (int)id);
-            }
+            if (id < 0 || id >= a->num_blocks)   /* num_blocks > 0: fa_bu_check_attention */
+                return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
+                                    "block_table[%d, %lld] = %d is outside the cache [0, %lld "
+                                    "blocks)", (int)b, (long long)j, (int)id,
+                                    (long long)a->num_blocks);
             if (id > max_id)
                 max_id = id;
         }
@@ -772,11 +702,11 @@ static fa_status fa__cpu_attention_validate(const fa__cpu_ctx *c, const fa_attn_
         const int64_t ke[4] = {max_id + 1, a->block_size, a->num_heads_kv, a->head_size};
         const int64_t ks[4] = {a->k_block_stride, a->k_row_stride, a->k_head_stride, 1};
         const int64_t vs[4] = {a->v_block_stride, a->v_row_stride, a->v_head_stride, 1};
-        const size_t es = fa__cpu_dtype_size(a->kv_dtype);
+        const size_t es = fa_bu_dtype_size(a->kv_dtype);
         if (!fa__cpu_span_ok(4, ke, ks, es) || !fa__cpu_span_ok(4, ke, vs, es))
-            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                                "%s: block id %lld overflows int64 cache offsets (k_block_stride "
-                                "%lld, v_block_stride %lld)", op, (long long)max_id,
+            return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
+                                "block id %lld overflows int64 cache offsets (k_block_stride "
+                                "%lld, v_block_stride %lld)", (long long)max_id,
                                 (long long)a->k_block_stride, (long long)a->v_block_stride);
     }
     return FA_OK;
@@ -806,9 +736,11 @@ static fa_status fa__cpu_attention(void *ctx, const fa_attn_args *a)
             max_lk = lk;
     }
     q = (double *)malloc(sizeof(double) * (size_t)(2 * D + max_lk));
-    if (!q)
-        return fa__cpu_fail(c, FA_ERR_BACKEND, "cpu attention: out of host memory for %lld keys",
+    if (!q) {
+        const fa_bu_err e = fa__cpu_err_for("cpu attention");
+        return FA__CPU_FAIL(c, &e, FA_ERR_BACKEND, "out of host memory for %lld keys",
                             (long long)max_lk);
+    }
     acc = q + D;
     logit = acc + D;
 
@@ -897,51 +829,41 @@ static fa_status fa__cpu_attention(void *ctx, const fa_attn_args *a)
 /* ------------------------------------------------------------------------------------------ */
 // >>merge
 
-/* The checks of merge_states (the op and ops.check both call this). */
+/* The checks of merge_states (the op and ops.check both call this): the dtype, the structural
+   checks every backend makes (fa_bu_check_merge), every offset an int64. */
 static fa_status fa__cpu_merge_validate(const fa__cpu_ctx *c, const fa_merge_args *a)
 {
-    const char *op = "cpu merge_states";
+    const fa_bu_err e = fa__cpu_err_for("cpu merge_states");
+    char d1[FA_BU_NAME_BUF + 16];
 
     if (!a)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: args is NULL", op);
-    if (!fa__cpu_is_float(a->dtype))
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: dtype %d is not F32, F16 or BF16", op,
-                            (int)a->dtype);
-    if (!fa__cpu_head_size_ok(a->head_size))
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                            "%s: head_size %d is not a multiple of 8 in [8, 256]", op,
-                            (int)a->head_size);
-    if (a->num_tokens < 0 || a->num_heads <= 0)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: %s %d is out of range", op,
-                            a->num_tokens < 0 ? "num_tokens" : "num_heads",
-                            (int)(a->num_tokens < 0 ? a->num_tokens : a->num_heads));
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "args is NULL");
+    if (!fa_bu_is_act_dtype(a->dtype))
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "dtype %s is not f32, f16 or bf16",
+                            fa__cpu_dt(a->dtype, d1));
+    FA__CPU_TRY(c, fa_bu_check_merge(&e, a));
     if (a->num_tokens == 0)
         return FA_OK;
-    if (!a->out || !a->prefix_out || !a->suffix_out || !a->prefix_lse || !a->suffix_lse)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: %s is NULL", op,
-                            !a->out ? "out" : !a->prefix_out ? "prefix_out"
-                            : !a->suffix_out ? "suffix_out" : !a->prefix_lse ? "prefix_lse"
-                            : "suffix_lse");
     {
-        const int64_t e[3] = {a->num_tokens, a->num_heads, a->head_size};
+        const int64_t ext[3] = {a->num_tokens, a->num_heads, a->head_size};
         const int64_t os[3] = {a->out_token_stride, a->out_head_stride, 1};
         const int64_t ps[3] = {a->prefix_token_stride, a->prefix_head_stride, 1};
         const int64_t ss[3] = {a->suffix_token_stride, a->suffix_head_stride, 1};
         const int64_t le[2] = {a->num_heads, a->num_tokens};
         const int64_t pl[2] = {a->prefix_lse_head_stride, 1}, sl[2] = {a->suffix_lse_head_stride, 1};
         const int64_t ol[2] = {a->out_lse_head_stride, 1};
-        const size_t es = fa__cpu_dtype_size(a->dtype);
-        const char *bad = !fa__cpu_span_ok(3, e, os, es) ? "out"
-                        : !fa__cpu_span_ok(3, e, ps, es) ? "prefix_out"
-                        : !fa__cpu_span_ok(3, e, ss, es) ? "suffix_out"
+        const size_t es = fa_bu_dtype_size(a->dtype);
+        const char *bad = !fa__cpu_span_ok(3, ext, os, es) ? "out"
+                        : !fa__cpu_span_ok(3, ext, ps, es) ? "prefix_out"
+                        : !fa__cpu_span_ok(3, ext, ss, es) ? "suffix_out"
                         : !fa__cpu_span_ok(2, le, pl, sizeof(float)) ? "prefix_lse"
                         : !fa__cpu_span_ok(2, le, sl, sizeof(float)) ? "suffix_lse"
                         : a->out_lse && !fa__cpu_span_ok(2, le, ol, sizeof(float)) ? "out_lse"
                         : NULL;
         if (bad)
-            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                                "%s: %s offsets overflow int64 (num_tokens %d, num_heads %d)", op,
-                                bad, (int)a->num_tokens, (int)a->num_heads);
+            return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
+                                "%s offsets overflow int64 (num_tokens %d, num_heads %d)", bad,
+                                (int)a->num_tokens, (int)a->num_heads);
     }
     return FA_OK;
 }
@@ -997,48 +919,33 @@ static fa_status fa__cpu_merge_states(void *ctx, const fa_merge_args *a)
     return FA_OK;
 }
 
-/* The checks of dcp_correct (the op and ops.check both call this). */
+/* The checks of dcp_correct (the op and ops.check both call this): the dtype, the structural
+   checks every backend makes (fa_bu_check_dcp_correct), every offset an int64. */
 static fa_status fa__cpu_dcp_validate(const fa__cpu_ctx *c, const fa_dcp_correct_args *a)
 {
-    const char *op = "cpu dcp_correct";
+    const fa_bu_err e = fa__cpu_err_for("cpu dcp_correct");
+    char d1[FA_BU_NAME_BUF + 16];
 
     if (!a)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: args is NULL", op);
-    if (!fa__cpu_is_float(a->dtype))
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: dtype %d is not F32, F16 or BF16", op,
-                            (int)a->dtype);
-    if (!fa__cpu_head_size_ok(a->head_size))
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                            "%s: head_size %d is not a multiple of 8 in [8, 256]", op,
-                            (int)a->head_size);
-    if (a->world_size < 1)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: world_size %d must be positive", op,
-                            (int)a->world_size);
-    if (a->rank < 0 || a->rank >= a->world_size)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: rank %d is outside [0, world_size %d)",
-                            op, (int)a->rank, (int)a->world_size);
-    if (a->num_tokens < 0 || a->num_heads <= 0)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: %s %d is out of range", op,
-                            a->num_tokens < 0 ? "num_tokens" : "num_heads",
-                            (int)(a->num_tokens < 0 ? a->num_tokens : a->num_heads));
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "args is NULL");
+    if (!fa_bu_is_act_dtype(a->dtype))
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "dtype %s is not f32, f16 or bf16",
+                            fa__cpu_dt(a->dtype, d1));
+    FA__CPU_TRY(c, fa_bu_check_dcp_correct(&e, a));
     if (a->num_tokens == 0)
         return FA_OK;
-    if (!a->out || !a->lse_all)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "%s: %s is NULL", op,
-                            !a->out ? "out" : "lse_all");
-    {
-        const int64_t e[3] = {a->num_tokens, a->num_heads, a->head_size};
+    {   /* lse_all [world_size, num_heads, num_tokens] packed; out [T, H, D] strided */
+        const int64_t ext[3] = {a->num_tokens, a->num_heads, a->head_size};
         const int64_t os[3] = {a->out_token_stride, a->out_head_stride, 1};
         const int64_t le[3] = {a->world_size, a->num_heads, a->num_tokens};
-        int64_t ls[3] = {0, a->num_tokens, 1};
-        int ok = fa__cpu_madd(&ls[0], a->num_heads, a->num_tokens);
-        if (!ok || !fa__cpu_span_ok(3, le, ls, sizeof(float)) ||
-            !fa__cpu_span_ok(3, e, os, fa__cpu_dtype_size(a->dtype)))
-            return fa__cpu_fail(c, FA_ERR_INVALID_ARG,
-                                "%s: %s offsets overflow int64 (world_size %d, num_tokens %d, "
-                                "num_heads %d)", op, ok && fa__cpu_span_ok(3, le, ls, sizeof(float))
-                                ? "out" : "lse_all", (int)a->world_size, (int)a->num_tokens,
-                                (int)a->num_heads);
+        int64_t ls[3] = {0, 0, 1};
+        const int lse_ok = fa__cpu_madd(&ls[0], a->num_heads, a->num_tokens) &&
+                           (ls[1] = a->num_tokens, fa__cpu_span_ok(3, le, ls, sizeof(float)));
+        if (!lse_ok || !fa__cpu_span_ok(3, ext, os, fa_bu_dtype_size(a->dtype)))
+            return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
+                                "%s offsets overflow int64 (world_size %d, num_tokens %d, "
+                                "num_heads %d)", lse_ok ? "out" : "lse_all", (int)a->world_size,
+                                (int)a->num_tokens, (int)a->num_heads);
     }
     return FA_OK;
 }
@@ -1105,16 +1012,17 @@ static fa_status fa__cpu_copy(void *ctx, void *dst, const void *src, size_t byte
                               fa_copy_kind kind)
 {
     fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
+    const fa_bu_err e = fa__cpu_err_for("cpu copy");
     const int armed = fa__cpu_copy_fault(c);
     if ((int)kind < (int)FA_COPY_HOST_TO_DEVICE || (int)kind > (int)FA_COPY_DEVICE_TO_DEVICE)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "cpu copy: kind %d is unknown", (int)kind);
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "kind %d is unknown", (int)kind);
     if (armed)
-        return fa__cpu_fail(c, FA_ERR_BACKEND, "cpu copy: injected failure at call %lld "
+        return FA__CPU_FAIL(c, &e, FA_ERR_BACKEND, "injected failure at call %lld "
                             "(fa_cpu_backend_options.fail_copy_at)", (long long)c->faults.copy_at);
     if (bytes == 0)
         return FA_OK;
     if (!dst || !src)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "cpu copy: %s is NULL (%zu bytes)",
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "%s is NULL (%zu bytes)",
                             !dst ? "dst" : "src", bytes);
     memmove(dst, src, bytes);
     return FA_OK;
@@ -1124,19 +1032,20 @@ static fa_status fa__cpu_copy_2d(void *ctx, void *dst, size_t dpitch, const void
                                  size_t spitch, size_t width_bytes, size_t rows, fa_copy_kind kind)
 {
     fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
+    const fa_bu_err e = fa__cpu_err_for("cpu copy_2d");
     const int armed = fa__cpu_copy_fault(c);
     size_t r;
     if ((int)kind < (int)FA_COPY_HOST_TO_DEVICE || (int)kind > (int)FA_COPY_DEVICE_TO_DEVICE)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "cpu copy_2d: kind %d is unknown", (int)kind);
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "kind %d is unknown", (int)kind);
     if (armed)
-        return fa__cpu_fail(c, FA_ERR_BACKEND, "cpu copy_2d: injected failure at call %lld "
+        return FA__CPU_FAIL(c, &e, FA_ERR_BACKEND, "injected failure at call %lld "
                             "(fa_cpu_backend_options.fail_copy_at)", (long long)c->faults.copy_at);
     if (width_bytes == 0 || rows == 0)
         return FA_OK;
     if (!dst || !src)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "cpu copy_2d: %s is NULL", !dst ? "dst" : "src");
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "%s is NULL", !dst ? "dst" : "src");
     if (rows > 1 && (dpitch < width_bytes || spitch < width_bytes))
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "cpu copy_2d: %s %zu is smaller than width %zu",
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "%s %zu is smaller than width %zu",
                             dpitch < width_bytes ? "dpitch" : "spitch",
                             dpitch < width_bytes ? dpitch : spitch, width_bytes);
     for (r = 0; r < rows; ++r)
@@ -1148,13 +1057,14 @@ static fa_status fa__cpu_fill(void *ctx, void *dst, size_t pitch, int value, siz
                               size_t rows)
 {
     fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
+    const fa_bu_err e = fa__cpu_err_for("cpu fill");
     size_t r;
     if (width_bytes == 0 || rows == 0)
         return FA_OK;
     if (!dst)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "cpu fill: dst is NULL");
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "dst is NULL");
     if (rows > 1 && pitch < width_bytes)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "cpu fill: pitch %zu is smaller than width %zu",
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "pitch %zu is smaller than width %zu",
                             pitch, width_bytes);
     for (r = 0; r < rows; ++r)
         memset((char *)dst + r * pitch, value, width_bytes);
@@ -1167,21 +1077,21 @@ static fa_status fa__cpu_fill(void *ctx, void *dst, size_t pitch, int value, siz
 static fa_status fa__cpu_alloc(void *ctx, size_t bytes, void **ptr)
 {
     fa__cpu_ctx *c = (fa__cpu_ctx *)ctx;
+    const fa_bu_err e = fa__cpu_err_for("cpu alloc");
     size_t extra = FA__CPU_ALIGN + sizeof(void *);
     unsigned char *base, *p;
     if (!ptr)
-        return fa__cpu_fail(c, FA_ERR_INVALID_ARG, "cpu alloc: ptr is NULL");
+        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "ptr is NULL");
     *ptr = NULL;
     if (c->faults.alloc_at > 0 && fa__cpu_inc(&c->faults.allocs) == c->faults.alloc_at)
-        return fa__cpu_fail(c, FA_ERR_OUT_OF_MEMORY, "cpu alloc: injected failure at call %lld "
+        return FA__CPU_FAIL(c, &e, FA_ERR_OUT_OF_MEMORY, "injected failure at call %lld "
                             "(fa_cpu_backend_options.fail_alloc_at; %zu bytes)",
                             (long long)c->faults.alloc_at, bytes);
     if (bytes > (size_t)-1 - extra)
-        return fa__cpu_fail(c, FA_ERR_OUT_OF_MEMORY, "cpu alloc: %zu bytes is too large", bytes);
+        return FA__CPU_FAIL(c, &e, FA_ERR_OUT_OF_MEMORY, "%zu bytes is too large", bytes);
     base = (unsigned char *)calloc(1, bytes + extra);
     if (!base)
-        return fa__cpu_fail(c, FA_ERR_OUT_OF_MEMORY, "cpu alloc: out of host memory (%zu bytes)",
-                            bytes);
+        return FA__CPU_FAIL(c, &e, FA_ERR_OUT_OF_MEMORY, "out of host memory (%zu bytes)", bytes);
     p = base + sizeof(void *);
     p += (FA__CPU_ALIGN - (size_t)((uintptr_t)p % FA__CPU_ALIGN)) % FA__CPU_ALIGN;
     memcpy(p - sizeof(void *), &base, sizeof(void *));
@@ -1213,6 +1123,7 @@ static fa_status fa__cpu_synchronize(void *ctx)
 static fa_status fa__cpu_check(void *ctx, fa_op op, const void *args)
 {
     const fa__cpu_ctx *c = (const fa__cpu_ctx *)ctx;
+    const fa_bu_err e = fa__cpu_err_for("cpu check");
     switch (op) {
     case FA_OP_RESHAPE_AND_CACHE:
         return fa__cpu_cache_validate(c, (const fa_cache_write_args *)args);
@@ -1223,7 +1134,7 @@ static fa_status fa__cpu_check(void *ctx, fa_op op, const void *args)
     case FA_OP_DCP_CORRECT:
         return fa__cpu_dcp_validate(c, (const fa_dcp_correct_args *)args);
     }
-    return fa__cpu_fail(c, FA_ERR_UNSUPPORTED, "cpu check: op %d is unknown", (int)op);
+    return FA__CPU_FAIL(c, &e, FA_ERR_UNSUPPORTED, "op %d is unknown", (int)op);
 }
 
 /* The capability block. The CPU itself runs any head size that is a multiple of 8 up to 256, any

@@ -20,10 +20,9 @@
        by 0: a NaN there does not reach the output.
      - the metadata (cu_seqlens, seqused_k, used block ids, split_plan) is host memory here and
        is checked before anything is written.
-
      - bounds: reshape_and_cache rejects a slot at or past num_blocks * block_size, attention a
        block id outside [0, num_blocks) among the columns it reads (ceil(seqused_k / block_size)
-       of each sequence with queries), both with FA_ERR_INVALID_ARG before anything is written;
+       of each sequence with queries and work planned), both with FA_ERR_INVALID_ARG before anything is written;
        num_blocks 0 means unknown (only negative block ids are then caught). Every offset is
        computed in 64 bits, and a view whose offsets would overflow int64 is rejected.
      - ops.check runs the very function each op runs first (so they never disagree); messages

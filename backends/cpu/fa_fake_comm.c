@@ -22,6 +22,7 @@
 #define FA__FAKE_MONOTONIC 0
 #endif
 
+#include "fa_backend_util.h" /* backends/common: fa_bu_dtype_size */
 #include "fa_cpu.h"
 
 enum { FA__FAKE_ALL_GATHER = 1, FA__FAKE_REDUCE_SCATTER = 2 };
@@ -60,17 +61,6 @@ typedef struct fa__fake_group {
     fa__fake_slot *slots;        /* [world_size] */
     fa__fake_rank *ranks;        /* [world_size] */
 } fa__fake_group;
-
-static size_t fa__fake_dtype_size(fa_dtype t)
-{
-    switch (t) {
-    case FA_DTYPE_F32: case FA_DTYPE_I32: return 4;
-    case FA_DTYPE_F16: case FA_DTYPE_BF16: return 2;
-    case FA_DTYPE_FP8_E4M3: case FA_DTYPE_FP8_E5M2: return 1;
-    case FA_DTYPE_I64: return 8;
-    default: return 0;
-    }
-}
 
 static float fa__fake_load(const void *base, size_t i, fa_dtype t)
 {
@@ -203,7 +193,7 @@ static fa_status fa__fake_collective(void *ctx, int op, const void *send, void *
     fa__fake_group *g = me->group;
     const char *name = op == FA__FAKE_ALL_GATHER ? "all_gather" : "reduce_scatter";
     fa_status st = FA_OK;
-    size_t es = fa__fake_dtype_size(dtype), i;
+    size_t es = fa_bu_dtype_size(dtype), i;
     int32_t q;
 
     pthread_mutex_lock(&g->mu);

@@ -18,8 +18,10 @@
    and every later collective returns FA_ERR_BACKEND at once, with a message naming the
    collective and the cause ("all_gather: rank 0: peer rank 1 aborted (fa_fake_comm_abort)").
    It is set by
-     - fa_fake_comm_abort(comm): a rank that fails outside a collective (an op, a validation)
-       calls it so that its peers stop waiting for it;
+     - fa_comm.abort, which fa_forward calls when this rank fails a DCP step (a check or an
+       op: "peer rank R aborted (its fa_forward failed)");
+     - fa_fake_comm_abort(comm): the same for a caller, e.g. a rank that fails outside
+       fa_forward (its own setup) and will not join the step;
      - any collective that fails (mismatched or bad arguments: every rank fails it);
      - a timeout, the last resort: a rank that waited timeout_ms (default 10 s,
        fa_fake_comm_group_set_timeout) for its peers returns FA_ERR_BACKEND naming the collective

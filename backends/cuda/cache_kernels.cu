@@ -15,9 +15,7 @@
 // vectors (8-byte for an fp8 destination) when the pointers and strides allow it, else
 // element by element (same mapping).
 #include "fa_cuda_internal.cuh"
-
-#include <stdarg.h>
-#include <stdio.h>
+#include "fa_backend_util.h"
 
 namespace {
 
@@ -50,6 +48,9 @@ struct CacheParams {
     void *key_cache, *value_cache;       // logical [num_blocks, bs, Hkv, D]
     int64_t block_stride, page_stride, head_stride;
     const int64_t *slot_mapping;         // [num_tokens]; negative = skip
+    int64_t num_slots;                   // num_blocks * block_size: a slot at or past it is skipped
+    int64_t num_blocks;                  // and reported in err_word
+    FaDevErr *err_word;
     int32_t num_tokens, head_size, block_size;
     float k_scale, v_scale;              // fp8 only
     FaRowMap map;                        // threads -> (token, head, chunk)
@@ -130,6 +131,11 @@ __global__ void __launch_bounds__(kThreads) reshape_and_cache_kernel(const Cache
     const Chunk<T> kc = load_chunk<T, kVec>(static_cast<const R *>(p.key) + t * p.key_token_stride + hd);
     const Chunk<T> vc = load_chunk<T, kVec>(static_cast<const R *>(p.value) + t * p.value_token_stride + hd);
     if (slot < 0) return;                          // padding or another DCP rank's token
+    if (slot >= p.num_slots) {                     // outside the cache: never written
+        if (h == 0 && c == 0)
+            fa_dev_err_report(p.err_word, FA_DEVERR_CACHE_SLOT, t, slot, p.num_blocks, p.block_size);
+        return;
+    }
     int64_t blk, off;
     if (slot <= (int64_t)INT32_MAX) {              // the common case: 32-bit division
         const uint32_t s = (uint32_t)slot, bs = (uint32_t)p.block_size;
@@ -153,43 +159,6 @@ __global__ void __launch_bounds__(kThreads) reshape_and_cache_kernel(const Cache
 // ---------------------------------------------------------------------------------------------
 // host side
 
-__attribute__((format(printf, 4, 5)))
-fa_status fail(char *err, size_t err_size, fa_status st, const char *fmt, ...) {
-    if (err && err_size) {
-        int n = snprintf(err, err_size, "reshape_and_cache: ");
-        if (n < 0) n = 0;
-        if ((size_t)n < err_size) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(err + n, err_size - (size_t)n, fmt, ap);
-            va_end(ap);
-        }
-    }
-    return st;
-}
-
-const char *dtype_name(fa_dtype t) {
-    switch (t) {
-    case FA_DTYPE_F32: return "F32";
-    case FA_DTYPE_F16: return "F16";
-    case FA_DTYPE_BF16: return "BF16";
-    case FA_DTYPE_FP8_E4M3: return "FP8_E4M3";
-    case FA_DTYPE_FP8_E5M2: return "FP8_E5M2";
-    case FA_DTYPE_I32: return "I32";
-    case FA_DTYPE_I64: return "I64";
-    default: return "unknown";
-    }
-}
-
-int elem_size(fa_dtype t) {
-    switch (t) {
-    case FA_DTYPE_F32: return 4;
-    case FA_DTYPE_F16: case FA_DTYPE_BF16: return 2;
-    case FA_DTYPE_FP8_E4M3: case FA_DTYPE_FP8_E5M2: return 1;
-    default: return 0;
-    }
-}
-
 bool aligned(const void *p, int64_t a) { return ((uintptr_t)p % (uintptr_t)a) == 0; }
 
 template <class T, int kMode>
@@ -211,72 +180,22 @@ void launch_fp8(const CacheParams &p, int mode, bool vec, dim3 grid, dim3 block,
 
 }  // namespace
 
-fa_status fa_cuda__reshape_and_cache(const fa_cache_write_args *a, cudaStream_t stream, char *err,
+fa_status fa_cuda__reshape_and_cache_check(const fa_cache_write_args *a, char *err, size_t err_size) {
+    const fa_bu_err e = fa_bu_err_make(err, err_size, "reshape_and_cache");
+    return fa_bu_check_cache_write(&e, a);
+}
+
+fa_status fa_cuda__reshape_and_cache(const fa_cache_write_args *a, const FaLaunch *L, char *err,
                                      size_t err_size) {
-    if (!a) return fail(err, err_size, FA_ERR_INVALID_ARG, "args is NULL");
-    if (a->num_tokens < 0)
-        return fail(err, err_size, FA_ERR_INVALID_ARG, "num_tokens %d is negative", (int)a->num_tokens);
-    if (a->num_heads_kv < 1 || a->num_heads_kv > 65535)
-        return fail(err, err_size, FA_ERR_INVALID_ARG, "num_heads_kv %d is outside [1, 65535]",
-                    (int)a->num_heads_kv);
-    if (a->head_size % 8 != 0)
-        return fail(err, err_size, FA_ERR_INVALID_ARG, "head_size %d is not a multiple of 8",
-                    (int)a->head_size);
-    if (a->head_size < 8 || a->head_size > 256)
-        return fail(err, err_size, FA_ERR_INVALID_ARG, "head_size %d is outside [8, 256]",
-                    (int)a->head_size);
-    if (a->block_size < 1)
-        return fail(err, err_size, FA_ERR_INVALID_ARG, "block_size %d must be >= 1", (int)a->block_size);
-    if (a->kv_dtype != FA_DTYPE_F32 && a->kv_dtype != FA_DTYPE_F16 && a->kv_dtype != FA_DTYPE_BF16)
-        return fail(err, err_size, FA_ERR_INVALID_ARG, "kv_dtype %s (%d) is not F32, F16 or BF16",
-                    dtype_name(a->kv_dtype), (int)a->kv_dtype);
-    int mode;
-    if (a->cache_dtype == a->kv_dtype)
-        mode = kCopy;
-    else if (a->cache_dtype == FA_DTYPE_FP8_E4M3)
-        mode = kFp8E4M3;
-    else if (a->cache_dtype == FA_DTYPE_FP8_E5M2)
-        mode = kFp8E5M2;
-    else
-        return fail(err, err_size, FA_ERR_UNSUPPORTED,
-                    "cache_dtype %s (%d) is neither kv_dtype %s nor FP8_E4M3 / FP8_E5M2",
-                    dtype_name(a->cache_dtype), (int)a->cache_dtype, dtype_name(a->kv_dtype));
-    if (mode != kCopy) {
-        // !(x > 0) also catches NaN; x - x != 0 catches +inf
-        if (!(a->k_scale > 0.0f) || a->k_scale - a->k_scale != 0.0f)
-            return fail(err, err_size, FA_ERR_INVALID_ARG, "k_scale %g must be positive and finite",
-                        (double)a->k_scale);
-        if (!(a->v_scale > 0.0f) || a->v_scale - a->v_scale != 0.0f)
-            return fail(err, err_size, FA_ERR_INVALID_ARG, "v_scale %g must be positive and finite",
-                        (double)a->v_scale);
-    }
-    if (a->num_tokens == 0) return FA_OK;
-    if (!a->key) return fail(err, err_size, FA_ERR_INVALID_ARG, "key is NULL");
-    if (!a->value) return fail(err, err_size, FA_ERR_INVALID_ARG, "value is NULL");
-    if (!a->key_cache) return fail(err, err_size, FA_ERR_INVALID_ARG, "key_cache is NULL");
-    if (!a->value_cache) return fail(err, err_size, FA_ERR_INVALID_ARG, "value_cache is NULL");
-    if (!a->slot_mapping) return fail(err, err_size, FA_ERR_INVALID_ARG, "slot_mapping is NULL");
-    const int64_t row = (int64_t)a->num_heads_kv * a->head_size;
-    if (a->num_tokens > 1 && a->key_token_stride < row)
-        return fail(err, err_size, FA_ERR_INVALID_ARG,
-                    "key_token_stride %lld is smaller than num_heads_kv * head_size = %lld",
-                    (long long)a->key_token_stride, (long long)row);
-    if (a->num_tokens > 1 && a->value_token_stride < row)
-        return fail(err, err_size, FA_ERR_INVALID_ARG,
-                    "value_token_stride %lld is smaller than num_heads_kv * head_size = %lld",
-                    (long long)a->value_token_stride, (long long)row);
-    if (a->cache_block_stride < 0)
-        return fail(err, err_size, FA_ERR_INVALID_ARG, "cache_block_stride %lld is negative",
-                    (long long)a->cache_block_stride);
-    if (a->cache_page_stride < 0)
-        return fail(err, err_size, FA_ERR_INVALID_ARG, "cache_page_stride %lld is negative",
-                    (long long)a->cache_page_stride);
-    if (a->cache_head_stride < 0)
-        return fail(err, err_size, FA_ERR_INVALID_ARG, "cache_head_stride %lld is negative",
-                    (long long)a->cache_head_stride);
+    const fa_bu_err e = fa_bu_err_make(err, err_size, "reshape_and_cache");
+    const fa_status st = fa_cuda__reshape_and_cache_check(a, err, err_size);
+    if (st != FA_OK || a->num_tokens == 0) return st;
+    cudaStream_t stream = L->stream;
+    const int mode = a->cache_dtype == a->kv_dtype ? kCopy
+                     : a->cache_dtype == FA_DTYPE_FP8_E4M3 ? kFp8E4M3 : kFp8E5M2;
 
     // 16-byte source vectors; 16-byte destination vectors (8-byte for fp8)
-    const int in_es = elem_size(a->kv_dtype), out_es = elem_size(a->cache_dtype);
+    const int in_es = (int)fa_bu_dtype_size(a->kv_dtype), out_es = (int)fa_bu_dtype_size(a->cache_dtype);
     const int64_t out_align = out_es == 1 ? 8 : 16;
     const bool vec = aligned(a->key, 16) && aligned(a->value, 16) &&
                      (a->key_token_stride * in_es) % 16 == 0 &&
@@ -297,6 +216,9 @@ fa_status fa_cuda__reshape_and_cache(const fa_cache_write_args *a, cudaStream_t 
     p.page_stride = a->cache_page_stride;
     p.head_stride = a->cache_head_stride;
     p.slot_mapping = a->slot_mapping;
+    p.num_blocks = a->num_blocks;
+    p.num_slots = a->num_blocks * a->block_size;   // < 2^63: the cache holds that many rows
+    p.err_word = L->err_word;
     p.num_tokens = a->num_tokens;
     p.head_size = a->head_size;
     p.block_size = a->block_size;
@@ -318,8 +240,8 @@ fa_status fa_cuda__reshape_and_cache(const fa_cache_write_args *a, cudaStream_t 
     } else {
         launch_fp8<TBF16>(p, mode, vec, grid, block, stream);
     }
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return fail(err, err_size, FA_ERR_BACKEND, "kernel launch failed: %s", cudaGetErrorString(e));
+    const cudaError_t ce = cudaGetLastError();
+    if (ce != cudaSuccess)
+        return fa_bu_fail(&e, FA_ERR_BACKEND, "kernel launch failed: %s", cudaGetErrorString(ce));
     return FA_OK;
 }

@@ -14,15 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-// The memory-bound kernels (cache_kernels.cu, merge_kernels.cu); same contract as
-// fa_cuda__attention: validate, launch on `stream`, on failure write the message into err.
-fa_status fa_cuda__reshape_and_cache(const fa_cache_write_args *a, cudaStream_t stream, char *err,
-                                     size_t err_size);
-fa_status fa_cuda__merge_states(const fa_merge_args *a, cudaStream_t stream, char *err,
-                                size_t err_size);
-fa_status fa_cuda__dcp_correct(const fa_dcp_correct_args *a, cudaStream_t stream, char *err,
-                               size_t err_size);
-
 #ifndef FA_CUDA_HAVE_ATTENTION
 #define FA_CUDA_HAVE_ATTENTION 1
 #endif  // FA_CUDA_HAVE_ATTENTION
@@ -33,33 +24,58 @@ struct Ctx {
     fa_backend be;              // first: the handle given out is &ctx->be
     int device;
     cudaStream_t stream;        // not owned
+    FaDevErr *err_host;         // the device error word (mapped pinned host memory)
+    FaDevErr *err_dev;          // its device address
     char err[512];              // message of the last failure
 };
 
 thread_local char g_create_err[256];
 
-fa_status vfail(char *buf, size_t size, fa_status st, const char *fmt, va_list ap) {
-    vsnprintf(buf, size, fmt, ap);
-    return st;
-}
-
+// "<op>: <message>" into the context's buffer (the op name starts fmt).
 __attribute__((format(printf, 3, 4))) fa_status fail(Ctx *c, fa_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vfail(c->err, sizeof c->err, st, fmt, ap);
+    vsnprintf(c->err, sizeof c->err, fmt, ap);
     va_end(ap);
     return st;
 }
 
-__attribute__((format(printf, 2, 3))) fa_status create_fail(fa_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = snprintf(g_create_err, sizeof g_create_err, "fa_cuda_backend_create: ");
-    if (n < 0) n = 0;
-    vfail(g_create_err + n, sizeof g_create_err - (size_t)n, st, fmt, ap);
-    va_end(ap);
-    return st;
+#define create_fail(st, ...)                                                                    \
+    fa_bu_fail(&g_create_e, (st), __VA_ARGS__)
+thread_local fa_bu_err g_create_e = {g_create_err, sizeof g_create_err, "fa_cuda_backend_create"};
+
+// A bad index an earlier kernel recorded in the error word: reported by the next op call (or
+// synchronize) as FA_ERR_INVALID_ARG, then cleared. Flag 1 (a kernel is still writing the
+// fields) is left for the next call.
+fa_status take_device_error(Ctx *c) {
+    volatile FaDevErr *w = c->err_host;
+    if (w == nullptr || w->flag != 2) return FA_OK;
+    const int op = w->op;
+    const long long index = (long long)w->index, value = (long long)w->value;
+    const long long limit = (long long)w->limit, aux = (long long)w->aux;
+    if (op == FA_DEVERR_CACHE_SLOT)
+        fail(c, FA_ERR_INVALID_ARG,
+             "cuda reshape_and_cache: slot_mapping[%lld] = %lld is outside the cache (%lld blocks x %lld); "
+             "the token was not written", index, value, limit, aux);
+    else if (op == FA_DEVERR_BLOCK_ID)
+        fail(c, FA_ERR_INVALID_ARG,
+             "cuda attention: block_table id %lld (row %lld, column %lld) is outside [0, %lld); "
+             "its keys were not read and the row's output is undefined (finite)", value, index, aux, limit);
+    else
+        fail(c, FA_ERR_INVALID_ARG, "cuda: a kernel reported error %d (index %lld, value %lld, limit %lld)",
+             op, index, value, limit);
+    w->op = 0;
+    w->index = w->value = w->limit = w->aux = 0;
+    __sync_synchronize();
+    w->flag = 0;
+    return FA_ERR_INVALID_ARG;
 }
+
+#define FA__TAKE_DEVICE_ERROR(c)                                                                \
+    do {                                                                                       \
+        const fa_status dev_st_ = take_device_error(c);                                        \
+        if (dev_st_ != FA_OK) return dev_st_;                                                   \
+    } while (0)
 
 // Makes `device` current for the scope; restores the previous device at the end.
 struct DeviceGuard {
@@ -87,6 +103,7 @@ Ctx *ctx_of(void *ctx) { return static_cast<Ctx *>(ctx); }
 // an earlier runtime call on this thread (the caller's), so that the launch check after the
 // op's kernel reports the op's own failure only (a sticky error still shows there).
 #define FA__ENTER(c, op)                                                                        \
+    FA__TAKE_DEVICE_ERROR(c);                                                                  \
     DeviceGuard guard_((c)->device);                                                           \
     if (guard_.status != cudaSuccess) {                                                        \
         cudaGetLastError();                                                                    \
@@ -95,19 +112,30 @@ Ctx *ctx_of(void *ctx) { return static_cast<Ctx *>(ctx); }
     }                                                                                          \
     cudaGetLastError();
 
+FaLaunch launch_of(Ctx *c) {
+    FaLaunch L;
+    L.stream = c->stream;
+    L.info = &c->be.info;
+    L.err_word = c->err_dev;
+    return L;
+}
+
 fa_status op_reshape_and_cache(void *ctx, const fa_cache_write_args *a) {
     Ctx *c = ctx_of(ctx);
     FA__ENTER(c, "reshape_and_cache");
-    return fa_cuda__reshape_and_cache(a, c->stream, c->err, sizeof c->err);
+    const FaLaunch L = launch_of(c);
+    return fa_cuda__reshape_and_cache(a, &L, c->err, sizeof c->err);
 }
 
 fa_status op_attention(void *ctx, const fa_attn_args *a) {
     Ctx *c = ctx_of(ctx);
 #if FA_CUDA_HAVE_ATTENTION
     FA__ENTER(c, "attention");
-    return fa_cuda__attention(a, c->stream, &c->be.info, c->err, sizeof c->err);
+    const FaLaunch L = launch_of(c);
+    return fa_cuda__attention(a, &L, c->err, sizeof c->err);
 #else   // !FA_CUDA_HAVE_ATTENTION
     (void)a;
+    FA__TAKE_DEVICE_ERROR(c);
     return fail(c, FA_ERR_UNSUPPORTED, "attention: this build of the CUDA backend has no attention "
                                        "kernels (backends/cuda/attention was not built)");
 #endif  // FA_CUDA_HAVE_ATTENTION
@@ -116,17 +144,44 @@ fa_status op_attention(void *ctx, const fa_attn_args *a) {
 fa_status op_merge_states(void *ctx, const fa_merge_args *a) {
     Ctx *c = ctx_of(ctx);
     FA__ENTER(c, "merge_states");
-    return fa_cuda__merge_states(a, c->stream, c->err, sizeof c->err);
+    const FaLaunch L = launch_of(c);
+    return fa_cuda__merge_states(a, &L, c->err, sizeof c->err);
 }
 
 fa_status op_dcp_correct(void *ctx, const fa_dcp_correct_args *a) {
     Ctx *c = ctx_of(ctx);
     FA__ENTER(c, "dcp_correct");
-    return fa_cuda__dcp_correct(a, c->stream, c->err, sizeof c->err);
+    const FaLaunch L = launch_of(c);
+    return fa_cuda__dcp_correct(a, &L, c->err, sizeof c->err);
+}
+
+// Every check the op would make, without launching (the ops run the same functions first). A
+// pending device error is reported here too: fa_forward checks before its first op.
+fa_status op_check(void *ctx, fa_op op, const void *args) {
+    Ctx *c = ctx_of(ctx);
+    FA__TAKE_DEVICE_ERROR(c);
+    switch (op) {
+    case FA_OP_RESHAPE_AND_CACHE:
+        return fa_cuda__reshape_and_cache_check(static_cast<const fa_cache_write_args *>(args), c->err, sizeof c->err);
+    case FA_OP_ATTENTION:
+#if FA_CUDA_HAVE_ATTENTION
+        return fa_cuda__attention_check(static_cast<const fa_attn_args *>(args), &c->be.info, c->err, sizeof c->err);
+#else   // !FA_CUDA_HAVE_ATTENTION
+        return fail(c, FA_ERR_UNSUPPORTED, "attention: this build of the CUDA backend has no attention "
+                                           "kernels (backends/cuda/attention was not built)");
+#endif  // FA_CUDA_HAVE_ATTENTION
+    case FA_OP_MERGE_STATES:
+        return fa_cuda__merge_states_check(static_cast<const fa_merge_args *>(args), c->err, sizeof c->err);
+    case FA_OP_DCP_CORRECT:
+        return fa_cuda__dcp_correct_check(static_cast<const fa_dcp_correct_args *>(args), c->err, sizeof c->err);
+    default:
+        return fail(c, FA_ERR_INVALID_ARG, "check: op %d is not a fa_op", (int)op);
+    }
 }
 
 fa_status op_copy(void *ctx, void *dst, const void *src, size_t bytes, fa_copy_kind kind) {
     Ctx *c = ctx_of(ctx);
+    FA__TAKE_DEVICE_ERROR(c);
     cudaMemcpyKind k;
     switch (kind) {
     case FA_COPY_HOST_TO_DEVICE: k = cudaMemcpyHostToDevice; break;
@@ -150,6 +205,7 @@ fa_status op_copy(void *ctx, void *dst, const void *src, size_t bytes, fa_copy_k
 fa_status op_copy_2d(void *ctx, void *dst, size_t dpitch, const void *src, size_t spitch,
                      size_t width_bytes, size_t rows, fa_copy_kind kind) {
     Ctx *c = ctx_of(ctx);
+    FA__TAKE_DEVICE_ERROR(c);
     cudaMemcpyKind k;
     switch (kind) {
     case FA_COPY_HOST_TO_DEVICE: k = cudaMemcpyHostToDevice; break;
@@ -176,6 +232,7 @@ fa_status op_copy_2d(void *ctx, void *dst, size_t dpitch, const void *src, size_
 
 fa_status op_fill(void *ctx, void *dst, size_t pitch, int value, size_t width_bytes, size_t rows) {
     Ctx *c = ctx_of(ctx);
+    FA__TAKE_DEVICE_ERROR(c);
     if (width_bytes == 0 || rows == 0) return FA_OK;
     if (!dst) return fail(c, FA_ERR_INVALID_ARG, "fill: dst is NULL");
     if (rows > 1 && pitch < width_bytes)
@@ -194,6 +251,7 @@ fa_status op_fill(void *ctx, void *dst, size_t pitch, int value, size_t width_by
 
 fa_status op_alloc(void *ctx, size_t bytes, void **ptr) {
     Ctx *c = ctx_of(ctx);
+    FA__TAKE_DEVICE_ERROR(c);
     if (!ptr) return fail(c, FA_ERR_INVALID_ARG, "alloc: ptr is NULL");
     *ptr = NULL;
     if (bytes == 0) return FA_OK;
@@ -230,7 +288,7 @@ fa_status op_synchronize(void *ctx) {
         cudaGetLastError();
         return fail(c, FA_ERR_BACKEND, "synchronize: %s", cudaGetErrorString(e));
     }
-    return FA_OK;
+    return take_device_error(c);   // what the finished kernels recorded
 }
 
 const char *op_last_error(void *ctx) { return ctx_of(ctx)->err; }
@@ -280,6 +338,17 @@ extern "C" fa_status fa_cuda_backend_create(int device, void *stream, fa_backend
 
     Ctx *c = static_cast<Ctx *>(calloc(1, sizeof(Ctx)));
     if (!c) return create_fail(FA_ERR_OUT_OF_MEMORY, "malloc of %zu bytes failed", sizeof(Ctx));
+    void *word = nullptr;
+    if ((e = cudaHostAlloc(&word, sizeof(FaDevErr), cudaHostAllocMapped | cudaHostAllocPortable)) != cudaSuccess ||
+        (e = cudaHostGetDevicePointer(reinterpret_cast<void **>(&c->err_dev), word, 0)) != cudaSuccess) {
+        cudaGetLastError();
+        if (word) cudaFreeHost(word);
+        free(c);
+        return create_fail(FA_ERR_BACKEND, "cudaHostAlloc (mapped) of the %zu-byte error word failed: %s",
+                           sizeof(FaDevErr), cudaGetErrorString(e));
+    }
+    memset(word, 0, sizeof(FaDevErr));
+    c->err_host = static_cast<FaDevErr *>(word);
     c->device = device;
     c->stream = static_cast<cudaStream_t>(stream);
     fa_backend *be = &c->be;
@@ -297,6 +366,7 @@ extern "C" fa_status fa_cuda_backend_create(int device, void *stream, fa_backend
     be->ops.free = op_free;
     be->ops.synchronize = op_synchronize;
     be->ops.last_error = op_last_error;
+    be->ops.check = op_check;
     size_t name_len = strnlen(prop.name, sizeof prop.name);
     if (name_len > sizeof be->info.name - 1) name_len = sizeof be->info.name - 1;
     memcpy(be->info.name, prop.name, name_len);
@@ -306,11 +376,25 @@ extern "C" fa_status fa_cuda_backend_create(int device, void *stream, fa_backend
     be->info.num_sms = sms;
     be->info.smem_per_block = smem_block;
     be->info.smem_per_sm = smem_sm;
+#if FA_CUDA_HAVE_ATTENTION
+    fa_cuda__attention_caps(&be->caps);   // the kernels' compiled tile facts (attention_tiles.h)
+#else   // !FA_CUDA_HAVE_ATTENTION
+    be->caps.num_dims = 0;
+    be->caps.act_dtypes = (1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16);
+    be->caps.head_size_multiple = FA_BU_HEAD_SIZE_MULTIPLE;
+    be->caps.align_bytes = 16;
+#endif  // FA_CUDA_HAVE_ATTENTION
     *out = be;
     return FA_OK;
 }
 
 extern "C" void fa_cuda_backend_destroy(fa_backend *be) {
     if (!be) return;
-    free(be->ctx);   // the context holds the fa_backend itself
+    Ctx *c = ctx_of(be->ctx);
+    if (c->err_host) {
+        DeviceGuard guard(c->device);
+        cudaFreeHost(c->err_host);
+        cudaGetLastError();
+    }
+    free(c);   // the context holds the fa_backend itself
 }

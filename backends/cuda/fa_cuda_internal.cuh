@@ -2,16 +2,69 @@
 #pragma once
 #include "flashattn.h"
 #include "vendor.cuh"   // CUDA / HIP name mapping (cudaStream_t, cudaError_t, ...)
+#include "fa_backend_util.h"   // backends/common: dtype names, fa_bu_fail, structural checks
+
+// ---- device error word ------------------------------------------------------------------------
+// Kernels that meet a bad index (a slot past the cache, a block id outside [0, num_blocks)) skip
+// it and record the FIRST one here. The word lives in mapped pinned host memory (one per
+// backend, a fixed pointer: graph captures keep it), so the host reads it without a sync: every
+// later op call and synchronize look at it (volatile), report it as FA_ERR_INVALID_ARG and
+// clear it. flag: 0 = empty, 1 = a kernel claimed it (atomicCAS) and is writing the fields,
+// 2 = the fields are written (the host reports only 2).
+enum { FA_DEVERR_NONE = 0, FA_DEVERR_CACHE_SLOT = 1, FA_DEVERR_BLOCK_ID = 2 };
+
+struct FaDevErr {
+    int32_t flag;
+    int32_t op;        // FA_DEVERR_*
+    int64_t index;     // cache slot: the token t of slot_mapping[t]; block id: the sequence (block-table row)
+    int64_t value;     // the bad slot / block id
+    int64_t limit;     // num_blocks
+    int64_t aux;       // cache slot: block_size; block id: the block-table column
+};
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+// Records a bad index once (the first caller wins); no-op when w is NULL. Out of line: the
+// kernels call it only on the bad path, and it keeps their hot loops small.
+static __device__ __noinline__ void fa_dev_err_report(FaDevErr *w, int op, int64_t index, int64_t value,
+                                                      int64_t limit, int64_t aux) {
+    if (w == nullptr) return;
+    if (*reinterpret_cast<volatile int32_t *>(&w->flag) != 0) return;   // already taken
+    if (atomicCAS(&w->flag, 0, 1) != 0) return;
+    w->op = op;
+    w->index = index;
+    w->value = value;
+    w->limit = limit;
+    w->aux = aux;
+    __threadfence_system();
+    atomicExch(&w->flag, 2);
+}
+#endif  // __CUDACC__ || __HIPCC__
+
+// What every kernel-launching op needs besides its arguments.
+struct FaLaunch {
+    cudaStream_t stream;
+    const fa_device_info *info;
+    FaDevErr *err_word;   // device address of the backend's error word
+};
 
 // Paged / dense varlen attention incl. split-KV and its combine (backends/cuda/attention/).
-// Writes a message (naming the unsupported value, or the CUDA error string) into err on failure.
-fa_status fa_cuda__attention(const fa_attn_args *a, cudaStream_t stream,
-                             const fa_device_info *info, char *err, size_t err_size);
+// *_check runs every argument check of the op without launching (the op runs it first, so the
+// two cannot disagree). On failure the message (naming the value, or the CUDA error string)
+// goes into err.
+fa_status fa_cuda__attention_check(const fa_attn_args *a, const fa_device_info *info, char *err,
+                                   size_t err_size);
+fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err, size_t err_size);
+// The attention part of the capability block: compiled widths with their tile facts
+// (decode_ctas_per_sm from the occupancy calculator on the current device).
+void fa_cuda__attention_caps(fa_backend_caps *caps);
 
-// Memory-bound kernels (cache_kernels.cu, merge_kernels.cu); same contract as fa_cuda__attention.
-fa_status fa_cuda__reshape_and_cache(const fa_cache_write_args *a, cudaStream_t stream, char *err, size_t err_size);
-fa_status fa_cuda__merge_states(const fa_merge_args *a, cudaStream_t stream, char *err, size_t err_size);
-fa_status fa_cuda__dcp_correct(const fa_dcp_correct_args *a, cudaStream_t stream, char *err, size_t err_size);
+// Memory-bound kernels (cache_kernels.cu, merge_kernels.cu); same contract.
+fa_status fa_cuda__reshape_and_cache_check(const fa_cache_write_args *a, char *err, size_t err_size);
+fa_status fa_cuda__reshape_and_cache(const fa_cache_write_args *a, const FaLaunch *L, char *err, size_t err_size);
+fa_status fa_cuda__merge_states_check(const fa_merge_args *a, char *err, size_t err_size);
+fa_status fa_cuda__merge_states(const fa_merge_args *a, const FaLaunch *L, char *err, size_t err_size);
+fa_status fa_cuda__dcp_correct_check(const fa_dcp_correct_args *a, char *err, size_t err_size);
+fa_status fa_cuda__dcp_correct(const fa_dcp_correct_args *a, const FaLaunch *L, char *err, size_t err_size);
 
 // Thread layout of the memory-bound row kernels (reshape_and_cache, merge_states, dcp_correct):
 // a token's row is [heads x chunks] 16-byte-ish chunks; a block covers whole rows of consecutive

@@ -22,8 +22,6 @@
 #include "fa_cuda_internal.cuh"
 
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 
 namespace {
 
@@ -195,70 +193,9 @@ __global__ void __launch_bounds__(kThreads) dcp_correct_kernel(const DcpParams p
 // ---------------------------------------------------------------------------------------------
 // host side
 
-fa_status vfail(char *err, size_t err_size, fa_status st, const char *op, const char *fmt,
-                va_list ap) {
-    if (err && err_size) {
-        int n = snprintf(err, err_size, "%s: ", op);
-        if (n < 0) n = 0;
-        if ((size_t)n < err_size) vsnprintf(err + n, err_size - (size_t)n, fmt, ap);
-    }
-    return st;
-}
-
-struct Reporter {
-    char *err;
-    size_t err_size;
-    const char *op;
-    __attribute__((format(printf, 3, 4))) fa_status operator()(fa_status st, const char *fmt, ...) const {
-        va_list ap;
-        va_start(ap, fmt);
-        vfail(err, err_size, st, op, fmt, ap);
-        va_end(ap);
-        return st;
-    }
-};
-
-const char *dtype_name(fa_dtype t) {
-    switch (t) {
-    case FA_DTYPE_F32: return "F32";
-    case FA_DTYPE_F16: return "F16";
-    case FA_DTYPE_BF16: return "BF16";
-    case FA_DTYPE_FP8_E4M3: return "FP8_E4M3";
-    case FA_DTYPE_FP8_E5M2: return "FP8_E5M2";
-    case FA_DTYPE_I32: return "I32";
-    case FA_DTYPE_I64: return "I64";
-    default: return "unknown";
-    }
-}
-
 bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-// Checks shared by both ops; returns FA_OK or the failure.
-fa_status check_rows(const Reporter &fail, fa_dtype dtype, int32_t num_tokens, int32_t num_heads,
-                     int32_t head_size) {
-    if (dtype != FA_DTYPE_F32 && dtype != FA_DTYPE_F16 && dtype != FA_DTYPE_BF16)
-        return fail(FA_ERR_INVALID_ARG, "dtype %s (%d) is not F32, F16 or BF16", dtype_name(dtype),
-                    (int)dtype);
-    if (num_tokens < 0) return fail(FA_ERR_INVALID_ARG, "num_tokens %d is negative", (int)num_tokens);
-    if (num_heads < 1 || num_heads > 65535)
-        return fail(FA_ERR_INVALID_ARG, "num_heads %d is outside [1, 65535]", (int)num_heads);
-    if (head_size % 8 != 0)
-        return fail(FA_ERR_INVALID_ARG, "head_size %d is not a multiple of 8", (int)head_size);
-    if (head_size < 8 || head_size > 256)
-        return fail(FA_ERR_INVALID_ARG, "head_size %d is outside [8, 256]", (int)head_size);
-    return FA_OK;
-}
-
-fa_status check_strides(const Reporter &fail, const char *name, int64_t token_stride,
-                        int64_t head_stride) {
-    if (token_stride < 0)
-        return fail(FA_ERR_INVALID_ARG, "%s_token_stride %lld is negative", name, (long long)token_stride);
-    if (head_stride < 0)
-        return fail(FA_ERR_INVALID_ARG, "%s_head_stride %lld is negative", name, (long long)head_stride);
-    return FA_OK;
-}
-
-int elem_size(fa_dtype t) { return t == FA_DTYPE_F32 ? 4 : 2; }
+int elem_size(fa_dtype t) { return (int)fa_bu_dtype_size(t); }
 
 bool vec_ok(const void *ptr, int64_t token_stride, int64_t head_stride, int es) {
     return aligned16(ptr) && (token_stride * es) % 16 == 0 && (head_stride * es) % 16 == 0;
@@ -286,39 +223,24 @@ void launch_dcp(const DcpParams &p, bool vec, dim3 grid, dim3 block, cudaStream_
         dcp_correct_kernel<T, false><<<grid, block, 0, stream>>>(p);
 }
 
-fa_status launched(const Reporter &fail) {
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return fail(FA_ERR_BACKEND, "kernel launch failed: %s", cudaGetErrorString(e));
+fa_status launched(const fa_bu_err *e) {
+    const cudaError_t ce = cudaGetLastError();
+    if (ce != cudaSuccess) return fa_bu_fail(e, FA_ERR_BACKEND, "kernel launch failed: %s", cudaGetErrorString(ce));
     return FA_OK;
 }
 
 }  // namespace
 
-fa_status fa_cuda__merge_states(const fa_merge_args *a, cudaStream_t stream, char *err,
-                                size_t err_size) {
-    const Reporter fail = {err, err_size, "merge_states"};
-    if (!a) return fail(FA_ERR_INVALID_ARG, "args is NULL");
-    fa_status st = check_rows(fail, a->dtype, a->num_tokens, a->num_heads, a->head_size);
-    if (st != FA_OK) return st;
-    if ((st = check_strides(fail, "out", a->out_token_stride, a->out_head_stride)) != FA_OK ||
-        (st = check_strides(fail, "prefix", a->prefix_token_stride, a->prefix_head_stride)) != FA_OK ||
-        (st = check_strides(fail, "suffix", a->suffix_token_stride, a->suffix_head_stride)) != FA_OK)
-        return st;
-    if (a->prefix_lse_head_stride < 0)
-        return fail(FA_ERR_INVALID_ARG, "prefix_lse_head_stride %lld is negative",
-                    (long long)a->prefix_lse_head_stride);
-    if (a->suffix_lse_head_stride < 0)
-        return fail(FA_ERR_INVALID_ARG, "suffix_lse_head_stride %lld is negative",
-                    (long long)a->suffix_lse_head_stride);
-    if (a->out_lse && a->out_lse_head_stride < 0)
-        return fail(FA_ERR_INVALID_ARG, "out_lse_head_stride %lld is negative",
-                    (long long)a->out_lse_head_stride);
-    if (a->num_tokens == 0) return FA_OK;
-    if (!a->out) return fail(FA_ERR_INVALID_ARG, "out is NULL");
-    if (!a->prefix_out) return fail(FA_ERR_INVALID_ARG, "prefix_out is NULL");
-    if (!a->suffix_out) return fail(FA_ERR_INVALID_ARG, "suffix_out is NULL");
-    if (!a->prefix_lse) return fail(FA_ERR_INVALID_ARG, "prefix_lse is NULL");
-    if (!a->suffix_lse) return fail(FA_ERR_INVALID_ARG, "suffix_lse is NULL");
+fa_status fa_cuda__merge_states_check(const fa_merge_args *a, char *err, size_t err_size) {
+    const fa_bu_err e = fa_bu_err_make(err, err_size, "merge_states");
+    return fa_bu_check_merge(&e, a);
+}
+
+fa_status fa_cuda__merge_states(const fa_merge_args *a, const FaLaunch *L, char *err, size_t err_size) {
+    const fa_bu_err e = fa_bu_err_make(err, err_size, "merge_states");
+    const fa_status st = fa_cuda__merge_states_check(a, err, err_size);
+    cudaStream_t stream = L->stream;
+    if (st != FA_OK || a->num_tokens == 0) return st;
 
     MergeParams p;
     p.out = a->out;
@@ -349,23 +271,19 @@ fa_status fa_cuda__merge_states(const fa_merge_args *a, cudaStream_t stream, cha
     case FA_DTYPE_F16: launch_merge<TF16>(p, vec, grid, block, stream); break;
     default: launch_merge<TBF16>(p, vec, grid, block, stream); break;
     }
-    return launched(fail);
+    return launched(&e);
 }
 
-fa_status fa_cuda__dcp_correct(const fa_dcp_correct_args *a, cudaStream_t stream, char *err,
-                               size_t err_size) {
-    const Reporter fail = {err, err_size, "dcp_correct"};
-    if (!a) return fail(FA_ERR_INVALID_ARG, "args is NULL");
-    fa_status st = check_rows(fail, a->dtype, a->num_tokens, a->num_heads, a->head_size);
-    if (st != FA_OK) return st;
-    if (a->world_size < 1) return fail(FA_ERR_INVALID_ARG, "world_size %d must be >= 1", (int)a->world_size);
-    if (a->rank < 0 || a->rank >= a->world_size)
-        return fail(FA_ERR_INVALID_ARG, "rank %d is outside [0, world_size %d)", (int)a->rank,
-                    (int)a->world_size);
-    if ((st = check_strides(fail, "out", a->out_token_stride, a->out_head_stride)) != FA_OK) return st;
-    if (a->num_tokens == 0) return FA_OK;
-    if (!a->out) return fail(FA_ERR_INVALID_ARG, "out is NULL");
-    if (!a->lse_all) return fail(FA_ERR_INVALID_ARG, "lse_all is NULL");
+fa_status fa_cuda__dcp_correct_check(const fa_dcp_correct_args *a, char *err, size_t err_size) {
+    const fa_bu_err e = fa_bu_err_make(err, err_size, "dcp_correct");
+    return fa_bu_check_dcp_correct(&e, a);
+}
+
+fa_status fa_cuda__dcp_correct(const fa_dcp_correct_args *a, const FaLaunch *L, char *err, size_t err_size) {
+    const fa_bu_err e = fa_bu_err_make(err, err_size, "dcp_correct");
+    const fa_status st = fa_cuda__dcp_correct_check(a, err, err_size);
+    cudaStream_t stream = L->stream;
+    if (st != FA_OK || a->num_tokens == 0) return st;
 
     DcpParams p;
     p.out = a->out;
@@ -386,5 +304,5 @@ fa_status fa_cuda__dcp_correct(const fa_dcp_correct_args *a, cudaStream_t stream
     case FA_DTYPE_F16: launch_dcp<TF16>(p, vec, grid, block, stream); break;
     default: launch_dcp<TBF16>(p, vec, grid, block, stream); break;
     }
-    return launched(fail);
+    return launched(&e);
 }

@@ -62,7 +62,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t ws = 0;
     int step, have_md = 0;
     fa_metadata last;
-    md_snap last_snap;
     const fa_config *rc;
     fz_init(&r, data, size);
     memset(&cfg, 0, sizeof cfg);
@@ -161,7 +160,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         batch.slot_mapping = slots;
         batch.causal = (fa_causal)fz_small_or_any(&r, 0, 2);
         batch.num_actual_tokens = fz_bool(&r) ? 0 : fz_small_or_any(&r, 0, 200);
-        P = fz_bool(&r) ? 0 : (fz_bool(&r) ? rc->cache.block_size * fz_range(&r, 0, 4) : fz_i32(&r));
+        if (fz_bool(&r)) {
+            P = 0;
+        } else if (fz_bool(&r)) {
+            int64_t p64 = (int64_t)rc->cache.block_size * fz_range(&r, 0, 4);
+            P = p64 > INT32_MAX ? rc->cache.block_size : (int32_t)p64;
+        } else {
+            P = fz_i32(&r);
+        }
 
         /* the cascade query */
         pre_blocks = fz_small_or_any(&r, 0, 16);
@@ -231,6 +237,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 FZ_CHECK(md->local.num_virtual == V && md->local.cu_seqlens_q[0] == 0 && md->local.cu_seqlens_q[V] == T);
                 FZ_CHECK(md->local.num_splits >= 1);
             }
+#ifdef FZ_DEBUG
+            fprintf(stderr, "build ok: n %d T %d P %d splits %d\n", n, T, P, md->num_splits);
+#endif
             last = *md;
             have_md = 1;
         }

@@ -1,7 +1,7 @@
 /* fuzz_config: fa_config_resolve, fa_builder_workspace_size. */
 #include "fuzz_common.h"
 
-typedef unsigned __int128 fz_u128;
+__extension__ typedef unsigned __int128 fz_u128;
 
 static int32_t field(fz_reader *r, int32_t lo, int32_t hi)
 {

@@ -1,7 +1,7 @@
 /* fuzz_kvcache: fa_kv_cache_shape, fa_kv_cache_stride_order, fa_kv_cache_strides, fa_tensor_make. */
 #include "fuzz_common.h"
 
-typedef __int128 fz_i128;
+__extension__ typedef __int128 fz_i128;
 
 static int ref_shape_ok(int64_t nb, int32_t bs, int32_t h, int32_t d)
 {

@@ -35,7 +35,6 @@ static void fz_plan(fz_reader *r)
     fa_split_params p;
     fa_backend_caps caps;
     int nulls = fz_u8(r), ok_ref;
-    int64_t max_q = 0;
     fz_buf pb;
     fa_status s;
     memset(&p, 0, sizeof p);

@@ -2,8 +2,11 @@
 
    A GPU test program runs the CUDA backend against the CPU reference backend on the same
    random inputs (never zeros), with outputs poisoned first (every byte 0xFF: NaN in every
-   float format) and every status checked. It prints one line per case and, last,
-   `N passed, M failed`; its exit status is 0 exactly when M == 0. Plain C99, no Criterion.
+   float format) and every status checked. Its output is TAP (meson's `protocol : 'tap'`): one
+   `ok N - name` / `not ok N - name` / `ok N - name # SKIP` line per case, details as `#`
+   comments, the plan `1..N` at the end, then `N passed, M failed` (the one non-TAP line, which
+   tests/gpu/run_gpu_tests.sh and scripts/count_cases.py read); its exit status is 0 exactly
+   when M == 0. Plain C99, no Criterion.
 
    Skeleton
        int main(int argc, char **argv) {
@@ -47,6 +50,7 @@ typedef struct gt_ctx {
     const char *filter;
     uint64_t rng;
     int passed, failed, skipped;
+    int tap_n;                /* TAP test number of the last finished case */
     int in_case, case_failed, case_skipped;
     char case_name[256];
     double case_max_err;      /* largest |got - want| compared in the case */
@@ -69,16 +73,18 @@ static inline int gt_quick(void) { return gt()->quick; }
 static inline void gt_fail(const char *fmt, ...)
 {
     va_list ap;
-    printf("    FAIL: ");
+    printf("#     FAIL: ");
     va_start(ap, fmt);
     vprintf(fmt, ap);
     va_end(ap);
     printf("\n");
     fflush(stdout);
-    if (gt()->in_case)
+    if (gt()->in_case) {
         gt()->case_failed = 1;
-    else
+    } else {   /* outside a case: a failing test point of its own */
         gt()->failed++;
+        printf("not ok %d - (outside a case)\n", ++gt()->tap_n);
+    }
 }
 
 /* Starts a case; returns 0 (and starts nothing) when the name does not match the filter. */
@@ -102,7 +108,7 @@ static inline int gt_case(const char *fmt, ...)
 static inline void gt_skip(const char *fmt, ...)
 {
     va_list ap;
-    printf("    skip: ");
+    printf("#     skip: ");
     va_start(ap, fmt);
     vprintf(fmt, ap);
     va_end(ap);
@@ -124,18 +130,19 @@ static inline void gt_case_end(void)
     gt_ctx *c = gt();
     if (!c->in_case)
         return;
+    c->tap_n++;
     if (c->case_failed) {
         c->failed++;
-        printf("FAIL %s\n", c->case_name);
+        printf("not ok %d - %s\n", c->tap_n, c->case_name);
     } else if (c->case_skipped) {
         c->skipped++;
-        printf("skip %s\n", c->case_name);
+        printf("ok %d - %s # SKIP\n", c->tap_n, c->case_name);
     } else {
         c->passed++;
         if (c->case_max_err > 0.0)
-            printf("ok   %s (max abs err %.3g)\n", c->case_name, c->case_max_err);
+            printf("ok %d - %s (max abs err %.3g)\n", c->tap_n, c->case_name, c->case_max_err);
         else
-            printf("ok   %s\n", c->case_name);
+            printf("ok %d - %s\n", c->tap_n, c->case_name);
     }
     fflush(stdout);
     c->in_case = 0;
@@ -269,7 +276,7 @@ static inline void *gt_xmalloc(size_t bytes)
 {
     void *p = malloc(bytes ? bytes : 1);
     if (!p) {
-        printf("FATAL: malloc of %zu bytes failed\n%d passed, %d failed\n", bytes, gt()->passed,
+        printf("Bail out! malloc of %zu bytes failed\n%d passed, %d failed\n", bytes, gt()->passed,
                gt()->failed + 1);
         exit(1);
     }
@@ -472,6 +479,12 @@ static inline int gt_finish(void)
     c->gpu = c->cpu = NULL;
     if (c->skipped)
         printf("# %d skipped\n", c->skipped);
+    if (c->tap_n == 0) {   /* no case ran (e.g. no GPU): one failing test point */
+        c->tap_n = 1;
+        printf("not ok 1 - %s\n", c->failed ? "setup failed" : "no case ran");
+        if (!c->failed) c->failed = 1;
+    }
+    printf("1..%d\n", c->tap_n);
     printf("%d passed, %d failed\n", c->passed, c->failed);
     fflush(stdout);
     return c->failed == 0 && c->passed > 0 ? 0 : 1;

@@ -2,9 +2,10 @@
 # tests/gpu/run_gpu_tests.sh - the one script run on the GPU machine.
 #
 # Configures and builds the CUDA backend and the GPU suite (meson + ninja + nvcc; no Criterion:
-# -Dtests=false), runs every GPU test program (tests/gpu/test_gpu_*), then compute-sanitizer
-# memcheck and racecheck on a small subset (FA_GPU_TEST_QUICK=1), and prints a table and,
-# last, `N passed, M failed` summed over all of it. Exit status 0 exactly when M == 0.
+# -Dtests=false), runs every GPU test program (tests/gpu/test_gpu_*), then every program under
+# compute-sanitizer memcheck, racecheck, initcheck and synccheck (each program's quick set by
+# default, see below), and prints a table and, last, `N passed, M failed` summed over all of
+# it. Exit status 0 exactly when M == 0.
 #
 # Counting: a test program contributes the N and M of its own last `N passed, M failed` line
 # (a program that exits non-zero with M == 0, or prints no such line, adds 1 failure); each
@@ -20,7 +21,10 @@
 #   FA_GPU_JOBS        ninja -j (default: the number of cores)
 #   FA_GPU_TIMEOUT     seconds per test program (default 300)
 #   FA_GPU_SANITIZE    0 skips the compute-sanitizer runs (default 1)
-#   FA_GPU_SANITIZE_TIMEOUT  seconds per sanitizer run (default 180)
+#   FA_GPU_SANITIZE_SET      quick (default: FA_GPU_TEST_QUICK=1) or full (every case)
+#   FA_GPU_SANITIZE_TOOLS    tools to run (default "memcheck racecheck initcheck synccheck")
+#   FA_GPU_SANITIZE_TIMEOUT  seconds per sanitizer run (default 300)
+#   FA_GPU_PROGRAMS          only these programs (space-separated names; default all)
 #   FA_GPU_TEST_SEED   random seed passed on to the programs
 set -u -o pipefail
 
@@ -33,7 +37,7 @@ arch=${FA_GPU_ARCH:-sm_90a}
 jobs=${FA_GPU_JOBS:-$(nproc 2>/dev/null || echo 4)}
 prog_timeout=${FA_GPU_TIMEOUT:-300}
 sanitize=${FA_GPU_SANITIZE:-1}
-san_timeout=${FA_GPU_SANITIZE_TIMEOUT:-180}
+san_timeout=${FA_GPU_SANITIZE_TIMEOUT:-300}
 logs=${OUT:-$build/gpu-logs}
 mkdir -p "$logs"
 
@@ -114,6 +118,9 @@ fi
 programs=()
 targets=()
 while read -r t; do
+    if [ -n "${FA_GPU_PROGRAMS:-}" ] && [[ " $FA_GPU_PROGRAMS " != *" ${t#tests/gpu/} "* ]]; then
+        continue
+    fi
     programs+=("${t#tests/gpu/}")
     targets+=("$t")
 done < <(ninja -C "$build" -t targets all 2>/dev/null |
@@ -151,7 +158,7 @@ run_program() {   # label log command...
     fi
     if [ "$f" -ne 0 ]; then
         echo "---- $label: failures (from $log)"
-        grep -E '^FAIL|FAIL:' "$log" | head -20
+        grep -E '^not ok|FAIL:' "$log" | head -20
     fi
     row "$label" "$p" "$f" "$note"
 }
@@ -160,45 +167,67 @@ for p in "${programs[@]}"; do
     run_program "$p" "$logs/$p.log" "$build/tests/gpu/$p"
 done
 
-# ---- compute-sanitizer on a small subset -----------------------------------------------------
-run_sanitizer() {   # tool program
-    local tool=$1 p=$2 log="$logs/$1-$2.log"
-    # only programs with a quick mode (gpu_test_util.h's FA_GPU_TEST_QUICK): a full run under a
-    # sanitizer can take hundreds of times longer
-    if ! grep -qE 'gpu_test_util\.h|FA_GPU_TEST_QUICK' "tests/gpu/$p.c" 2>/dev/null; then
-        row "$tool $p" 0 0 "skipped: the program has no quick mode"
-        return
+# ---- compute-sanitizer: every program under memcheck, racecheck, initcheck and synccheck ------
+# FA_GPU_SANITIZE_SET=quick (default) runs each program's quick set (FA_GPU_TEST_QUICK=1: the
+# heavy cases, e.g. the 2.2 G-element caches, skip themselves; test_gpu_forward has no quick
+# mode and runs whole); =full runs every case. All (tool, program) runs go side by side (they
+# are CPU-bound; the GPU is shared). A run passes when the tool exits 0 with its summary
+# at 0 and the program itself reports 0 failures; a timeout is a failure.
+run_sanitizer() {   # tool program log  (background job; writes $log.rc)
+    local tool=$1 p=$2 log=$3 extra=()
+    case $tool in
+        initcheck) extra=(--track-unused-memory no) ;;
+        racecheck) extra=(--racecheck-report all) ;;
+    esac
+    if [ "$san_set" = quick ]; then
+        FA_GPU_TEST_QUICK=1 timeout "$san_timeout" "$sanitizer" --tool "$tool" "${extra[@]}" \
+            --error-exitcode 97 --print-limit 30 "$build/tests/gpu/$p" > "$log" 2>&1
+    else
+        timeout "$san_timeout" "$sanitizer" --tool "$tool" "${extra[@]}" \
+            --error-exitcode 97 --print-limit 30 "$build/tests/gpu/$p" > "$log" 2>&1
     fi
-    FA_GPU_TEST_QUICK=1 timeout "$san_timeout" "$sanitizer" --tool "$tool" \
-        --error-exitcode 97 --print-limit 30 "$build/tests/gpu/$p" > "$log" 2>&1
-    local rc=$?
-    # memcheck ends with "ERROR SUMMARY: 0 errors", racecheck with "RACECHECK SUMMARY: 0 hazards"
-    if [ $rc -eq 0 ] && grep -qE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$log"; then
-        row "$tool $p (quick)" 1 0 ""
+    echo $? > "$log.rc"
+}
+
+sanitizer_row() {   # tool program log
+    local tool=$1 p=$2 log=$3 rc line f=0
+    rc=$(cat "$log.rc" 2>/dev/null || echo 99)
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
+    [ -n "$line" ] && { f=${line#*, }; f=${f%% failed*}; }
+    if [ "$rc" -eq 0 ] && [ "$f" -eq 0 ] &&
+       grep -qE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$log"; then
+        row "$tool $p ($san_set${line:+: $line})" 1 0 ""
     else
         local note="exit $rc"
-        [ $rc -eq 124 ] && note="timed out after ${san_timeout}s"
-        [ $rc -eq 97 ] && note="sanitizer errors"
+        [ "$rc" -eq 124 ] && note="timed out after ${san_timeout}s"
+        [ "$rc" -eq 97 ] && note="sanitizer errors"
+        [ "$f" -ne 0 ] && note="$note, $f test failures"
         echo "---- $tool $p: $note (from $log)"
-        grep -E 'ERROR SUMMARY|Invalid|Race|Error|FAIL' "$log" | head -20
-        row "$tool $p (quick)" 0 1 "$note"
+        grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race|Error|not ok' "$log" | head -20
+        row "$tool $p ($san_set)" 0 1 "$note"
     fi
 }
 
+san_set=${FA_GPU_SANITIZE_SET:-quick}
+san_tools=${FA_GPU_SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}
 if [ "$sanitize" != "0" ]; then
     if [ -z "$sanitizer" ]; then
         row "compute-sanitizer" 0 1 "not found"
     else
-        for p in test_gpu_ops test_gpu_attention; do
+        # every (tool, program) pair at once: they are CPU-bound and the machine has cores
+        for p in "${programs[@]}"; do
             [ -x "$build/tests/gpu/$p" ] || continue
-            run_sanitizer memcheck "$p"
+            for tool in $san_tools; do
+                run_sanitizer "$tool" "$p" "$logs/$tool-$p.log" &
+            done
         done
-        # racecheck looks at shared memory: the attention kernels use it, the ops do not
-        if [ -x "$build/tests/gpu/test_gpu_attention" ]; then
-            run_sanitizer racecheck test_gpu_attention
-        else
-            run_sanitizer racecheck test_gpu_ops
-        fi
+        wait
+        for p in "${programs[@]}"; do
+            [ -x "$build/tests/gpu/$p" ] || continue
+            for tool in $san_tools; do
+                sanitizer_row "$tool" "$p" "$logs/$tool-$p.log"
+            done
+        done
     fi
 fi
 

@@ -46,6 +46,8 @@ typedef struct acase {
     int shuffle;                  /* block ids: shuffled pool with repeats across sequences */
     int alone;                    /* > 0: also run sequence alone - 1 by itself (a one-sequence
                                      view of the same buffers); its output bits must match */
+    int nan_v;                    /* > 0: V of key nan_v - 1 of sequence 0 (KV head 0, every dim)
+                                     is NaN: a valid key, masked for some rows of a tile */
 } acase;
 
 static const char *dn(fa_dtype t) { return gt_dtype_name(t); }
@@ -92,6 +94,7 @@ static void describe(const acase *c, char *buf, size_t n)
     else if (c->use_plan) len += snprintf(buf + len, n - len, " plan");
     if (c->shuffle) len += snprintf(buf + len, n - len, " shuffled");
     if (c->alone) len += snprintf(buf + len, n - len, " alone=%d", c->alone - 1);
+    if (c->nan_v) len += snprintf(buf + len, n - len, " nanV@%d", c->nan_v - 1);
 }
 
 /* Runs one case; returns 1 when it passed. out_bits (optional) receives the GPU output. */
@@ -250,7 +253,7 @@ static int run_case(const acase *c, void **out_bits_ret)
                     do { kx = gt_uniform(-2.0f, 2.0f); } while (kx == 0.0f);
                     do { vx = gt_uniform(-1.0f, 1.0f); } while (vx == 0.0f);
                     gt_store(hb.k, o, c->kvdt, kx / ks);
-                    gt_store(hb.v, o, c->kvdt, vx / vs);
+                    gt_store(hb.v, o, c->kvdt, (b == 0 && g == 0 && j == c->nan_v - 1) ? NAN : vx / vs);
                 }
             }
         }
@@ -310,6 +313,7 @@ static int run_case(const acase *c, void **out_bits_ret)
     ga.num_heads_kv = Hkv;
     ga.head_size = D;
     ga.block_size = c->dense ? 0 : c->bs;
+    ga.num_blocks = c->dense ? 0 : NB;
     ga.softmax_scale = 1.0f / sqrtf((float)D);
     ga.softcap = c->softcap;
     ga.causal = c->causal;
@@ -796,6 +800,36 @@ static void test_edges(void)
     }
 }
 
+/* NaN hygiene at mask edges (docs/cuda.md): a NaN in V of a valid key that a window or the
+   causal mask hides from some rows of a tile but not from others. The rows that cannot see it
+   must come out finite, equal to the reference; the rows that see it NaN. Prefill tile, packed
+   decode tile with two tokens per tile, a split and an fp8 cache. */
+static void test_nan_edges(void)
+{
+    int v;
+    for (v = 0; v < 5; ++v) {
+        acase c = base_case(v == 1 ? FA_DTYPE_F16 : FA_DTYPE_BF16, v == 2 ? 64 : 128, 16, 8, 2);
+        static const int ql[] = {100, 30}, kl[] = {100, 70};
+        static const int ql2[] = {2, 1}, kl2[] = {50, 40};
+        c.shuffle = 0;
+        if (v < 3 || v == 4) {
+            set_seqs(&c, 2, ql, kl);
+            c.causal = 1;
+            c.wl = v == 2 ? 20 : 8;
+            c.nan_v = 41;                     /* rows 40..48 (40..60) see it */
+            if (v == 1) c.splits = 2;
+            if (v == 4) c.kvdt = FA_DTYPE_FP8_E4M3;
+        } else {                              /* decode tile: 2 tokens x 8 heads per KV head */
+            set_seqs(&c, 2, ql2, kl2);
+            c.hq = 8; c.hkv = 1;
+            c.causal = 1;
+            c.wl = 0;
+            c.nan_v = 49;                     /* key 48: row 0's only key, masked for row 1 */
+        }
+        run_named("nan at a mask edge", &c);
+    }
+}
+
 /* num_splits <= 1: a sequence's output bits do not depend on the rest of the batch. */
 static void test_batch_invariance(void)
 {
@@ -894,6 +928,7 @@ static void test_large_cache(void)
     a.block_table_stride = 8;
     a.num_seqs = B; a.num_tokens = T; a.max_seqlen_q = 20; a.max_seqlen_k = 70;
     a.num_heads_q = Hq; a.num_heads_kv = Hkv; a.head_size = D; a.block_size = bs;
+    a.num_blocks = NB;
     a.softmax_scale = 1.0f / sqrtf((float)D);
     a.causal = 1; a.window_left = -1; a.window_right = -1; a.num_splits = 1;
     {
@@ -951,7 +986,7 @@ static void test_errors(void)
     a.q_dtype = a.kv_dtype = FA_DTYPE_BF16;
     a.cu_seqlens_q = (int32_t *)dcu; a.seqused_k = (int32_t *)dcu + 1; a.block_table = (int32_t *)dcu;
     a.num_seqs = 1; a.num_tokens = 1; a.max_seqlen_q = 1; a.max_seqlen_k = 1;
-    a.num_heads_q = 1; a.num_heads_kv = 1; a.head_size = 128; a.block_size = 16;
+    a.num_heads_q = 1; a.num_heads_kv = 1; a.head_size = 128; a.block_size = 16; a.num_blocks = 1;
     a.softmax_scale = 0.1f; a.window_left = a.window_right = -1; a.num_splits = 1;
     {
         fa_attn_args e = a;
@@ -1097,6 +1132,7 @@ static void bench(void)
                 a.block_table = (int32_t *)dbt;
                 a.block_table_stride = L / bs;
                 a.block_size = bs;
+                a.num_blocks = nblk;
                 a.k_block_stride = a.v_block_stride = (int64_t)bs * Hkv * D;
             } else {
                 a.cu_seqlens_k = (int32_t *)dcu;
@@ -1139,6 +1175,7 @@ static void bench(void)
             a.out = dout; a.out_token_stride = (int64_t)Hq * D; a.out_head_stride = D;
             a.cu_seqlens_q = (int32_t *)dcu; a.seqused_k = (int32_t *)dseq;
             a.block_table = (int32_t *)dbt; a.block_table_stride = L / bs; a.block_size = bs;
+            a.num_blocks = nblk;
             a.num_seqs = nb; a.num_tokens = nb; a.max_seqlen_q = 1; a.max_seqlen_k = L;
             a.num_heads_q = Hq; a.num_heads_kv = Hkv; a.head_size = D;
             a.softmax_scale = 1.0f / sqrtf((float)D);
@@ -1188,6 +1225,7 @@ int main(int argc, char **argv)
     test_mixed_long();
     test_dense();
     test_edges();
+    test_nan_edges();
     test_batch_invariance();
     test_large_cache();
     test_errors();

@@ -138,6 +138,7 @@ static void run_cache_case(const cache_case *c)
     a.num_heads_kv = c->H;
     a.head_size = c->D;
     a.block_size = c->bs;
+    a.num_blocks = c->NB;
     a.k_scale = c->k_scale;
     a.v_scale = c->v_scale;
     if (!gt_check(cpu->ops.reshape_and_cache(cpu->ctx, &a), cpu, "reshape_and_cache"))
@@ -360,6 +361,7 @@ static void run_cache_large(fa_kv_layout layout, fa_dtype kv, fa_dtype cache, in
     a.num_heads_kv = H;
     a.head_size = D;
     a.block_size = bs;
+    a.num_blocks = NB;
     a.k_scale = 0.05f;
     a.v_scale = 0.07f;
     if (!gt_check(cpu->ops.reshape_and_cache(cpu->ctx, &a), cpu, "reshape_and_cache"))
@@ -880,6 +882,7 @@ static void test_validation(void)
         ok.num_heads_kv = 1;
         ok.head_size = 64;
         ok.block_size = 16;
+        ok.num_blocks = 4;
         ok.k_scale = ok.v_scale = 1.0f;
 #define FA__BAD(field_stmt, want, needle)                                                          \
     do {                                                                                           \
@@ -1055,7 +1058,7 @@ static void test_graph_capture(void)
     ca.cache_block_stride = blk; ca.cache_page_stride = page; ca.cache_head_stride = head;
     ca.cache_dtype = FA_DTYPE_FP8_E4M3;
     ca.slot_mapping = slots;
-    ca.num_tokens = T; ca.num_heads_kv = H; ca.head_size = D; ca.block_size = BS;
+    ca.num_tokens = T; ca.num_heads_kv = H; ca.head_size = D; ca.block_size = BS; ca.num_blocks = NB;
     ca.k_scale = 0.05f; ca.v_scale = 0.08f;
     memset(&ma, 0, sizeof ma);
     ma.out = hmo; ma.out_token_stride = H * D; ma.out_head_stride = D;
@@ -1332,6 +1335,7 @@ static void test_perf(void)
             a->cache_dtype = cd;
             a->slot_mapping = (const int64_t *)dslots;
             a->num_tokens = T; a->num_heads_kv = HKV; a->head_size = D; a->block_size = BS;
+            a->num_blocks = (T + BS - 1) / BS;
             a->k_scale = 0.05f; a->v_scale = 0.05f;
         }
         us = perf_time(stream, op);

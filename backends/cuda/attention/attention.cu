@@ -45,29 +45,6 @@ const int kCompiledDims[] = {
 #endif
     0};
 
-fa_status fail(char *err, size_t err_size, fa_status st, const char *fmt, ...) {
-    if (err != nullptr && err_size > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_size, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
-const char *dtype_name(fa_dtype t) {
-    switch (t) {
-        case FA_DTYPE_F32: return "f32";
-        case FA_DTYPE_F16: return "f16";
-        case FA_DTYPE_BF16: return "bf16";
-        case FA_DTYPE_FP8_E4M3: return "fp8_e4m3";
-        case FA_DTYPE_FP8_E5M2: return "fp8_e5m2";
-        case FA_DTYPE_I32: return "i32";
-        case FA_DTYPE_I64: return "i64";
-        default: return "unknown";
-    }
-}
-
 // Smallest compiled width >= head_size, 0 if none.
 int padded_dim(int head_size) {
     for (int i = 0; kCompiledDims[i] != 0; ++i) {
@@ -217,7 +194,7 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ fa
         FA_ATTN_ARM_192(DIM, __VA_ARGS__)                                                      \
         FA_ATTN_ARM_256(DIM, __VA_ARGS__)                                                      \
         default:                                                                               \
-            return fail(err, err_size, FA_ERR_UNSUPPORTED, "unsupported head_dim: %d", dim);   \
+            return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "unsupported head_dim: %d", dim);          \
     }
 
 #define FA_ATTN_DISPATCH_Q_DTYPE(dtype, QT, ...)                                                \
@@ -225,8 +202,7 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ fa
         case FA_DTYPE_F16: { using QT = __half; __VA_ARGS__ } break;                           \
         case FA_DTYPE_BF16: { using QT = __nv_bfloat16; __VA_ARGS__ } break;                   \
         default:                                                                               \
-            return fail(err, err_size, FA_ERR_UNSUPPORTED, "unsupported q_dtype: %s",          \
-                        dtype_name(dtype));                                                    \
+            return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "unsupported q_dtype: %d", (int)(dtype));   \
     }
 
 #define FA_ATTN_DISPATCH_KV_KIND(kind, KV, ...)                                                 \
@@ -234,7 +210,7 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ fa
         case fa_attn::KV_SAME: { constexpr int KV = fa_attn::KV_SAME; __VA_ARGS__ } break;     \
         case fa_attn::KV_FP8: { constexpr int KV = fa_attn::KV_FP8; __VA_ARGS__ } break;       \
         default:                                                                               \
-            return fail(err, err_size, FA_ERR_UNSUPPORTED, "unsupported kv kind: %d", kind);   \
+            return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "unsupported kv kind: %d", kind);          \
     }
 
 #endif  // !__HIP_PLATFORM_AMD__
@@ -243,78 +219,75 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ fa
 
 #if defined(__HIP_PLATFORM_AMD__)
 
-fa_status fa_cuda__attention(const fa_attn_args *a, cudaStream_t stream,
-                             const fa_device_info *info, char *err, size_t err_size) {
-    (void)a; (void)stream; (void)info;
-    return fail(err, err_size, FA_ERR_UNSUPPORTED,
-                "attention: not built for HIP (the kernels use mma.sync / ldmatrix / cp.async)");
+fa_status fa_cuda__attention_check(const fa_attn_args *a, const fa_device_info *info, char *err,
+                                   size_t err_size) {
+    (void)a; (void)info;
+    const fa_bu_err e = fa_bu_err_make(err, err_size, "attention");
+    return fa_bu_fail(&e, FA_ERR_UNSUPPORTED, "not built for HIP (the kernels use mma.sync / ldmatrix / cp.async)");
 }
+
+fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err, size_t err_size) {
+    (void)L;
+    return fa_cuda__attention_check(a, nullptr, err, err_size);
+}
+
+void fa_cuda__attention_caps(fa_backend_caps *caps) { caps->num_dims = 0; }
 
 #else  // !__HIP_PLATFORM_AMD__
 
-fa_status fa_cuda__attention(const fa_attn_args *a, cudaStream_t stream,
-                             const fa_device_info *info, char *err, size_t err_size) {
-    if (err != nullptr && err_size > 0) err[0] = '\0';
-    if (a == nullptr) return fail(err, err_size, FA_ERR_INVALID_ARG, "attention: args is NULL");
+namespace {
 
-    // ---- shapes and dtypes
-    if (a->num_seqs < 0 || a->num_tokens < 0)
-        return fail(err, err_size, FA_ERR_INVALID_ARG, "num_seqs %d / num_tokens %d negative",
-                    a->num_seqs, a->num_tokens);
-    if (a->num_heads_q <= 0 || a->num_heads_kv <= 0 || a->num_heads_q % a->num_heads_kv != 0)
-        return fail(err, err_size, FA_ERR_INVALID_ARG,
-                    "num_heads_q %d is not a positive multiple of num_heads_kv %d",
-                    a->num_heads_q, a->num_heads_kv);
-    if (a->q_head_group < 0 ||
-        (a->q_head_group > 0 && (a->num_heads_q % a->q_head_group != 0 ||
-                                 a->q_head_group % a->num_heads_kv != 0)))
-        return fail(err, err_size, FA_ERR_INVALID_ARG,
-                    "q_head_group %d must divide num_heads_q %d and be a multiple of num_heads_kv %d",
-                    a->q_head_group, a->num_heads_q, a->num_heads_kv);
-    if (a->head_size <= 0 || a->head_size % 8 != 0 || a->head_size > 256)
-        return fail(err, err_size, FA_ERR_INVALID_ARG,
-                    "head_size %d is not a multiple of 8 in [8, 256]", a->head_size);
-    if (a->q_dtype != FA_DTYPE_F16 && a->q_dtype != FA_DTYPE_BF16)
-        return fail(err, err_size, FA_ERR_UNSUPPORTED, "q_dtype %s: the CUDA backend takes f16 or bf16",
-                    dtype_name(a->q_dtype));
+// A call's kernel parameters and launch choice, from its arguments: every check of the op runs
+// here (structural ones in fa_bu_check_attention, then what these kernels need), so that
+// ops.check and the op itself can never disagree. *empty: nothing to launch.
+struct Plan {
+    fa_attn::Params p;
+    int dim;          // compiled width
     int kv_kind;
-    if (a->kv_dtype == a->q_dtype) kv_kind = fa_attn::KV_SAME;
-    else if (a->kv_dtype == FA_DTYPE_FP8_E4M3 || a->kv_dtype == FA_DTYPE_FP8_E5M2) kv_kind = fa_attn::KV_FP8;
-    else
-        return fail(err, err_size, FA_ERR_INVALID_ARG, "kv_dtype %s with q_dtype %s",
-                    dtype_name(a->kv_dtype), dtype_name(a->q_dtype));
+    bool decode;      // whole call in the packed decode tile
+    bool mixed;       // decode rows in the decode tile, the rest in the prefill tile
+    bool empty;
+};
+
+fa_status prepare(const fa_attn_args *a, const fa_device_info *info, Plan *pl, const fa_bu_err *e) {
+    char n1[FA_BU_NAME_BUF];
+    pl->empty = true;
+    FA_BU_TRY(fa_bu_check_attention(e, a, fa_attn::kBlockSizeMultiple));
+    if (a->q_dtype != FA_DTYPE_F16 && a->q_dtype != FA_DTYPE_BF16)
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "q_dtype %s: the CUDA backend takes f16 or bf16",
+                          fa_bu_dtype_name(a->q_dtype, n1));
+    const int kv_kind = a->kv_dtype == a->q_dtype ? fa_attn::KV_SAME : fa_attn::KV_FP8;
     const bool paged = a->cu_seqlens_k == nullptr;
-    if (paged && a->seqused_k == nullptr)
-        return fail(err, err_size, FA_ERR_INVALID_ARG, "one of seqused_k and cu_seqlens_k is required");
-    if (!paged && a->seqused_k != nullptr)
-        return fail(err, err_size, FA_ERR_INVALID_ARG, "seqused_k and cu_seqlens_k are exclusive");
-    if (paged && a->block_table == nullptr)
-        return fail(err, err_size, FA_ERR_INVALID_ARG, "paged attention (seqused_k) needs block_table");
-    if (paged && (a->block_size <= 0 || a->block_size % 16 != 0))
-        return fail(err, err_size, FA_ERR_INVALID_ARG, "block_size %d is not a positive multiple of 16",
-                    a->block_size);
-    if (a->num_tokens == 0 || a->num_seqs == 0) return FA_OK;
-    if (a->q == nullptr || a->k == nullptr || a->v == nullptr || a->out == nullptr ||
-        a->cu_seqlens_q == nullptr)
-        return fail(err, err_size, FA_ERR_INVALID_ARG, "q, k, v, out and cu_seqlens_q are required");
-    if (static_cast<int64_t>(a->num_tokens) * (a->num_heads_q / a->num_heads_kv) > 0x7fff0000LL)
-        return fail(err, err_size, FA_ERR_UNSUPPORTED, "num_tokens %d x %d query heads per KV head "
-                    "exceeds 2^31 rows", a->num_tokens, a->num_heads_q / a->num_heads_kv);
+    const int dim = padded_dim(a->head_size);
+    if (dim == 0) {
+        char dims[64];
+        compiled_dims_string(dims, sizeof(dims));
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "head_size %d not compiled in (head_dims=%s)",
+                          a->head_size, dims);
+    }
     const int S = a->num_splits > 1 ? a->num_splits : 1;
-    if (S > 1 && (a->split_out == nullptr || a->split_lse == nullptr))
-        return fail(err, err_size, FA_ERR_INVALID_ARG, "num_splits %d needs split_out and split_lse",
-                    a->num_splits);
     if (S > 65535)
-        return fail(err, err_size, FA_ERR_UNSUPPORTED, "num_splits %d > 65535", a->num_splits);
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "num_splits %d > 65535", a->num_splits);
+    if (a->num_tokens == 0 || a->num_seqs == 0) return FA_OK;
+    const int group = a->num_heads_q / a->num_heads_kv;
+    if (static_cast<int64_t>(a->num_tokens) * group > 0x7fff0000LL)
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "num_tokens %d x %d query heads per KV head "
+                          "exceeds 2^31 rows", a->num_tokens, group);
+    if (S > 1 && (static_cast<int64_t>(a->num_tokens) * a->num_heads_q + 3) / 4 > 0x7fffffffLL)
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "num_tokens %d x num_heads_q %d: too many rows for the split combine",
+                          a->num_tokens, a->num_heads_q);
 
     // ---- alignment: 16-byte rows for the copies (q, out, 16-bit K/V); fp8 K/V 8 or 16 bytes
     const bool fp8 = kv_kind != fa_attn::KV_SAME;
     if (!aligned16(a->q) || a->q_token_stride % 8 || a->q_head_stride % 8 || a->q_group_stride % 8)
-        return fail(err, err_size, FA_ERR_UNSUPPORTED,
-                    "q must be 16-byte aligned with strides multiple of 8 elements");
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
+                          "q must be 16-byte aligned with strides multiple of 8 elements (q %p, strides %lld/%lld/%lld)",
+                          a->q, (long long)a->q_token_stride, (long long)a->q_head_stride,
+                          (long long)a->q_group_stride);
     if (!aligned16(a->out) || a->out_token_stride % 8 || a->out_head_stride % 8)
-        return fail(err, err_size, FA_ERR_UNSUPPORTED,
-                    "out must be 16-byte aligned with strides multiple of 8 elements");
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
+                          "out must be 16-byte aligned with strides multiple of 8 elements (out %p, strides %lld/%lld)",
+                          a->out, (long long)a->out_token_stride, (long long)a->out_head_stride);
     const int64_t kv_strides[6] = {a->k_block_stride, a->k_row_stride, a->k_head_stride,
                                    a->v_block_stride, a->v_row_stride, a->v_head_stride};
     bool kv16 = aligned16(a->k) && aligned16(a->v);
@@ -327,11 +300,11 @@ fa_status fa_cuda__attention(const fa_attn_args *a, cudaStream_t stream,
     }
     if (fp8 && a->head_size % 16) kv16 = false;
     if (!(fp8 ? kv8 : kv16))
-        return fail(err, err_size, FA_ERR_UNSUPPORTED,
-                    "k/v must be %d-byte aligned (pointers and strides)", fp8 ? 8 : 16);
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
+                          "k/v must be %d-byte aligned (pointers and strides)", fp8 ? 8 : 16);
 
     // ---- kernel parameters
-    fa_attn::Params p;
+    fa_attn::Params &p = pl->p;
     memset(&p, 0, sizeof(p));
     p.q = a->q;
     p.q_token_stride = a->q_token_stride;
@@ -357,11 +330,13 @@ fa_status fa_cuda__attention(const fa_attn_args *a, cudaStream_t stream,
     p.cu_seqlens_k = paged ? nullptr : a->cu_seqlens_k;
     p.block_table = paged ? a->block_table : nullptr;
     p.block_table_stride = a->block_table_stride;
+    p.num_blocks = paged ? a->num_blocks : 0;
+    p.id_limit = static_cast<uint32_t>(p.num_blocks < (int64_t(1) << 31) ? p.num_blocks : (int64_t(1) << 31));
     p.num_seqs = a->num_seqs;
     p.num_tokens = a->num_tokens;
     p.num_heads_q = a->num_heads_q;
     p.num_heads_kv = a->num_heads_kv;
-    p.group = a->num_heads_q / a->num_heads_kv;
+    p.group = group;
     p.head_size = a->head_size;
     p.block_size = paged ? a->block_size : 1;
     p.block_shift = -1;
@@ -390,55 +365,108 @@ fa_status fa_cuda__attention(const fa_attn_args *a, cudaStream_t stream,
     p.split_out = S > 1 ? a->split_out : nullptr;
     p.split_lse = S > 1 ? a->split_lse : nullptr;
 
-    // ---- instance and tile shape
-    const int dim = padded_dim(a->head_size);
-    if (dim == 0) {
-        char dims[64];
-        compiled_dims_string(dims, sizeof(dims));
-        return fail(err, err_size, FA_ERR_UNSUPPORTED, "head_size %d not compiled in (head_dims=%s)",
-                    a->head_size, dims);
-    }
-    // packed decode tile (16 rows = query rows x heads of a KV head) when every sequence fits
-    bool decode = a->max_seqlen_q > 0 &&
-                  static_cast<int64_t>(a->max_seqlen_q) * p.group <= 16;
+    // ---- tile shape and shared memory. The packed decode tile (kDecodeRows rows = query
+    // rows x heads of a KV head) when every sequence fits; a mixed batch (decode queries next to
+    // longer ones, as the caller's min_seqlen_q hint says) runs its decode sequences there and
+    // the rest in the prefill tile, one launch each (same bits per row).
+    bool decode = a->max_seqlen_q > 0 && static_cast<int64_t>(a->max_seqlen_q) * group <= fa_attn::kDecodeRows;
+    bool mixed = false;
     const int64_t smem_limit = info != nullptr && info->smem_per_block > 0 ? info->smem_per_block : 0;
-    cudaError_t ce = cudaSuccess;
     FA_ATTN_DISPATCH_HEAD_DIM(dim, DIM, FA_ATTN_DISPATCH_Q_DTYPE(a->q_dtype, QT, FA_ATTN_DISPATCH_KV_KIND(kv_kind, KV, {
-        if (smem_limit > 0 && decode && fa_attn::attention_smem_bytes<DIM, QT, KV>(true) > smem_limit)
-            decode = false;
+        const int64_t dec_need = fa_attn::attention_smem_bytes<DIM, QT, KV>(true);
+        if (smem_limit > 0 && decode && dec_need > smem_limit) decode = false;
         const int64_t need = fa_attn::attention_smem_bytes<DIM, QT, KV>(decode);
         if (smem_limit > 0 && need > smem_limit)
-            return fail(err, err_size, FA_ERR_UNSUPPORTED,
-                        "head_size %d needs %lld bytes of shared memory per block, device has %lld",
-                        a->head_size, static_cast<long long>(need), static_cast<long long>(smem_limit));
-        // a mixed batch (decode queries next to longer ones, as the caller's min_seqlen_q hint
-        // says): the decode sequences in the packed decode tile (same bits per row), the rest in
-        // the prefill tile, one launch each; the split combine below serves both
-        const bool mixed = !decode && a->min_seqlen_q > 0 &&
-                           static_cast<int64_t>(a->min_seqlen_q) * p.group <= 16 &&
-                           (smem_limit <= 0 || fa_attn::attention_smem_bytes<DIM, QT, KV>(true) <= smem_limit);
-        if (mixed) {
+            return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
+                              "head_size %d needs %lld bytes of shared memory per block, device has %lld",
+                              a->head_size, static_cast<long long>(need), static_cast<long long>(smem_limit));
+        mixed = !decode && a->min_seqlen_q > 0 &&
+                static_cast<int64_t>(a->min_seqlen_q) * group <= fa_attn::kDecodeRows &&
+                (smem_limit <= 0 || dec_need <= smem_limit);
+    })))
+    pl->dim = dim;
+    pl->kv_kind = kv_kind;
+    pl->decode = decode;
+    pl->mixed = mixed;
+    pl->empty = false;
+    return FA_OK;
+}
+
+}  // namespace
+
+void fa_cuda__attention_caps(fa_backend_caps *caps) {
+    caps->num_dims = 0;
+    for (int i = 0; kCompiledDims[i] != 0 && caps->num_dims < FA_MAX_KERNEL_DIMS; ++i) {
+        const int dim = kCompiledDims[i];
+        fa_kernel_dim *k = &caps->dims[caps->num_dims++];
+        memset(k, 0, sizeof(*k));
+        k->head_dim = dim;
+        k->prefill_tile_m = fa_attn::prefill_rows(dim);
+        k->prefill_tile_n = fa_attn::prefill_stage_keys(dim);
+        k->decode_tile_n = fa_attn::decode_keys(dim);
+        k->decode_step_us = fa_attn::kDecodeStepUs * fa_attn::decode_step_factor(dim);
+        switch (dim) {
+            FA_ATTN_ARM_32(DIM, { k->decode_ctas_per_sm = fa_attn::attention_ctas_per_sm<DIM, __nv_bfloat16, fa_attn::KV_SAME>(true); })
+            FA_ATTN_ARM_64(DIM, { k->decode_ctas_per_sm = fa_attn::attention_ctas_per_sm<DIM, __nv_bfloat16, fa_attn::KV_SAME>(true); })
+            FA_ATTN_ARM_96(DIM, { k->decode_ctas_per_sm = fa_attn::attention_ctas_per_sm<DIM, __nv_bfloat16, fa_attn::KV_SAME>(true); })
+            FA_ATTN_ARM_128(DIM, { k->decode_ctas_per_sm = fa_attn::attention_ctas_per_sm<DIM, __nv_bfloat16, fa_attn::KV_SAME>(true); })
+            FA_ATTN_ARM_192(DIM, { k->decode_ctas_per_sm = fa_attn::attention_ctas_per_sm<DIM, __nv_bfloat16, fa_attn::KV_SAME>(true); })
+            FA_ATTN_ARM_256(DIM, { k->decode_ctas_per_sm = fa_attn::attention_ctas_per_sm<DIM, __nv_bfloat16, fa_attn::KV_SAME>(true); })
+            default: break;
+        }
+    }
+    caps->act_dtypes = (1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16);
+    caps->cache_dtypes = (1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16) | (1u << FA_DTYPE_FP8_E4M3) |
+                         (1u << FA_DTYPE_FP8_E5M2);
+    caps->block_size_multiple = fa_attn::kBlockSizeMultiple;
+    caps->head_size_multiple = fa_attn::kHeadSizeMultiple;
+    caps->decode_max_rows = fa_attn::kDecodeRows;
+    caps->max_splits = fa_attn::kMaxSplits;
+    caps->align_bytes = fa_attn::kAlignBytes;
+    caps->sm_bytes_per_us = fa_attn::kSmBytesPerUs;
+    caps->cta_us = fa_attn::kCtaUs;
+    caps->combine_us = fa_attn::kCombineUs;
+    caps->combine_us_per_split = fa_attn::kCombineUsPerSplit;
+}
+
+fa_status fa_cuda__attention_check(const fa_attn_args *a, const fa_device_info *info, char *err,
+                                   size_t err_size) {
+    const fa_bu_err e = fa_bu_err_make(err, err_size, "attention");
+    Plan pl;
+    return prepare(a, info, &pl, &e);
+}
+
+fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err, size_t err_size) {
+    const fa_bu_err e0 = fa_bu_err_make(err, err_size, "attention");
+    const fa_bu_err *e = &e0;
+    Plan pl;
+    FA_BU_TRY(prepare(a, L->info, &pl, e));
+    if (pl.empty) return FA_OK;
+    fa_attn::Params &p = pl.p;
+    p.err_word = L->err_word;
+    cudaStream_t stream = L->stream;
+    const int dim = pl.dim, kv_kind = pl.kv_kind;
+    cudaError_t ce = cudaSuccess;
+    FA_ATTN_DISPATCH_HEAD_DIM(dim, DIM, FA_ATTN_DISPATCH_Q_DTYPE(a->q_dtype, QT, FA_ATTN_DISPATCH_KV_KIND(kv_kind, KV, {
+        if (pl.mixed) {
             p.tile_filter = 1;
             ce = fa_attn::launch_attention<DIM, QT, KV>(p, true, stream);
             p.tile_filter = 2;
         }
-        if (ce == cudaSuccess) ce = fa_attn::launch_attention<DIM, QT, KV>(p, decode, stream);
+        if (ce == cudaSuccess) ce = fa_attn::launch_attention<DIM, QT, KV>(p, pl.decode, stream);
     })))
     if (ce != cudaSuccess)
-        return fail(err, err_size, FA_ERR_BACKEND, "attention kernel launch: %s", cudaGetErrorString(ce));
+        return fa_bu_fail(e, FA_ERR_BACKEND, "kernel launch: %s", cudaGetErrorString(ce));
 
-    if (S > 1) {
-        const int64_t pairs = static_cast<int64_t>(a->num_tokens) * a->num_heads_q;
-        const int64_t blocks = (pairs + 3) / 4;
-        if (blocks > 0x7fffffffLL)
-            return fail(err, err_size, FA_ERR_UNSUPPORTED, "too many tokens x heads for the combine");
+    if (p.num_splits > 1) {
+        const int64_t blocks = (static_cast<int64_t>(a->num_tokens) * a->num_heads_q + 3) / 4;
         if (a->q_dtype == FA_DTYPE_F16)
             combine_kernel<__half><<<static_cast<unsigned>(blocks), 128, 0, stream>>>(p);
         else
             combine_kernel<__nv_bfloat16><<<static_cast<unsigned>(blocks), 128, 0, stream>>>(p);
         ce = cudaGetLastError();
         if (ce != cudaSuccess)
-            return fail(err, err_size, FA_ERR_BACKEND, "split combine launch: %s", cudaGetErrorString(ce));
+            return fa_bu_fail(e, FA_ERR_BACKEND, "split combine launch: %s", cudaGetErrorString(ce));
     }
     return FA_OK;
 }

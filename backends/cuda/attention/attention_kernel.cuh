@@ -26,6 +26,7 @@
 #pragma once
 
 #include "../fa_cuda_internal.cuh"
+#include "attention_tiles.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -56,6 +57,9 @@ struct Params {
     const int32_t *cu_seqlens_k;      // [B + 1] (dense) or NULL
     const int32_t *block_table;       // [B, *] or NULL (dense)
     int64_t block_table_stride;
+    int64_t num_blocks;               // paged: ids outside [0, num_blocks) are never read
+    uint32_t id_limit;                // min(num_blocks, 2^31): an id is good when (uint32_t)id < it
+    FaDevErr *err_word;               // NULL-able: where a bad block id is reported
     int32_t num_seqs, num_tokens, num_heads_q, num_heads_kv, group, head_size;
     int32_t block_size, block_shift;  // block_shift = log2(block_size) or -1
     float softmax_scale;              // natural units
@@ -85,6 +89,11 @@ cudaError_t launch_attention(const Params &p, bool decode, cudaStream_t stream);
 // Dynamic shared memory of an instance's tile shape (bytes), for the host's capability check.
 template <int D, typename QT, int KV>
 int64_t attention_smem_bytes(bool decode);
+
+// CTAs of an instance's tile shape resident per SM on the current device (occupancy
+// calculator; 0 when it fails).
+template <int D, typename QT, int KV>
+int attention_ctas_per_sm(bool decode);
 
 }  // namespace fa_attn
 
@@ -135,7 +144,8 @@ struct Cfg {
     static constexpr int SMEM_MAIN = SLOPE_OFF + BM * 4;
     static constexpr int INFO_OFF = ((SMEM_MAIN > EPI_BYTES ? SMEM_MAIN : EPI_BYTES) + 15) / 16 * 16;
     static constexpr int ROW_OFF = INFO_OFF + 64;          // int64 per-row q / out offsets [BM]
-    static constexpr int SMEM = ROW_OFF + BM * 8;          // CtaInfo and row offsets: never aliased
+    static constexpr int LSE_OFF = ROW_OFF + BM * 8;       // float per-row LSE, log2 units [BM]
+    static constexpr int SMEM = LSE_OFF + BM * 4;          // CtaInfo, row offsets, LSEs: never aliased
     static_assert(BNC % 16 == 0 && BN % BNC == 0, "keys per step: multiples of 16");
     static_assert((BNC / 8) % 2 == 0 && ((BNC / 8) & (BNC / 8 - 1)) == 0, "n8 fragments: power of 2");
     static_assert(D % 16 == 0, "padded head dim must be a multiple of 16");
@@ -144,51 +154,28 @@ struct Cfg {
     static_assert(BM <= NT, "one thread per row in the epilogue");
 };
 
-// Keys per online-softmax step. Both tile shapes use the same steps at the same key positions,
-// so a row gets the same bits from either (num_splits <= 1 is batch invariant).
-// (FA_ATTN_* knobs: tile experiments for 64 < D <= 128; the defaults are the shipped shape.)
-#ifndef FA_ATTN_STEP
-#define FA_ATTN_STEP 32
-#endif
-#ifndef FA_ATTN_PF_WM
-#define FA_ATTN_PF_WM 4
-#endif
-#ifndef FA_ATTN_PF_MF
-#define FA_ATTN_PF_MF 2
-#endif
-#ifndef FA_ATTN_PF_BN
-#define FA_ATTN_PF_BN 64
-#endif
-#ifndef FA_ATTN_PF_MINB
-#define FA_ATTN_PF_MINB 2
-#endif
-template <int D>
-constexpr int kStepKeys = D <= 64 ? 64 : (D <= 128 ? FA_ATTN_STEP : 32);
-// prefill: 4 warps along M; 2 fragments per warp (128 rows) up to D = 128, else 1 (64 rows)
-// with 32-key stages so that two CTAs fit an SM. Two stages, padded rows.
+// The two tile shapes, from the constants of attention_tiles.h (which the capability block
+// reads too). Prefill: two stages, padded rows. Decode: one warp, 16 rows (q_len x heads of one
+// KV head), one step per stage, swizzled unpadded rows (D % 64 == 0), Q in registers; its stage
+// budget lets 6 CTAs share an SM at head 128 (one warp's stage is latency-bound, so warps per SM
+// set the speed; docs/perf.md). Every width gets 2 stages but head 32 (4).
 template <int D, int KV>
-using PrefillCfg = typename std::conditional<
-    (D > 64 && D <= 128),
-    Cfg<D, FA_ATTN_PF_WM, FA_ATTN_PF_MF, FA_ATTN_PF_BN, kStepKeys<D>, FA_ATTN_PF_MINB, KV, 2, false>,
-    Cfg<D, 4, (D <= 128 ? 2 : 1), (D <= 128 ? 64 : 32), kStepKeys<D>, 2, KV, 2, false>>::type;
-// decode: one warp, 16 rows (q_len x heads of one KV head), one step per stage, swizzled
-// unpadded rows, Q in registers. One warp's stage is latency-bound (~4 cycles an instruction),
-// so what sets the speed is warps per SM: the stage budget below is sized so that 6 CTAs fit
-// an SM at head 128 (2 stages of 16 KB; measured on the H200: 3 stages / 4 CTAs and 4 stages /
-// 3 CTAs were 1-6% and 18-26% slower, docs/perf.md). Every width gets 2 stages but head 32 (4).
-#ifndef FA_ATTN_DEC_STAGE_BYTES
-#define FA_ATTN_DEC_STAGE_BYTES (32 * 1024)
-#endif
+using PrefillCfg = Cfg<D, prefill_warps(D), prefill_frags(D), prefill_stage_keys(D), step_keys(D),
+                       prefill_min_blocks(D), KV, kPrefillStages, false>;
 template <int D, int KV>
-constexpr int kDecStageBytes = 2 * kStepKeys<D> * D * (KV == KV_SAME ? 2 : 1);   // K + V of a stage
-// (fp8: half the budget for the raw stages; the converted tile is the other half)
+using DecodeCfg = Cfg<D, 1, 1, decode_keys(D), decode_keys(D), kDecodeMinBlocks, KV,
+                      decode_stages(D, KV != KV_SAME), (D % 64 == 0)>;
+
 template <int D, int KV>
-constexpr int kDecStageFit = (KV == KV_SAME ? FA_ATTN_DEC_STAGE_BYTES : FA_ATTN_DEC_STAGE_BYTES / 2) /
-                             kDecStageBytes<D, KV>;
-template <int D, int KV>
-constexpr int kDecStages = kDecStageFit<D, KV> > 6 ? 6 : (kDecStageFit<D, KV> < 2 ? 2 : kDecStageFit<D, KV>);
-template <int D, int KV>
-using DecodeCfg = Cfg<D, 1, 1, kStepKeys<D>, kStepKeys<D>, 8, KV, kDecStages<D, KV>, (D % 64 == 0)>;
+struct CheckCfgs {
+    using P = PrefillCfg<D, KV>;
+    using Q = DecodeCfg<D, KV>;
+    static_assert(P::BM == prefill_rows(D) && P::BN == prefill_stage_keys(D) && P::BNC == step_keys(D),
+                  "prefill tile = attention_tiles.h");
+    static_assert(Q::BM == kDecodeRows && Q::BN == decode_keys(D) && Q::BNC == step_keys(D),
+                  "decode tile = attention_tiles.h");
+    static constexpr bool ok = true;
+};
 
 // ---------------------------------------------------------------------------------------------
 // Device helpers
@@ -348,24 +335,38 @@ __device__ __forceinline__ Frag<C> frag_of(uint32_t tile, int row, int chunk) {
 struct KeyRange {
     int kmin, kmax;                   // keys [kmin, kmax) are read
     int kstart;                       // dense: first key row of the sequence
+    int seq;                          // the sequence (block-table row), for error reports
     const int32_t *bt;                // block-table row of the sequence (NULL = dense)
 };
 
 // Per-CTA values needed only at the edges of the main loop, parked in shared memory so that
 // they do not hold registers through it.
-struct CtaInfo {
+struct CtaInfo {   // (fits the 64 bytes at INFO_OFF)
     KeyRange kr;
     int32_t m0, rows;                 // first row of the tile, rows of the sequence (t * G + g)
     int32_t q0, to_split;
     float vdesc;
+    int32_t key_lo, key_hi;           // keys of this split: [key_lo, key_hi)
+    int32_t diag;                     // Lk - Lq
+    int32_t edge;                     // rows of several tokens under a window / causal mask: a
+                                      // key can be masked for one row and read for another
 };
 
-// Physical block of key j (paged) or its row (dense); -1 outside [kmin, kmax).
+static_assert(sizeof(CtaInfo) <= 64, "CtaInfo fits its slot (Cfg::ROW_OFF = INFO_OFF + 64)");
+
+// Physical block of key j (paged) or its row (dense); -1 outside [kmin, kmax). A block id
+// outside [0, num_blocks) is reported (the first of the call, in p.err_word) and read as -1: its
+// keys are zero rows (logit 0 against zero V), so the row's result is wrong but finite.
 __device__ __forceinline__ int64_t block_id_of(const Params &p, const KeyRange &kr, int j) {
     if (j < kr.kmin || j >= kr.kmax) return -1;
     if (kr.bt == nullptr) return static_cast<int64_t>(kr.kstart) + j;
     const int bi = p.block_shift >= 0 ? (j >> p.block_shift) : (j / p.block_size);
-    return kr.bt[bi];
+    const int32_t id = kr.bt[bi];
+    if (static_cast<uint32_t>(id) >= p.id_limit) {   // negative ids too (one 32-bit compare)
+        fa_dev_err_report(p.err_word, FA_DEVERR_BLOCK_ID, kr.seq, id, p.num_blocks, bi);
+        return -1;
+    }
+    return id;
 }
 
 __device__ __forceinline__ void store_offsets(const Params &p, const KeyRange &kr, int j,
@@ -524,6 +525,112 @@ __device__ __forceinline__ void convert_tile(const uint8_t *raw, unsigned char *
 }
 
 // ---------------------------------------------------------------------------------------------
+// NaN hygiene at mask edges. A key masked for one row of a tile but allowed for another is
+// staged (it is in the CTA's key range) and its p is 0 for the masked row: a NaN (or Inf) in its
+// V reaches that row through 0 x NaN in the P . V product, where the reference never reads it.
+// The epilogue looks for NaN in the staged output (a few shared loads, one vote); a CTA that has
+// some (rare: the data is already non-finite) recomputes each NaN entry here, scalar, over the
+// row's allowed keys of this split only, with the row's final LSE: p_j = 2^(x_j - lse2). An
+// entry that is NaN because an allowed key is non-finite stays NaN; the others get the value the
+// reference has, written over the stored NaN. Every entry that was not NaN keeps its bits. Out of
+// line: the kernel's main loop keeps its registers.
+
+// 1 when one of the two 16-bit QT values of w is a NaN.
+template <typename QT>
+__device__ __forceinline__ bool nan2(uint32_t w) {
+    constexpr uint32_t e = std::is_same<QT, __half>::value ? 0x7c00u : 0x7f80u;
+    constexpr uint32_t m = std::is_same<QT, __half>::value ? 0x03ffu : 0x007fu;
+    return ((w & e) == e && (w & m) != 0) || (((w >> 16) & e) == e && ((w >> 16) & m) != 0);
+}
+
+template <bool E5M2>
+__device__ __forceinline__ float fp8_to_float(uint8_t x) {
+    const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(x), E5M2 ? __NV_E5M2 : __NV_E4M3);
+    return __half2float(__half(h));
+}
+
+template <typename QT, int KV>
+__device__ __forceinline__ float kv_at(const void *base, int64_t i, bool e5m2) {
+    if constexpr (KV == KV_SAME) {
+        const unsigned short r = static_cast<const unsigned short *>(base)[i];
+        if constexpr (std::is_same<QT, __half>::value) return __half2float(__ushort_as_half(r));
+        else return __bfloat162float(__ushort_as_bfloat16(r));
+    } else {
+        const uint8_t r = static_cast<const uint8_t *>(base)[i];
+        return e5m2 ? fp8_to_float<true>(r) : fp8_to_float<false>(r);
+    }
+}
+
+template <class C, typename QT, int KV>
+__device__ __noinline__ void fix_nan_entries(const Params &p, unsigned char *smem, int kvh, int tid) {
+    constexpr float kLog2e = 1.4426950408889634f;
+    const CtaInfo *info = reinterpret_cast<const CtaInfo *>(smem + C::INFO_OFF);
+    const int64_t *sRow = reinterpret_cast<const int64_t *>(smem + C::ROW_OFF);
+    const float *sLse = reinterpret_cast<const float *>(smem + C::LSE_OFF);
+    float *sOf = reinterpret_cast<float *>(smem);
+    const KeyRange kr = info->kr;
+    const int b = kr.seq, G = p.group;
+    const bool to_split = info->to_split != 0;
+    float kdesc = 1.f;
+    if constexpr (KV != KV_SAME) {
+        kdesc = p.k_descale != nullptr
+                    ? p.k_descale[static_cast<int64_t>(b) * p.descale_batch_stride +
+                                  static_cast<int64_t>(kvh) * p.descale_head_stride]
+                    : p.k_scale;
+    }
+    const float scale_nat = p.softmax_scale * kdesc;
+    const bool has_softcap = p.softcap > 0.f;
+    const float sc_log2 = scale_nat * kLog2e;
+    const float sc_cap = has_softcap ? scale_nat / p.softcap : 0.f;
+    const float cap2 = p.softcap * kLog2e;
+    const bool e5m2 = p.kv_e5m2 != 0;
+    const void *kb = KV == KV_SAME ? static_cast<const void *>(static_cast<const QT *>(p.k) + kvh * p.k_head_stride)
+                                   : static_cast<const void *>(static_cast<const uint8_t *>(p.k) + kvh * p.k_head_stride);
+    const void *vb = KV == KV_SAME ? static_cast<const void *>(static_cast<const QT *>(p.v) + kvh * p.v_head_stride)
+                                   : static_cast<const void *>(static_cast<const uint8_t *>(p.v) + kvh * p.v_head_stride);
+    const QT *qb = static_cast<const QT *>(p.q);
+    for (int i = tid; i < C::BM * p.head_size; i += C::NT) {
+        const int row = i / p.head_size, col = i % p.head_size;
+        if (sRow[row] < 0) continue;
+        const unsigned short *qs = reinterpret_cast<const unsigned short *>(smem + tile_off<C>(row, col >> 3) + 2 * (col & 7));
+        float cur;
+        if (to_split) cur = sOf[row * C::OLD + col];
+        else if constexpr (std::is_same<QT, __half>::value) cur = __half2float(__ushort_as_half(*qs));
+        else cur = __bfloat162float(__ushort_as_bfloat16(*qs));
+        if (!isnan(cur)) continue;
+        const float lse2 = sLse[row];
+        if (lse2 == -INFINITY) continue;
+        const int gr = info->m0 + row, t = gr / G;
+        const int h = query_head(p, kvh, gr - t * G);
+        const int tdr = t + info->diag;
+        const int qhg = p.q_head_group;
+        const QT *qr = qb + static_cast<int64_t>(h / qhg) * p.q_group_stride + static_cast<int64_t>(h % qhg) * p.q_head_stride +
+                       static_cast<int64_t>(info->q0 + t) * p.q_token_stride;
+        const float slope = p.alibi_slopes != nullptr
+                                ? -kLog2e * p.alibi_slopes[static_cast<int64_t>(b) * p.alibi_batch_stride + h]
+                                : 0.f;
+        float acc = 0.f;
+        for (int j = info->key_lo; j < info->key_hi; ++j) {
+            const int d = j - tdr;
+            if (!((p.window_left < 0 || d >= -p.window_left) && (p.window_right < 0 || d <= p.window_right))) continue;
+            int64_t ok, ov;
+            store_offsets(p, kr, j, block_id_of(p, kr, j), &ok, &ov);
+            float qk = 0.f;
+            if (ok >= 0)
+                for (int dd = 0; dd < p.head_size; ++dd) qk += static_cast<float>(qr[dd]) * kv_at<QT, KV>(kb, ok + dd, e5m2);
+            float x = has_softcap ? cap2 * fast_tanh(qk * sc_cap) : qk * sc_log2;
+            if (p.alibi_slopes != nullptr) x += slope * fabsf(static_cast<float>(tdr - j));
+            const float v = ov >= 0 ? kv_at<QT, KV>(vb, ov + col, e5m2) : 0.f;
+            acc += exp2f(x - lse2) * v;
+            if (isnan(acc)) break;   // NaN from an allowed key: the reference has NaN too
+        }
+        const float val = acc * info->vdesc;
+        if (to_split) p.split_out[sRow[row] + col] = val;
+        else static_cast<QT *>(p.out)[sRow[row] + col] = static_cast<QT>(val);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // The kernel
 
 template <class C, typename QT, int KV>
@@ -581,6 +688,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
 
     // ---- key range
     KeyRange kr;
+    kr.seq = b;
     int Lk;
     if (p.cu_seqlens_k != nullptr) {
         kr.kstart = p.cu_seqlens_k[b];
@@ -679,6 +787,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
     // first barrier of the main loop publishes them.
     int64_t *sOff = reinterpret_cast<int64_t *>(smem + C::OFF_OFF);   // [slot][K, V][BN]
     int64_t *sRow = reinterpret_cast<int64_t *>(smem + C::ROW_OFF);   // epilogue: out offsets
+    float *sLse = reinterpret_cast<float *>(smem + C::LSE_OFF);       // epilogue: LSEs (log2)
     const void *kbase, *vbase;
     if constexpr (C::FP8) {
         kbase = static_cast<const uint8_t *>(p.k) + kvh * p.k_head_stride;
@@ -787,6 +896,10 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
         info->q0 = q0;
         info->to_split = to_split;
         info->vdesc = vdesc;
+        info->key_lo = max(kr.kmin, my_tb * C::BN);
+        info->key_hi = min(kr.kmax, my_te * C::BN);
+        info->diag = diag;
+        info->edge = t_lo != t_hi && (wl >= 0 || wr >= 0);
     }
     auto issue_tile = [&](int slot, int stage) {
         const int64_t *ok = sOff + slot * 2 * C::BN;
@@ -1105,18 +1218,21 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
                         }
                     }
                     sRow[row] = off;
+                    sLse[row] = L == 0.f ? -INFINITY : (M == -INFINITY ? 0.f : M) + __log2f(L);
                 }
             }
         }
         __syncthreads();
+        bool nan_seen = false;   // NaN hygiene at mask edges (see fix_nan_entries)
         if (to_split) {
             constexpr int CPR = C::D / 4;
             for (int i = tid; i < C::BM * CPR; i += C::NT) {
                 const int row = i / CPR, c = i % CPR;
                 const int64_t off = sRow[row];
                 if (off < 0 || c * 4 >= p.head_size) continue;
-                *reinterpret_cast<float4 *>(p.split_out + off + c * 4) =
-                    *reinterpret_cast<const float4 *>(sOf + row * C::OLD + c * 4);
+                const float4 x = *reinterpret_cast<const float4 *>(sOf + row * C::OLD + c * 4);
+                nan_seen |= isnan(x.x) | isnan(x.y) | isnan(x.z) | isnan(x.w);
+                *reinterpret_cast<float4 *>(p.split_out + off + c * 4) = x;
             }
         } else {
             constexpr int CPR = C::D / 8;
@@ -1124,9 +1240,16 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
                 const int row = i / CPR, c = i % CPR;
                 const int64_t off = sRow[row];
                 if (off < 0 || c * 8 >= p.head_size) continue;
-                *reinterpret_cast<uint4 *>(static_cast<QT *>(p.out) + off + c * 8) =
-                    *reinterpret_cast<const uint4 *>(smem + tile_off<C>(row, c));
+                const uint4 x = *reinterpret_cast<const uint4 *>(smem + tile_off<C>(row, c));
+                nan_seen |= nan2<QT>(x.x) | nan2<QT>(x.y) | nan2<QT>(x.z) | nan2<QT>(x.w);
+                *reinterpret_cast<uint4 *>(static_cast<QT *>(p.out) + off + c * 8) = x;
             }
+        }
+        if (info->edge) {   // CTA-uniform; a tile of one token's rows (decode) has no edge
+            bool any;
+            if constexpr (C::NT > 32) any = __syncthreads_or(nan_seen) != 0;
+            else any = __any_sync(0xffffffffu, nan_seen);
+            if (any) fix_nan_entries<C, QT, KV>(p, smem, kvh, tid);   // rare
         }
     }
 }
@@ -1155,7 +1278,29 @@ cudaError_t launch_attention(const Params &p, bool decode, cudaStream_t stream) 
 
 template <int D, typename QT, int KV>
 int64_t attention_smem_bytes(bool decode) {
+    static_assert(CheckCfgs<D, KV>::ok, "tiles");
     return decode ? DecodeCfg<D, KV>::SMEM : PrefillCfg<D, KV>::SMEM;
+}
+
+template <class C, typename QT, int KV>
+static int ctas_per_sm_cfg() {
+    auto kern = attention_kernel<C, QT, KV>;
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kern, C::NT, C::SMEM) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+template <int D, typename QT, int KV>
+int attention_ctas_per_sm(bool decode) {
+    if (decode) return ctas_per_sm_cfg<DecodeCfg<D, KV>, QT, KV>();
+    return ctas_per_sm_cfg<PrefillCfg<D, KV>, QT, KV>();
 }
 
 }  // namespace fa_attn
@@ -1164,6 +1309,7 @@ int64_t attention_smem_bytes(bool decode) {
 #define FA_ATTN_INSTANTIATE(D, QT, KV)                                                          \
     template cudaError_t fa_attn::launch_attention<D, QT, KV>(const fa_attn::Params &, bool,     \
                                                               cudaStream_t);                     \
-    template int64_t fa_attn::attention_smem_bytes<D, QT, KV>(bool);
+    template int64_t fa_attn::attention_smem_bytes<D, QT, KV>(bool);                             \
+    template int fa_attn::attention_ctas_per_sm<D, QT, KV>(bool);
 
 #endif  // __HIP_PLATFORM_AMD__ / !FA_ATTN_DECLS_ONLY

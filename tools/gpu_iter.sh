@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# scripts/gpu_iter.sh - one GPU-machine call for a kernel iteration: build (meson, sm_90a), the
-# GPU test programs (no sanitizers: scripts/gpu_run.sh runs those), then bench/bench_gpu once per
+# tools/gpu_iter.sh - one GPU-machine call for a kernel iteration: build (meson, sm_90a), the
+# GPU test programs (no sanitizers: tools/gpu_run.sh runs those), then bench/bench_gpu once per
 # argument string. Logs go to $OUT (tests.txt, bench_N.txt, bench_N.csv).
 #
-#   scripts/gpu_iter.sh "--quick --only decode,splits" "--only decode --dim 64,256 --batch 64"
+#   tools/gpu_iter.sh "--quick --only decode,splits" "--only decode --dim 64,256 --batch 64"
 #
 # With no argument strings, one bench run: --quick --only decode,splits.
 set -u

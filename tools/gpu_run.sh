@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, GPU test suite (+ sanitizers), the demo, and a quick
-# benchmark pass. Logs go to $OUT. Usage: scripts/gpu_run.sh [quick|full|bench-only]
+# benchmark pass. Logs go to $OUT. Usage: tools/gpu_run.sh [quick|full|bench-only]
 set -u
 mode=${1:-quick}
 export NCCL_NVLS_ENABLE=0

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# scripts/gpu_profile.sh - profile the decode attention kernel on the GPU machine: builds one
+# tools/gpu_profile.sh - profile the decode attention kernel on the GPU machine: builds one
 # head-128 build per variant (extra nvcc defines), then for each: bench_gpu decode rows, an ncu
 # report of one decode launch (speed of light, warp stalls, occupancy, memory) and the SASS
 # instruction mix of the decode kernel. Logs to $OUT.
-#   scripts/gpu_profile.sh "NAME:-DFOO=1 -DBAR=2" ...      (a variant "base:" = no defines)
+#   tools/gpu_profile.sh "NAME:-DFOO=1 -DBAR=2" ...      (a variant "base:" = no defines)
 set -u
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/fa-prof}; mkdir -p "$out"
