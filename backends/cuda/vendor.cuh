@@ -120,8 +120,7 @@ static inline fa_hip_result fa_hip_free(void *p) { return fa_hip_result{hipFree(
 #if defined(__HIP_PLATFORM_AMD__)
 // __ldg: HIP has overloads for scalars and a few vectors only; on AMD a read-only load is a
 // plain load, so one template covers every type (uint4 and unsigned short included).
-template <class T>
-__device__ __forceinline__ T fa_hip_ldg(const T *p) { return *p; }
+template <class T> __device__ __forceinline__ T fa_hip_ldg(const T *p) { return *p; }
 #define __ldg fa_hip_ldg
 #endif  // defined(__HIP_PLATFORM_AMD__)
 
@@ -203,8 +202,8 @@ __device__ __forceinline__ float fa_fp8_to_float(uint32_t byte, bool e5m2) {
 #if FA_SOFT_FP8
     return fa_soft_fp8_to_float(byte, e5m2);
 #else   // !FA_SOFT_FP8: the toolkit's conversion (fp8 -> f16 is exact)
-    const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(byte & 0xffu),
-                                                 e5m2 ? __NV_E5M2 : __NV_E4M3);
+    const __half_raw h =
+        __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(byte & 0xffu), e5m2 ? __NV_E5M2 : __NV_E4M3);
     return __half2float(__half(h));
 #endif  // FA_SOFT_FP8
 }

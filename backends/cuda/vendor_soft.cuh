@@ -21,12 +21,18 @@ struct fa_soft_bf16 {
     unsigned short x;
 };
 __host__ __device__ __forceinline__ float fa_soft_bf16_to_float(fa_soft_bf16 v) {
-    union { uint32_t u; float f; } c;
+    union {
+        uint32_t u;
+        float f;
+    } c;
     c.u = (uint32_t)v.x << 16;
     return c.f;
 }
 __host__ __device__ __forceinline__ fa_soft_bf16 fa_soft_float_to_bf16_rn(float f) {
-    union { uint32_t u; float f; } c;
+    union {
+        uint32_t u;
+        float f;
+    } c;
     c.f = f;
     fa_soft_bf16 r;
     if ((c.u & 0x7fffffffu) > 0x7f800000u) {
@@ -62,8 +68,8 @@ __device__ __forceinline__ float fa_soft_pow2(int e) {   // 2^e for -126 <= e <=
 }
 
 // float -> OCP fp8, saturating to the largest finite value (the only mode the backend uses).
-__device__ __forceinline__ fa_soft_fp8_storage_t fa_soft_cvt_float_to_fp8(
-    float x, fa_soft_saturation_t sat, fa_soft_fp8_interpretation_t fmt) {
+__device__ __forceinline__ fa_soft_fp8_storage_t fa_soft_cvt_float_to_fp8(float x, fa_soft_saturation_t sat,
+                                                                          fa_soft_fp8_interpretation_t fmt) {
     (void)sat;
     const bool e5 = fmt == FA_SOFT_E5M2;
     const int mbits = e5 ? 2 : 3, bias = e5 ? 15 : 7;
@@ -92,8 +98,8 @@ __device__ __forceinline__ fa_soft_fp8_storage_t fa_soft_cvt_float_to_fp8(
 }
 
 // Two floats -> two fp8 bytes, x.x in the low byte (the CUDA intrinsic's order).
-__device__ __forceinline__ fa_soft_fp8x2_storage_t fa_soft_cvt_float2_to_fp8x2(
-    float2 x, fa_soft_saturation_t sat, fa_soft_fp8_interpretation_t fmt) {
+__device__ __forceinline__ fa_soft_fp8x2_storage_t
+fa_soft_cvt_float2_to_fp8x2(float2 x, fa_soft_saturation_t sat, fa_soft_fp8_interpretation_t fmt) {
     const uint32_t lo = fa_soft_cvt_float_to_fp8(x.x, sat, fmt);
     const uint32_t hi = fa_soft_cvt_float_to_fp8(x.y, sat, fmt);
     return (fa_soft_fp8x2_storage_t)(lo | (hi << 8));

@@ -35,12 +35,14 @@
 #include <string.h>
 #include <vector>
 
-namespace {
+namespace
+{
 
 int g_pass = 0, g_fail = 0, g_n = 0;
 
 void report(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void report(bool ok, const char *fmt, ...) {
+void report(bool ok, const char *fmt, ...)
+{
     char name[512];
     va_list ap;
     va_start(ap, fmt);
@@ -51,18 +53,19 @@ void report(bool ok, const char *fmt, ...) {
     (ok ? g_pass : g_fail)++;
 }
 
-#define CK(x)                                                                                   \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            printf("# CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);  \
-            printf("%d passed, %d failed\n", g_pass, g_fail + 1);                              \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define CK(x) \
+    do { \
+        cudaError_t e_ = (x); \
+        if (e_ != cudaSuccess) { \
+            printf("# CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+            printf("%d passed, %d failed\n", g_pass, g_fail + 1); \
+            exit(1); \
+        } \
     } while (0)
 
 uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-uint32_t rnd() {
+uint32_t rnd()
+{
     g_rng ^= g_rng << 13;
     g_rng ^= g_rng >> 7;
     g_rng ^= g_rng << 17;
@@ -72,8 +75,8 @@ float urand(float lo, float hi) { return lo + (hi - lo) * (float)(rnd() & 0xffff
 int irand(int lo, int hi) { return lo + (int)(rnd() % (uint32_t)(hi - lo + 1)); }
 
 // ---- 1. host-side index math of the tiles --------------------------------------------------
-template <int D, int W>
-void test_tile_math() {
+template <int D, int W> void test_tile_math()
+{
     using T = fa_portable::Tile<D, W>;
     bool ok = true;
     std::vector<int> seen((size_t)T::BN * T::DW, 0), pv((size_t)T::DW, 0);
@@ -81,7 +84,8 @@ void test_tile_math() {
         const int c = lane % T::C, kl = lane / T::C;
         for (int kk = 0; kk < T::KPL; ++kk) {
             const int j = kl + kk * (W / T::C);
-            if (j >= T::BN) ok = false;
+            if (j >= T::BN)
+                ok = false;
             else
                 for (int t = c; t < T::DW; t += T::C) seen[(size_t)j * T::DW + t]++;
         }
@@ -106,14 +110,17 @@ void test_tile_math() {
             banks = banks && __builtin_popcount(used) == lanes;
         }
     }
-    const bool smem = (T::BM * T::DW + 2 * T::BN * T::RS) * 4 + T::BM * T::BN * 4 +
-                      (T::NT / FA_WARP_SIZE) * T::RPG * 4 <= 48 * 1024;
-    report(ok && banks && smem, "tile math D=%d W=%d (BN %d, C %d, KPL %d, NWL %d, RS %d): coverage %s, banks %s, smem %s",
-           D, W, T::BN, T::C, T::KPL, T::NWL, T::RS, ok ? "ok" : "BAD", banks ? "ok" : "BAD", smem ? "ok" : "BAD");
+    const bool smem =
+        (T::BM * T::DW + 2 * T::BN * T::RS) * 4 + T::BM * T::BN * 4 + (T::NT / FA_WARP_SIZE) * T::RPG * 4 <=
+        48 * 1024;
+    report(ok && banks && smem,
+           "tile math D=%d W=%d (BN %d, C %d, KPL %d, NWL %d, RS %d): coverage %s, banks %s, smem %s", D, W,
+           T::BN, T::C, T::KPL, T::NWL, T::RS, ok ? "ok" : "BAD", banks ? "ok" : "BAD", smem ? "ok" : "BAD");
 }
 
 // ---- 2. software conversions on the device vs the CPU backend's --------------------------------
-__global__ void k_soft(const float *x, int n, uint8_t *e4, uint8_t *e5, uint16_t *bf, float *d4, float *d5) {
+__global__ void k_soft(const float *x, int n, uint8_t *e4, uint8_t *e5, uint16_t *bf, float *d4, float *d5)
+{
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
         e4[i] = fa_soft_cvt_float_to_fp8(x[i], FA_SOFT_SATFINITE, FA_SOFT_E4M3);
@@ -128,11 +135,14 @@ __global__ void k_soft(const float *x, int n, uint8_t *e4, uint8_t *e5, uint16_t
 
 bool same_float(float a, float b) { return (isnan(a) && isnan(b)) || memcmp(&a, &b, 4) == 0; }
 
-void test_soft_conversions() {
+void test_soft_conversions()
+{
     std::vector<float> x;
-    const float edges[] = {0.0f, -0.0f, 1.0f, -1.0f, 448.0f, 449.0f, 464.0f, 500.0f, -1e9f, 57344.0f, 61440.0f,
-                           1e30f, INFINITY, -INFINITY, NAN, -NAN, 1.953125e-3f, 9.765625e-4f, 1.5258789e-05f,
-                           7.6293945e-06f, 1e-10f, 3.0e-3f, 0.0625f, 0.09375f, 240.0f, 248.0f, 1.0f / 512};
+    const float edges[] = {0.0f,           -0.0f,          1.0f,      -1.0f,    448.0f,       449.0f,
+                           464.0f,         500.0f,         -1e9f,     57344.0f, 61440.0f,     1e30f,
+                           INFINITY,       -INFINITY,      NAN,       -NAN,     1.953125e-3f, 9.765625e-4f,
+                           1.5258789e-05f, 7.6293945e-06f, 1e-10f,    3.0e-3f,  0.0625f,      0.09375f,
+                           240.0f,         248.0f,         1.0f / 512};
     for (float e : edges) x.push_back(e);
     for (int i = 0; i < 300000; ++i) {   // random magnitudes across every fp8 binade and beyond
         const float m = ldexpf(urand(1.0f, 2.0f), irand(-24, 18));
@@ -163,9 +173,11 @@ void test_soft_conversions() {
     int bad4 = 0, bad5 = 0, badb = 0, badd = 0;
     for (int i = 0; i < n; ++i) {
         if (h4[i] != fa_cpu_float_to_fp8(x[i], FA_DTYPE_FP8_E4M3) && bad4++ < 3)
-            printf("# e4m3(%a): soft 0x%02x, cpu 0x%02x\n", x[i], h4[i], fa_cpu_float_to_fp8(x[i], FA_DTYPE_FP8_E4M3));
+            printf("# e4m3(%a): soft 0x%02x, cpu 0x%02x\n", x[i], h4[i],
+                   fa_cpu_float_to_fp8(x[i], FA_DTYPE_FP8_E4M3));
         if (h5[i] != fa_cpu_float_to_fp8(x[i], FA_DTYPE_FP8_E5M2) && bad5++ < 3)
-            printf("# e5m2(%a): soft 0x%02x, cpu 0x%02x\n", x[i], h5[i], fa_cpu_float_to_fp8(x[i], FA_DTYPE_FP8_E5M2));
+            printf("# e5m2(%a): soft 0x%02x, cpu 0x%02x\n", x[i], h5[i],
+                   fa_cpu_float_to_fp8(x[i], FA_DTYPE_FP8_E5M2));
         const uint16_t cb = fa_cpu_float_to_bf16(x[i]);
         const bool bok = hb[i] == cb || (isnan(x[i]) && (hb[i] & 0x7fff) > 0x7f80 && (cb & 0x7fff) > 0x7f80);
         if (!bok && badb++ < 3) printf("# bf16(%a): soft 0x%04x, cpu 0x%04x\n", x[i], hb[i], cb);
@@ -178,7 +190,12 @@ void test_soft_conversions() {
     report(bad5 == 0, "soft float->e5m2 satfinite RNE == CPU on %d values (%d differ)", n, bad5);
     report(badb == 0, "soft float->bf16 RNE == CPU on %d values (%d differ)", n, badb);
     report(badd == 0, "soft e4m3/e5m2 -> float == CPU on all 256 bytes each (%d differ)", badd);
-    cudaFree(dx); cudaFree(e4); cudaFree(e5); cudaFree(bf); cudaFree(d4); cudaFree(d5);
+    cudaFree(dx);
+    cudaFree(e4);
+    cudaFree(e5);
+    cudaFree(bf);
+    cudaFree(d4);
+    cudaFree(d5);
 }
 
 // ---- 3. attention against the CPU reference -------------------------------------------------
@@ -196,19 +213,25 @@ struct Case {
     int splits;          // > 1: split-KV with a per-sequence plan (some sequences fewer)
 };
 
-float h2f(uint16_t v, fa_dtype t) { return t == FA_DTYPE_F16 ? fa_cpu_half_to_float(v) : fa_cpu_bf16_to_float(v); }
-uint16_t f2h(float v, fa_dtype t) { return t == FA_DTYPE_F16 ? fa_cpu_float_to_half(v) : fa_cpu_float_to_bf16(v); }
+float h2f(uint16_t v, fa_dtype t)
+{
+    return t == FA_DTYPE_F16 ? fa_cpu_half_to_float(v) : fa_cpu_bf16_to_float(v);
+}
+uint16_t f2h(float v, fa_dtype t)
+{
+    return t == FA_DTYPE_F16 ? fa_cpu_float_to_half(v) : fa_cpu_float_to_bf16(v);
+}
 
-template <class T>
-T *dev_copy(const std::vector<T> &h) {
+template <class T> T *dev_copy(const std::vector<T> &h)
+{
     T *d = nullptr;
     CK(cudaMalloc(&d, h.size() * sizeof(T) + 16));
     if (!h.empty()) CK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
     return d;
 }
 
-template <int W>
-void run_case(const Case &cs, fa_backend *cpu) {
+template <int W> void run_case(const Case &cs, fa_backend *cpu)
+{
     const int B = (int)cs.lq.size(), D = cs.head_size, Hq = cs.hq, Hkv = cs.hkv;
     const bool fp8 = cs.kvt != cs.qt;
     const size_t kvsz = fp8 ? 1 : 2;
@@ -235,7 +258,8 @@ void run_case(const Case &cs, fa_backend *cpu) {
         nb = (int64_t)B * max_blocks + 3;
         std::vector<int32_t> ids((size_t)nb);
         for (int64_t i = 0; i < nb; ++i) ids[(size_t)i] = (int32_t)i;
-        for (int64_t i = nb - 1; i > 0; --i) std::swap(ids[(size_t)i], ids[(size_t)(rnd() % (uint32_t)(i + 1))]);
+        for (int64_t i = nb - 1; i > 0; --i)
+            std::swap(ids[(size_t)i], ids[(size_t)(rnd() % (uint32_t)(i + 1))]);
         table.assign((size_t)B * max_blocks, 0);
         for (size_t i = 0; i < table.size(); ++i) table[i] = ids[i];
     }
@@ -244,7 +268,8 @@ void run_case(const Case &cs, fa_backend *cpu) {
     const int64_t block_stride = cs.paged ? (int64_t)bs * row_stride : 0;
     std::vector<uint8_t> k((size_t)rows_total * row_stride * kvsz), v(k.size());
     for (size_t i = 0; i < k.size() / kvsz; ++i) {
-        const float a = urand(-1.0f, 1.0f) * (fp8 ? 4.0f : 1.0f), c = urand(-1.0f, 1.0f) * (fp8 ? 4.0f : 1.0f);
+        const float a = urand(-1.0f, 1.0f) * (fp8 ? 4.0f : 1.0f),
+                    c = urand(-1.0f, 1.0f) * (fp8 ? 4.0f : 1.0f);
         if (fp8) {
             k[i] = fa_cpu_float_to_fp8(a, cs.kvt);
             v[i] = fa_cpu_float_to_fp8(c, cs.kvt);
@@ -254,7 +279,8 @@ void run_case(const Case &cs, fa_backend *cpu) {
             memcpy(&v[2 * i], &y, 2);
         }
     }
-    std::vector<float> alibi((size_t)(cs.alibi_per_seq ? B : 1) * Hq), sinks(Hq), kd((size_t)B * Hkv), vd(kd.size());
+    std::vector<float> alibi((size_t)(cs.alibi_per_seq ? B : 1) * Hq), sinks(Hq), kd((size_t)B * Hkv),
+        vd(kd.size());
     for (auto &x : alibi) x = urand(0.0f, 0.3f);
     for (auto &x : sinks) x = urand(-2.0f, 3.0f);
     for (auto &x : kd) x = urand(0.1f, 0.5f);
@@ -332,14 +358,18 @@ void run_case(const Case &cs, fa_backend *cpu) {
     fa_attn_args g = a;
     uint16_t *dq = dev_copy(q), *dout = dev_copy(out_g);
     uint8_t *dk = dev_copy(k), *dv = dev_copy(v);
-    float *dlse = dev_copy(lse_g), *dal = dev_copy(alibi), *dsk = dev_copy(sinks), *dkd = dev_copy(kd), *dvd = dev_copy(vd);
+    float *dlse = dev_copy(lse_g), *dal = dev_copy(alibi), *dsk = dev_copy(sinks), *dkd = dev_copy(kd),
+          *dvd = dev_copy(vd);
     int32_t *dcuq = dev_copy(cuq), *dcuk = dev_copy(cuk), *dused = dev_copy(used), *dplan = dev_copy(plan);
     int32_t *dtab = cs.paged ? dev_copy(table) : nullptr;
     float *dso = nullptr, *dsl = nullptr;
     CK(cudaMalloc(&dso, so_c.size() * 4 + 16));
     CK(cudaMalloc(&dsl, sl_c.size() * 4 + 16));
     CK(cudaMemset(dout, 0xff, out_g.size() * 2));   // poison: rows the kernel must write
-    g.q = dq; g.k = dk; g.v = dv; g.out = dout;
+    g.q = dq;
+    g.k = dk;
+    g.v = dv;
+    g.out = dout;
     g.lse = cs.lse ? dlse : nullptr;
     g.cu_seqlens_q = dcuq;
     g.seqused_k = cs.paged ? dused : nullptr;
@@ -371,49 +401,336 @@ void run_case(const Case &cs, fa_backend *cpu) {
                 for (int d = 0; d < D; ++d) {
                     const size_t i = (size_t)t * ots + (size_t)hh * ohs + d;
                     const float x = h2f(out_g[i], cs.qt), y = h2f(out_c[i], cs.qt);
-                    if (!isfinite(x)) { nonfinite++; continue; }
+                    if (!isfinite(x)) {
+                        nonfinite++;
+                        continue;
+                    }
                     max_err = fmax(max_err, fabs((double)x - y));
                 }
                 if (cs.lse) {
                     const float x = lse_g[(size_t)hh * (T + 1) + t], y = lse_c[(size_t)hh * (T + 1) + t];
                     if (isinf(x) && isinf(y) && (x < 0) == (y < 0)) continue;
-                    if (!isfinite(x) || !isfinite(y)) { nonfinite++; continue; }
+                    if (!isfinite(x) || !isfinite(y)) {
+                        nonfinite++;
+                        continue;
+                    }
                     max_lse = fmax(max_lse, fabs((double)x - y));
                 }
             }
         const double tol = fp8 ? 1.5e-1 : 2e-2;
         report(nonfinite == 0 && max_err <= tol && max_lse <= 1e-3,
-               "W=%d %s: D=%d Hq=%d Hkv=%d T=%d S=%d max|out err| %.2e (tol %.0e), max|lse err| %.2e, non-finite %d",
+               "W=%d %s: D=%d Hq=%d Hkv=%d T=%d S=%d max|out err| %.2e (tol %.0e), max|lse err| %.2e, "
+               "non-finite %d",
                W, cs.name, D, Hq, Hkv, T, S, max_err, tol, max_lse, nonfinite);
     }
-    cudaFree(dq); cudaFree(dout); cudaFree(dk); cudaFree(dv); cudaFree(dlse); cudaFree(dal); cudaFree(dsk);
-    cudaFree(dkd); cudaFree(dvd); cudaFree(dcuq); cudaFree(dcuk); cudaFree(dused); cudaFree(dplan);
+    cudaFree(dq);
+    cudaFree(dout);
+    cudaFree(dk);
+    cudaFree(dv);
+    cudaFree(dlse);
+    cudaFree(dal);
+    cudaFree(dsk);
+    cudaFree(dkd);
+    cudaFree(dvd);
+    cudaFree(dcuq);
+    cudaFree(dcuk);
+    cudaFree(dused);
+    cudaFree(dplan);
     if (dtab) cudaFree(dtab);
-    cudaFree(dso); cudaFree(dsl);
+    cudaFree(dso);
+    cudaFree(dsl);
 }
 
-std::vector<Case> make_cases(bool quick) {
+std::vector<Case> make_cases(bool quick)
+{
     std::vector<Case> v;
     const fa_dtype BF = FA_DTYPE_BF16, F16 = FA_DTYPE_F16, E4 = FA_DTYPE_FP8_E4M3, E5 = FA_DTYPE_FP8_E5M2;
     //            name                 hs  hq hkv qg  qt  kvt paged bs  lq                lk                     causal wl  wr  cap    alibi  per   sinks  lse   desc  S
-    v.push_back({"prefill causal",     128, 8, 2, 0, BF, BF, true, 16, {37, 1, 64},      {100, 57, 64},         true, -1, -1, 0.0f, false, false, false, true, false, 1});
-    v.push_back({"decode GQA 8:1",     128, 16, 2, 0, F16, F16, true, 32, {1, 1, 1, 1},  {1000, 17, 300, 1},    true, -1, -1, 0.0f, false, false, false, true, false, 1});
-    v.push_back({"window softcap",     64, 4, 4, 0, BF, BF, true, 16, {50, 20},          {300, 20},             true, 31, -1, 30.0f, false, false, false, true, false, 1});
-    v.push_back({"alibi [B,Hq] sinks", 256, 8, 1, 0, F16, F16, true, 16, {9, 33},        {140, 200},            true, -1, -1, 0.0f, true, true, true, true, false, 1});
-    v.push_back({"non-causal window",  64, 6, 3, 0, BF, BF, false, 0, {40, 13},          {77, 200},             false, 16, 8, 0.0f, true, false, false, true, false, 1});
-    v.push_back({"dense padded 80",    80, 8, 4, 0, F16, F16, false, 0, {65, 3, 17},     {65, 90, 17},          true, -1, -1, 0.0f, false, false, true, true, false, 1});
-    v.push_back({"padded 40 MQA",      40, 8, 1, 0, BF, BF, true, 16, {5, 70},           {600, 70},             true, -1, -1, 10.0f, false, false, false, true, false, 1});
-    v.push_back({"head 200",           200, 4, 2, 0, BF, BF, true, 32, {33, 1},          {90, 513},             true, -1, -1, 0.0f, false, false, true, true, false, 1});
-    v.push_back({"q_head_group DCP",   128, 8, 2, 4, BF, BF, true, 16, {3, 8},           {200, 50},             true, -1, -1, 0.0f, true, false, true, true, false, 1});
-    v.push_back({"fp8 e4m3 descale",   128, 8, 2, 0, BF, E4, true, 16, {1, 20, 1},       {257, 40, 900},        true, -1, -1, 0.0f, false, false, false, true, true, 1});
-    v.push_back({"fp8 e5m2 scales",    64, 4, 2, 0, F16, E5, true, 32, {16, 1},          {64, 333},             true, -1, -1, 0.0f, false, false, true, true, false, 1});
-    v.push_back({"fp8 e4m3 head 256",  256, 4, 4, 0, F16, E4, true, 16, {2, 7},          {100, 300},            true, 63, -1, 20.0f, false, false, false, true, true, 1});
-    v.push_back({"split 4 plan",       128, 8, 2, 0, BF, BF, true, 16, {1, 1, 1, 5},     {2000, 700, 33, 1200}, true, -1, -1, 0.0f, false, false, true, true, false, 4});
-    v.push_back({"split 3 window",     64, 4, 1, 0, F16, F16, true, 16, {4, 1, 9},       {500, 1000, 64},       true, 100, -1, 0.0f, true, false, false, true, false, 3});
-    v.push_back({"split 7 fp8 e5m2",   256, 8, 2, 0, BF, E5, true, 32, {1, 2, 1},        {1500, 64, 3000},      true, -1, -1, 15.0f, false, false, true, true, true, 7});
-    v.push_back({"split 2 dense",      128, 4, 2, 0, BF, BF, false, 0, {30, 1},          {30, 400},             true, -1, -1, 0.0f, false, false, false, true, false, 2});
-    v.push_back({"long prefill",       128, 4, 1, 0, BF, BF, true, 64, {700},            {2100},                true, -1, -1, 0.0f, false, false, true, true, false, 1});
-    v.push_back({"narrow window"   ,  64, 2, 1, 0, BF, BF, true, 16, {8, 4},            {64, 400},             false, 2, 0, 0.0f, false, false, false, true, false, 1});
+    v.push_back({"prefill causal",
+                 128,
+                 8,
+                 2,
+                 0,
+                 BF,
+                 BF,
+                 true,
+                 16,
+                 {37, 1, 64},
+                 {100, 57, 64},
+                 true,
+                 -1,
+                 -1,
+                 0.0f,
+                 false,
+                 false,
+                 false,
+                 true,
+                 false,
+                 1});
+    v.push_back({"decode GQA 8:1",
+                 128,
+                 16,
+                 2,
+                 0,
+                 F16,
+                 F16,
+                 true,
+                 32,
+                 {1, 1, 1, 1},
+                 {1000, 17, 300, 1},
+                 true,
+                 -1,
+                 -1,
+                 0.0f,
+                 false,
+                 false,
+                 false,
+                 true,
+                 false,
+                 1});
+    v.push_back({"window softcap",
+                 64,
+                 4,
+                 4,
+                 0,
+                 BF,
+                 BF,
+                 true,
+                 16,
+                 {50, 20},
+                 {300, 20},
+                 true,
+                 31,
+                 -1,
+                 30.0f,
+                 false,
+                 false,
+                 false,
+                 true,
+                 false,
+                 1});
+    v.push_back({"alibi [B,Hq] sinks",
+                 256,
+                 8,
+                 1,
+                 0,
+                 F16,
+                 F16,
+                 true,
+                 16,
+                 {9, 33},
+                 {140, 200},
+                 true,
+                 -1,
+                 -1,
+                 0.0f,
+                 true,
+                 true,
+                 true,
+                 true,
+                 false,
+                 1});
+    v.push_back({"non-causal window",
+                 64,
+                 6,
+                 3,
+                 0,
+                 BF,
+                 BF,
+                 false,
+                 0,
+                 {40, 13},
+                 {77, 200},
+                 false,
+                 16,
+                 8,
+                 0.0f,
+                 true,
+                 false,
+                 false,
+                 true,
+                 false,
+                 1});
+    v.push_back({"dense padded 80",
+                 80,
+                 8,
+                 4,
+                 0,
+                 F16,
+                 F16,
+                 false,
+                 0,
+                 {65, 3, 17},
+                 {65, 90, 17},
+                 true,
+                 -1,
+                 -1,
+                 0.0f,
+                 false,
+                 false,
+                 true,
+                 true,
+                 false,
+                 1});
+    v.push_back(
+        {"padded 40 MQA", 40,    8,     1,     0,    BF,    BF, true, 16, {5, 70}, {600, 70}, true, -1, -1,
+         10.0f,           false, false, false, true, false, 1});
+    v.push_back({"head 200", 200, 4,  2,    0,     BF,    BF,   true, 32,    {33, 1}, {90, 513},
+                 true,       -1,  -1, 0.0f, false, false, true, true, false, 1});
+    v.push_back({"q_head_group DCP",
+                 128,
+                 8,
+                 2,
+                 4,
+                 BF,
+                 BF,
+                 true,
+                 16,
+                 {3, 8},
+                 {200, 50},
+                 true,
+                 -1,
+                 -1,
+                 0.0f,
+                 true,
+                 false,
+                 true,
+                 true,
+                 false,
+                 1});
+    v.push_back({"fp8 e4m3 descale",
+                 128,
+                 8,
+                 2,
+                 0,
+                 BF,
+                 E4,
+                 true,
+                 16,
+                 {1, 20, 1},
+                 {257, 40, 900},
+                 true,
+                 -1,
+                 -1,
+                 0.0f,
+                 false,
+                 false,
+                 false,
+                 true,
+                 true,
+                 1});
+    v.push_back({"fp8 e5m2 scales",
+                 64,
+                 4,
+                 2,
+                 0,
+                 F16,
+                 E5,
+                 true,
+                 32,
+                 {16, 1},
+                 {64, 333},
+                 true,
+                 -1,
+                 -1,
+                 0.0f,
+                 false,
+                 false,
+                 true,
+                 true,
+                 false,
+                 1});
+    v.push_back({"fp8 e4m3 head 256",
+                 256,
+                 4,
+                 4,
+                 0,
+                 F16,
+                 E4,
+                 true,
+                 16,
+                 {2, 7},
+                 {100, 300},
+                 true,
+                 63,
+                 -1,
+                 20.0f,
+                 false,
+                 false,
+                 false,
+                 true,
+                 true,
+                 1});
+    v.push_back({"split 4 plan",
+                 128,
+                 8,
+                 2,
+                 0,
+                 BF,
+                 BF,
+                 true,
+                 16,
+                 {1, 1, 1, 5},
+                 {2000, 700, 33, 1200},
+                 true,
+                 -1,
+                 -1,
+                 0.0f,
+                 false,
+                 false,
+                 true,
+                 true,
+                 false,
+                 4});
+    v.push_back({"split 3 window",
+                 64,
+                 4,
+                 1,
+                 0,
+                 F16,
+                 F16,
+                 true,
+                 16,
+                 {4, 1, 9},
+                 {500, 1000, 64},
+                 true,
+                 100,
+                 -1,
+                 0.0f,
+                 true,
+                 false,
+                 false,
+                 true,
+                 false,
+                 3});
+    v.push_back({"split 7 fp8 e5m2",
+                 256,
+                 8,
+                 2,
+                 0,
+                 BF,
+                 E5,
+                 true,
+                 32,
+                 {1, 2, 1},
+                 {1500, 64, 3000},
+                 true,
+                 -1,
+                 -1,
+                 15.0f,
+                 false,
+                 false,
+                 true,
+                 true,
+                 true,
+                 7});
+    v.push_back(
+        {"split 2 dense", 128,   4,     2,    0,     BF, BF, false, 0, {30, 1}, {30, 400}, true, -1, -1, 0.0f,
+         false,           false, false, true, false, 2});
+    v.push_back({"long prefill", 128, 4,  1,    0,     BF,    BF,   true, 64,    {700}, {2100},
+                 true,           -1,  -1, 0.0f, false, false, true, true, false, 1});
+    v.push_back({"narrow window", 64, 2, 1,    0,     BF,    BF,    true, 16,    {8, 4}, {64, 400},
+                 false,           2,  0, 0.0f, false, false, false, true, false, 1});
     if (quick) {
         std::vector<Case> q;
         for (size_t i = 0; i < v.size(); i += 3) q.push_back(v[i]);
@@ -422,14 +739,15 @@ std::vector<Case> make_cases(bool quick) {
     return v;
 }
 
-}  // namespace
+} // namespace
 
-int main() {
+int main()
+{
     const char *seed = getenv("FA_GPU_TEST_SEED");
     if (seed) g_rng = strtoull(seed, nullptr, 0) * 0x9e3779b97f4a7c15ull + 1;
     const bool quick = getenv("FA_GPU_TEST_QUICK") && atoi(getenv("FA_GPU_TEST_QUICK")) != 0;
-    printf("# test_gpu_portable: FA_WARP_SIZE %d, %s build, seed %s\n", FA_WARP_SIZE,
-           FA_HIP ? "HIP" : "CUDA", seed ? seed : "default");
+    printf("# test_gpu_portable: FA_WARP_SIZE %d, %s build, seed %s\n", FA_WARP_SIZE, FA_HIP ? "HIP" : "CUDA",
+           seed ? seed : "default");
 
     test_tile_math<64, 32>();
     test_tile_math<128, 32>();

@@ -18,12 +18,14 @@ namespace {
 
 constexpr int kGroup = FA_PORTABLE_GROUP;
 static_assert(kGroup == 32 || kGroup == 64, "FA_PORTABLE_GROUP must be 32 or 64");
-static_assert(kGroup >= FA_WARP_SIZE || FA_WARP_SIZE % kGroup == 0, "FA_PORTABLE_GROUP and the warp size must nest");
+static_assert(kGroup >= FA_WARP_SIZE || FA_WARP_SIZE % kGroup == 0,
+              "FA_PORTABLE_GROUP and the warp size must nest");
 constexpr int kDims[] = {64, 128, 256};
 
 }  // namespace
 
-fa_status fa_cuda__attention_check(const fa_attn_args *a, const fa_device_info *info, char *err, size_t err_size) {
+fa_status fa_cuda__attention_check(const fa_attn_args *a, const fa_device_info *info, char *err,
+                                   size_t err_size) {
     (void)info;
     const fa_bu_err e = fa_bu_err_make(err, err_size, "attention");
     fa_portable::Params p;
@@ -62,14 +64,23 @@ void fa_cuda__attention_caps(fa_backend_caps *caps) {
         k->decode_tile_n = fa_portable::tile_keys(dim);
         k->decode_step_us = 6.4 * dim / 128.0 * fa_portable::tile_keys(dim) / 32.0;
         switch (dim) {
-        case 64: k->decode_ctas_per_sm = fa_portable::ctas_per_sm<64, fa_portable::BF16, fa_portable::KV_SAME, kGroup>(); break;
-        case 128: k->decode_ctas_per_sm = fa_portable::ctas_per_sm<128, fa_portable::BF16, fa_portable::KV_SAME, kGroup>(); break;
-        default: k->decode_ctas_per_sm = fa_portable::ctas_per_sm<256, fa_portable::BF16, fa_portable::KV_SAME, kGroup>(); break;
+        case 64:
+            k->decode_ctas_per_sm =
+                fa_portable::ctas_per_sm<64, fa_portable::BF16, fa_portable::KV_SAME, kGroup>();
+            break;
+        case 128:
+            k->decode_ctas_per_sm =
+                fa_portable::ctas_per_sm<128, fa_portable::BF16, fa_portable::KV_SAME, kGroup>();
+            break;
+        default:
+            k->decode_ctas_per_sm =
+                fa_portable::ctas_per_sm<256, fa_portable::BF16, fa_portable::KV_SAME, kGroup>();
+            break;
         }
     }
     caps->act_dtypes = (1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16);
-    caps->cache_dtypes = (1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16) | (1u << FA_DTYPE_FP8_E4M3) |
-                         (1u << FA_DTYPE_FP8_E5M2);
+    caps->cache_dtypes =
+        (1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16) | (1u << FA_DTYPE_FP8_E4M3) | (1u << FA_DTYPE_FP8_E5M2);
     caps->block_size_multiple = fa_portable::kBlockSizeMultiple;
     caps->head_size_multiple = fa_portable::kHeadSizeMultiple;
     caps->decode_max_rows = fa_portable::kRows;

@@ -101,8 +101,7 @@ struct BF16 {
 };
 
 // ---- the tile shape of one instance ------------------------------------------------------------
-template <int D, int W>
-struct Tile {
+template <int D, int W> struct Tile {
     static constexpr int NT = kThreads;
     static constexpr int NG = NT / W;                  // groups per CTA
     static constexpr int BM = kRows;
@@ -125,8 +124,7 @@ struct Tile {
 
 // Reduces N values over the W lanes of this thread's group (max or sum); every thread of the
 // CTA must call it (W > FA_WARP_SIZE: it synchronises the CTA). red: NT / FA_WARP_SIZE * N floats.
-template <int W, int N, bool kMax>
-__device__ __forceinline__ void group_reduce(float (&v)[N], float *red) {
+template <int W, int N, bool kMax> __device__ __forceinline__ void group_reduce(float (&v)[N], float *red) {
     constexpr int HW = W < FA_WARP_SIZE ? W : FA_WARP_SIZE;
 #pragma unroll
     for (int o = HW / 2; o > 0; o >>= 1) {
@@ -198,8 +196,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
         if (r0 >= rows) continue;
         const int ns = seq_splits(p, b);
         if (ns <= 0 || sp >= ns) continue;   // no work planned (rows untouched) / unused split
-        const int64_t lk = p.seqused_k ? (int64_t)p.seqused_k[b]
-                                       : (int64_t)p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];
+        const int64_t lk =
+            p.seqused_k ? (int64_t)p.seqused_k[b] : (int64_t)p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];
         // keys of this split: whole blocks, ceil(blocks / ns) of them (the CPU reference's rule)
         int64_t j0 = 0, j1 = lk;
         if (p.num_splits > 1) {
@@ -213,7 +211,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
         const int64_t i_min = r0 / G, i_max = r_last / G, shift = lk - lq;
         int64_t lo = j0, hi = j1;
         if (p.window_left >= 0 && i_min + shift - p.window_left > lo) lo = i_min + shift - p.window_left;
-        if (p.window_right >= 0 && i_max + shift + p.window_right + 1 < hi) hi = i_max + shift + p.window_right + 1;
+        if (p.window_right >= 0 && i_max + shift + p.window_right + 1 < hi)
+            hi = i_max + shift + p.window_right + 1;
 
         float kscale = 1.0f, vscale = 1.0f;
         if (KV == KV_FP8) {
@@ -237,7 +236,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
                 w = *reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(p.q) + off + c * 8);
             }
             uint32_t *d = sQ + r * DW + c * 4;
-            d[0] = w.x; d[1] = w.y; d[2] = w.z; d[3] = w.w;
+            d[0] = w.x;
+            d[1] = w.y;
+            d[2] = w.z;
+            d[3] = w.w;
         }
 
         // ---- per-row state: row lr = grp * RPG + r of the tile
@@ -249,7 +251,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
             const int rr = r0 + grp * RPG + r;
             ti[r] = rr < rows ? rr / G : -1;
             const int h = rr < rows ? row_head(p, g, rr % G) : 0;
-            slope[r] = (rr < rows && p.alibi_slopes) ? p.alibi_slopes[(int64_t)b * p.alibi_batch_stride + h] : 0.0f;
+            slope[r] =
+                (rr < rows && p.alibi_slopes) ? p.alibi_slopes[(int64_t)b * p.alibi_batch_stride + h] : 0.0f;
             const bool sink = rr < rows && p.sinks != nullptr && sp == 0;
             m[r] = sink ? p.sinks[h] : -INFINITY;           // the sink logit joins the max...
             l[r] = (sink && lane == 0) ? 1.0f : 0.0f;       // ...and the sum (once: lane 0)
@@ -275,7 +278,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
                         const int64_t col = key / p.block_size, in = key % p.block_size;
                         const int64_t blk = p.block_table[(int64_t)b * p.block_table_stride + col];
                         ok = blk >= 0 && blk < p.num_blocks;
-                        if (!ok && c == 0) fa_dev_err_report(p.err_word, FA_DEVERR_BLOCK_ID, b, blk, p.num_blocks, col);
+                        if (!ok && c == 0)
+                            fa_dev_err_report(p.err_word, FA_DEVERR_BLOCK_ID, b, blk, p.num_blocks, col);
                         krow = blk * p.k_block_stride + in * p.k_row_stride;
                         vrow = blk * p.v_block_stride + in * p.v_row_stride;
                     }
@@ -283,18 +287,29 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
                         krow += (int64_t)g * p.k_head_stride + c * 8;
                         vrow += (int64_t)g * p.v_head_stride + c * 8;
                         if (KV == KV_SAME) {
-                            const uint4 a = *reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(p.k) + krow);
-                            const uint4 v = *reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(p.v) + vrow);
-                            kw[0] = a.x; kw[1] = a.y; kw[2] = a.z; kw[3] = a.w;
-                            vw[0] = v.x; vw[1] = v.y; vw[2] = v.z; vw[3] = v.w;
+                            const uint4 a =
+                                *reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(p.k) + krow);
+                            const uint4 v =
+                                *reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(p.v) + vrow);
+                            kw[0] = a.x;
+                            kw[1] = a.y;
+                            kw[2] = a.z;
+                            kw[3] = a.w;
+                            vw[0] = v.x;
+                            vw[1] = v.y;
+                            vw[2] = v.z;
+                            vw[3] = v.w;
                         } else {
-                            const uint2 a = *reinterpret_cast<const uint2 *>(static_cast<const uint8_t *>(p.k) + krow);
-                            const uint2 v = *reinterpret_cast<const uint2 *>(static_cast<const uint8_t *>(p.v) + vrow);
+                            const uint2 a =
+                                *reinterpret_cast<const uint2 *>(static_cast<const uint8_t *>(p.k) + krow);
+                            const uint2 v =
+                                *reinterpret_cast<const uint2 *>(static_cast<const uint8_t *>(p.v) + vrow);
                             const uint32_t ka[2] = {a.x, a.y}, va[2] = {v.x, v.y};
                             const bool e5 = p.kv_e5m2 != 0;
 #pragma unroll
                             for (int h = 0; h < 4; ++h) {
-                                const uint32_t kb = ka[h / 2] >> (16 * (h % 2)), vb = va[h / 2] >> (16 * (h % 2));
+                                const uint32_t kb = ka[h / 2] >> (16 * (h % 2)),
+                                               vb = va[h / 2] >> (16 * (h % 2));
                                 kw[h] = QT::from_float(fa_fp8_to_float(kb, e5)) |
                                         (QT::from_float(fa_fp8_to_float(kb >> 8, e5)) << 16);
                                 vw[h] = QT::from_float(fa_fp8_to_float(vb, e5)) |
@@ -305,7 +320,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
                 }
                 uint32_t *dk = sK + j * RS + c * 4, *dv = sV + j * RS + c * 4;
 #pragma unroll
-                for (int h = 0; h < 4; ++h) { dk[h] = kw[h]; dv[h] = vw[h]; }
+                for (int h = 0; h < 4; ++h) {
+                    dk[h] = kw[h];
+                    dv[h] = vw[h];
+                }
             }
             __syncthreads();
 
@@ -327,7 +345,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
                         dot = fmaf(QT::to_float(qa >> 16), QT::to_float(ka >> 16), dot);
                     }
 #pragma unroll
-                    for (int o2 = C / 2; o2 > 0; o2 >>= 1) dot += fa_shfl_xor(FA_FULL_LANE_MASK, dot, o2, FA_WARP_SIZE);
+                    for (int o2 = C / 2; o2 > 0; o2 >>= 1)
+                        dot += fa_shfl_xor(FA_FULL_LANE_MASK, dot, o2, FA_WARP_SIZE);
                     const int64_t key = k0 + j;
                     float x = dot * qk_scale;
                     if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
@@ -394,7 +413,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
             const float inv = l[r] > 0.0f ? vscale / l[r] : 0.0f;
             const float lse = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
             if (p.num_splits > 1) {
-                float *so = p.split_out + (((int64_t)sp * p.num_tokens + t) * p.num_heads_q + h) * p.head_size;
+                float *so =
+                    p.split_out + (((int64_t)sp * p.num_tokens + t) * p.num_heads_q + h) * p.head_size;
 #pragma unroll
                 for (int w = 0; w < NWL; ++w) {
                     const int d = 2 * (lane + w * W);
@@ -411,7 +431,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
                 for (int w = 0; w < NWL; ++w) {
                     const int word = lane + w * W;
                     if (2 * word < p.head_size)
-                        dst[word] = QT::from_float(o[r][2 * w] * inv) | (QT::from_float(o[r][2 * w + 1] * inv) << 16);
+                        dst[word] =
+                            QT::from_float(o[r][2 * w] * inv) | (QT::from_float(o[r][2 * w + 1] * inv) << 16);
                 }
                 if (lane == 0 && p.lse) p.lse[(int64_t)h * p.lse_head_stride + t] = lse;
             }
@@ -422,8 +443,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
 // Split combine: out[t, h] = sum_s exp(lse_s - L) partial_s, L = M + ln sum_s exp(lse_s - M)
 // over the finite partial LSEs (SEMANTICS §9.4; all empty: zeros and -inf). One CTA per
 // (query token of a sequence); threads over (head, dim).
-template <class QT>
-__global__ void __launch_bounds__(kThreads) combine_kernel(const Params p) {
+template <class QT> __global__ void __launch_bounds__(kThreads) combine_kernel(const Params p) {
     const int i = (int)blockIdx.x;
     for (int b = (int)blockIdx.y; b < p.num_seqs; b += (int)gridDim.y) {
         const int q0 = p.cu_seqlens_q[b];
@@ -485,8 +505,7 @@ cudaError_t launch(const Params &p, int max_seqlen_q, cudaStream_t stream) {
 }
 
 // CTAs of one instance resident per multiprocessor (the capability block's decode residency).
-template <int D, class QT, int KV, int W>
-int ctas_per_sm() {
+template <int D, class QT, int KV, int W> int ctas_per_sm() {
     int n = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attention_kernel<D, QT, KV, W>, kThreads, 0) !=
         cudaSuccess) {
@@ -514,19 +533,22 @@ inline fa_status prepare(const fa_attn_args *a, Params *p, bool *empty, const fa
     if (a->num_tokens == 0 || a->num_seqs == 0) return FA_OK;
     const int G = a->num_heads_q / a->num_heads_kv;
     if ((int64_t)a->num_tokens * G > 0x7fff0000LL)
-        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "num_tokens %d x %d query heads per KV head exceeds 2^31 rows",
-                          a->num_tokens, G);
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
+                          "num_tokens %d x %d query heads per KV head exceeds 2^31 rows", a->num_tokens, G);
     if (a->max_seqlen_q <= 0)
-        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "max_seqlen_q %d must be > 0 for a non-empty call", a->max_seqlen_q);
+        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "max_seqlen_q %d must be > 0 for a non-empty call",
+                          a->max_seqlen_q);
     const bool fp8 = a->kv_dtype != a->q_dtype;
     if (!aligned(a->q, 16) || a->q_token_stride % 8 || a->q_head_stride % 8 || a->q_group_stride % 8)
-        return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
-                          "q must be 16-byte aligned with strides multiple of 8 elements (q %p, strides %lld/%lld/%lld)",
-                          a->q, (long long)a->q_token_stride, (long long)a->q_head_stride, (long long)a->q_group_stride);
+        return fa_bu_fail(
+            e, FA_ERR_UNSUPPORTED,
+            "q must be 16-byte aligned with strides multiple of 8 elements (q %p, strides %lld/%lld/%lld)",
+            a->q, (long long)a->q_token_stride, (long long)a->q_head_stride, (long long)a->q_group_stride);
     if (!aligned(a->out, 16) || a->out_token_stride % 8 || a->out_head_stride % 8)
-        return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
-                          "out must be 16-byte aligned with strides multiple of 8 elements (out %p, strides %lld/%lld)",
-                          a->out, (long long)a->out_token_stride, (long long)a->out_head_stride);
+        return fa_bu_fail(
+            e, FA_ERR_UNSUPPORTED,
+            "out must be 16-byte aligned with strides multiple of 8 elements (out %p, strides %lld/%lld)",
+            a->out, (long long)a->out_token_stride, (long long)a->out_head_stride);
     const int64_t kv_strides[6] = {a->k_block_stride, a->k_row_stride, a->k_head_stride,
                                    a->v_block_stride, a->v_row_stride, a->v_head_stride};
     static const char *const kv_names[6] = {"k_block_stride", "k_row_stride", "k_head_stride",
@@ -535,13 +557,16 @@ inline fa_status prepare(const fa_attn_args *a, Params *p, bool *empty, const fa
     for (int i = 0; i < 6; ++i) {
         if (!paged && (i == 0 || i == 3)) continue;   // dense: no block strides
         if (kv_strides[i] % 8)
-            return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "K/V strides must be multiples of 8 elements (%s = %lld)",
-                              kv_names[i], (long long)kv_strides[i]);
+            return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
+                              "K/V strides must be multiples of 8 elements (%s = %lld)", kv_names[i],
+                              (long long)kv_strides[i]);
     }
     if (!aligned(a->k, fp8 ? 8 : 16) || !aligned(a->v, fp8 ? 8 : 16))
-        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "k and v must be %d-byte aligned (k %p, v %p)", fp8 ? 8 : 16, a->k, a->v);
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "k and v must be %d-byte aligned (k %p, v %p)", fp8 ? 8 : 16,
+                          a->k, a->v);
     if (a->num_splits > 1 && (!aligned(a->split_out, 8)))
-        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "split_out must be 8-byte aligned (%p)", (void *)a->split_out);
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "split_out must be 8-byte aligned (%p)",
+                          (void *)a->split_out);
 
     memset(p, 0, sizeof *p);
     p->q = a->q;
@@ -596,8 +621,7 @@ inline fa_status prepare(const fa_attn_args *a, Params *p, bool *empty, const fa
     return FA_OK;
 }
 
-template <int D, int W>
-cudaError_t dispatch_dtypes(const fa_attn_args *a, const Params &p, cudaStream_t s) {
+template <int D, int W> cudaError_t dispatch_dtypes(const fa_attn_args *a, const Params &p, cudaStream_t s) {
     const bool fp8 = a->kv_dtype != a->q_dtype;
     if (a->q_dtype == FA_DTYPE_BF16)
         return fp8 ? launch<D, BF16, KV_FP8, W>(p, a->max_seqlen_q, s)
@@ -607,8 +631,7 @@ cudaError_t dispatch_dtypes(const fa_attn_args *a, const Params &p, cudaStream_t
 }
 
 // Runs a prepared call with groups of W lanes: the head-size width, then the dtypes.
-template <int W>
-cudaError_t run(const fa_attn_args *a, const Params &p, cudaStream_t s) {
+template <int W> cudaError_t run(const fa_attn_args *a, const Params &p, cudaStream_t s) {
     switch (padded_dim(a->head_size)) {
     case 64: return dispatch_dtypes<64, W>(a, p, s);
     case 128: return dispatch_dtypes<128, W>(a, p, s);
