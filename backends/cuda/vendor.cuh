@@ -99,8 +99,10 @@
 #define cudaMemcpyHostToDevice hipMemcpyHostToDevice
 #define cudaMemcpyDeviceToHost hipMemcpyDeviceToHost
 #define cudaMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define cudaMemcpy hipMemcpy   // (tests/gpu/test_gpu_portable.cu)
 #define cudaMemcpyAsync hipMemcpyAsync
 #define cudaMemcpy2DAsync hipMemcpy2DAsync
+#define cudaMemset hipMemset   // (tests/gpu/test_gpu_portable.cu)
 #define cudaMemsetAsync hipMemsetAsync
 #define cudaMemset2DAsync hipMemset2DAsync
 
