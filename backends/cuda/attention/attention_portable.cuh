@@ -213,6 +213,9 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
         if (p.window_left >= 0 && i_min + shift - p.window_left > lo) lo = i_min + shift - p.window_left;
         if (p.window_right >= 0 && i_max + shift + p.window_right + 1 < hi)
             hi = i_max + shift + p.window_right + 1;
+        // key tiles start at j0 + a multiple of BN whatever rows share the CTA, so that a row
+        // gets the same bits in any batch (the keys below the true lo are masked per row)
+        if (lo > j0) lo = j0 + (lo - j0) / BN * BN;
 
         float kscale = 1.0f, vscale = 1.0f;
         if (KV == KV_FP8) {
