@@ -1,5 +1,5 @@
-/* backends/hip/rccl/nccl.h - NCCL's API from RCCL (ROCm installs it as rccl/rccl.h; ROCm < 5
-   as rccl.h). With -Ibackends/hip/rccl first on the include path, backends/nccl/fa_nccl.c
+/* backends/hip/include/nccl.h - NCCL's API from RCCL (ROCm installs it as rccl/rccl.h; ROCm < 5
+   as rccl.h). With -Ibackends/hip/include first on the include path, backends/nccl/fa_nccl.c
    builds against RCCL unchanged. */
 #ifndef FA_RCCL_NCCL_H
 #define FA_RCCL_NCCL_H
