@@ -230,6 +230,8 @@ template <class T> T *dev_copy(const std::vector<T> &h)
     return d;
 }
 
+bool g_have_gpu = false;
+
 template <int W> void run_case(const Case &cs, fa_backend *cpu)
 {
     const int B = (int)cs.lq.size(), D = cs.head_size, Hq = cs.hq, Hkv = cs.hkv;
@@ -351,6 +353,16 @@ template <int W> void run_case(const Case &cs, fa_backend *cpu)
     fa_status st = cpu->ops.attention(cpu->ctx, &h);
     if (st != FA_OK) {
         report(false, "W=%d %s: CPU reference failed: %s", W, cs.name, cpu->ops.last_error(cpu->ctx));
+        return;
+    }
+    if (!g_have_gpu) {   // no GPU: the case's arguments pass the kernel's checks (host pointers)
+        char herr[256] = "";
+        const fa_bu_err he = fa_bu_err_make(herr, sizeof herr, "attention");
+        fa_portable::Params hp;
+        bool hempty = true;
+        const fa_status hs = fa_portable::prepare(&h, &hp, &hempty, &he);
+        report(hs == FA_OK && !hempty, "W=%d %s: CPU reference ran, kernel checks accept the case%s%s", W, cs.name,
+               herr[0] ? ": " : "", herr);
         return;
     }
 
@@ -757,12 +769,11 @@ int main()
     test_tile_math<256, 64>();
 
     int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("# no GPU: device tests skipped\n");
-        printf("%d passed, %d failed\n", g_pass, g_fail);
-        return g_fail == 0 ? 0 : 1;
-    }
-    test_soft_conversions();
+    g_have_gpu = cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+    if (g_have_gpu)
+        test_soft_conversions();
+    else
+        printf("# no GPU: the device parts are skipped (each case still runs the CPU reference)\n");
 
     fa_backend *cpu = nullptr;
     if (fa_cpu_backend_create(&cpu) != FA_OK) {
