@@ -401,7 +401,7 @@ typedef struct fa_cache_write_args {
     fa_dtype kv_dtype;                /* F32, F16, BF16 */
     void *key_cache;                  /* logical [num_blocks, block_size, Hkv, D] */
     void *value_cache;                /* same strides as key_cache */
-    int64_t cache_block_stride, cache_page_stride, cache_head_stride; /* elements; last dim 1 */
+    int64_t cache_block_stride, cache_row_stride, cache_head_stride; /* elements; last dim 1 */
     fa_dtype cache_dtype;             /* == kv_dtype, or FP8_E4M3 / FP8_E5M2 */
     const int64_t *slot_mapping;      /* [num_tokens] device; negative = skip; a slot at or past
                                          num_blocks * block_size is skipped and reported */
@@ -717,8 +717,8 @@ FLASHATTN_API fa_status fa_builder_build(fa_builder *b, const fa_batch *batch,
 // >>layer
 
 typedef struct fa_layer_desc {
-    int32_t num_heads;                /* query heads (required) */
-    int32_t num_kv_heads;             /* 0 -> num_heads */
+    int32_t num_heads_q;              /* query heads (required; fa_model_config's spelling) */
+    int32_t num_heads_kv;             /* 0 -> num_heads_q */
     int32_t head_size;                /* required */
     float scale;                      /* 0 -> 1/sqrt(head_size) */
     fa_dtype dtype;                   /* activations; BF16 (zero) */
@@ -2074,10 +2074,10 @@ FA__DEF fa_status fa_builder_set_layers(fa_builder *b, const struct fa_layer *la
     FA__CHECK_PTR(fn, layers);
     for (i = 0; i < n; ++i) {
         const fa_layer_desc *d = &layers[i].desc;
-        if (d->num_heads != b->cfg.model.num_heads_q || d->num_kv_heads != b->cfg.model.num_heads_kv ||
+        if (d->num_heads_q != b->cfg.model.num_heads_q || d->num_heads_kv != b->cfg.model.num_heads_kv ||
             d->head_size != b->cfg.model.head_size)
             return fa__fail(FA_ERR_INVALID_ARG, "%s: layers[%d] heads %d/%d head_size %d differ from the builder's %d/%d %d",
-                            fn, i, d->num_heads, d->num_kv_heads, d->head_size, b->cfg.model.num_heads_q,
+                            fn, i, d->num_heads_q, d->num_heads_kv, d->head_size, b->cfg.model.num_heads_q,
                             b->cfg.model.num_heads_kv, b->cfg.model.head_size);
         if (i > 0 && (layers[i].window.left != w.left || layers[i].window.right != w.right)) en = 0;
         w = layers[i].window;
@@ -2397,16 +2397,16 @@ FA__DEF fa_status fa_layer_init(fa_layer *layer, const fa_layer_desc *desc)
     FA__CHECK_PTR(fn, layer);
     FA__CHECK_PTR(fn, desc);
     d = *desc;
-    if (d.num_kv_heads == 0) d.num_kv_heads = d.num_heads;
+    if (d.num_heads_kv == 0) d.num_heads_kv = d.num_heads_q;
     if (d.dcp_world_size == 0) d.dcp_world_size = 1;
     if (d.scale == 0.f && fa_supports_head_size(d.head_size)) d.scale = (float)(1.0 / sqrt((double)d.head_size));
     if (d.k_scale == 0.f) d.k_scale = 1.f;
     if (d.v_scale == 0.f) d.v_scale = 1.f;
-    if (d.num_heads <= 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: num_heads %d must be > 0", fn, d.num_heads);
-    if (d.num_kv_heads <= 0 || d.num_heads % d.num_kv_heads != 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: num_heads %d is not divisible by num_kv_heads %d", fn,
-                        d.num_heads, d.num_kv_heads);
+    if (d.num_heads_q <= 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: num_heads_q %d must be > 0", fn, d.num_heads_q);
+    if (d.num_heads_kv <= 0 || d.num_heads_q % d.num_heads_kv != 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: num_heads_q %d is not divisible by num_heads_kv %d", fn,
+                        d.num_heads_q, d.num_heads_kv);
     if (!fa_supports_head_size(d.head_size))
         return fa__fail(FA_ERR_INVALID_ARG, "%s: head_size %d is not a multiple of 8 in [8, 256]", fn, d.head_size);
     if (!fa__is_activation(d.dtype))
@@ -2420,12 +2420,12 @@ FA__DEF fa_status fa_layer_init(fa_layer *layer, const fa_layer_desc *desc)
     if (!(d.logits_soft_cap >= 0.f) || !isfinite(d.logits_soft_cap))
         return fa__fail(FA_ERR_INVALID_ARG, "%s: logits_soft_cap %g must be finite and >= 0", fn, (double)d.logits_soft_cap);
     if ((d.alibi_slopes != NULL) != (d.num_alibi_slopes != 0) ||
-        (d.alibi_slopes != NULL && d.num_alibi_slopes != d.num_heads))
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: alibi_slopes has length %d, expected num_heads %d", fn,
-                        d.num_alibi_slopes, d.alibi_slopes ? d.num_heads : 0);
-    if ((d.sinks != NULL) != (d.num_sinks != 0) || (d.sinks != NULL && d.num_sinks != d.num_heads))
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: sinks has length %d, expected num_heads %d", fn, d.num_sinks,
-                        d.sinks ? d.num_heads : 0);
+        (d.alibi_slopes != NULL && d.num_alibi_slopes != d.num_heads_q))
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: alibi_slopes has length %d, expected num_heads_q %d", fn,
+                        d.num_alibi_slopes, d.alibi_slopes ? d.num_heads_q : 0);
+    if ((d.sinks != NULL) != (d.num_sinks != 0) || (d.sinks != NULL && d.num_sinks != d.num_heads_q))
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: sinks has length %d, expected num_heads_q %d", fn, d.num_sinks,
+                        d.sinks ? d.num_heads_q : 0);
     if (!fa_supports_kv_cache_dtype(d.kv_cache_dtype))
         return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache_dtype %d is unknown", fn, (int)d.kv_cache_dtype);
     if (!(d.k_scale > 0.f) || !(d.v_scale > 0.f) || !isfinite(d.k_scale) || !isfinite(d.v_scale))
@@ -2572,10 +2572,10 @@ FA__DEF fa_status fa_forward_profile(const fa_layer *layer, const fa_backend *be
     FA__CHECK_PTR(fn, out);
     s = fa__check_backend(fn, be);
     if (s != FA_OK) return s;
-    if (layer->desc.num_heads <= 0 || layer->desc.head_size <= 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: layer is not initialised (num_heads %d, head_size %d)", fn,
-                        layer->desc.num_heads, layer->desc.head_size);
-    s = fa__check_rows("out", out, 0, layer->desc.num_heads, layer->desc.head_size, layer->desc.dtype);
+    if (layer->desc.num_heads_q <= 0 || layer->desc.head_size <= 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: layer is not initialised (num_heads_q %d, head_size %d)", fn,
+                        layer->desc.num_heads_q, layer->desc.head_size);
+    s = fa__check_rows("out", out, 0, layer->desc.num_heads_q, layer->desc.head_size, layer->desc.dtype);
     if (s != FA_OK) return fa__refail(s, fn, "fa_forward: ");
     FA__NEED_OP(fn, be, fill);
     return fa__zero_rows(be, out);
@@ -2590,8 +2590,8 @@ static void fa__attn_base(fa_attn_args *a, const fa_layer *L, const fa_tensor *q
     a->q_head_stride = q->stride[1];
     a->q_dtype = q->dtype;
     a->num_tokens = num_tokens;
-    a->num_heads_q = L->desc.num_heads;
-    a->num_heads_kv = L->desc.num_kv_heads;
+    a->num_heads_q = L->desc.num_heads_q;
+    a->num_heads_kv = L->desc.num_heads_kv;
     a->head_size = L->desc.head_size;
     a->softmax_scale = L->scale;
     a->softcap = L->softcap;
@@ -2721,7 +2721,7 @@ static void fa__describe_cache_write(const fa__call *c, fa__program *p)
     w->key_cache = kv->data;
     w->value_cache = (char *)kv->data + (size_t)kv->stride[0] * fa_dtype_size(c->cache_dt);
     w->cache_block_stride = kv->stride[1];
-    w->cache_page_stride = kv->stride[2];
+    w->cache_row_stride = kv->stride[2];
     w->cache_head_stride = kv->stride[3];
     w->cache_dtype = c->cache_dt;
     w->slot_mapping = c->md->slot_mapping;
@@ -3053,7 +3053,7 @@ static fa_status fa__check_caps(const char *fn, const fa_backend *be, const fa__
     } else if (st->op == FA_OP_RESHAPE_AND_CACHE) {
         const fa_cache_write_args *w = &st->u.w;
         const int64_t ks[2] = {w->key_token_stride, w->value_token_stride};
-        const int64_t cs[3] = {w->cache_block_stride, w->cache_page_stride, w->cache_head_stride};
+        const int64_t cs[3] = {w->cache_block_stride, w->cache_row_stride, w->cache_head_stride};
         if (!(cp->cache_dtypes >> w->cache_dtype & 1u))
             return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' does not write cache dtype %s", fn, name,
                             fa_dtype_name(w->cache_dtype));
@@ -3230,12 +3230,12 @@ FA__DEF fa_status fa_forward(const fa_layer *layer, const fa_backend *be, const 
     if (s != FA_OK) return s;
     memset(&c, 0, sizeof c);
     c.L = layer; c.be = be; c.md = md; c.q = q; c.k = k; c.v = v; c.kv_cache = kv_cache; c.out = out;
-    c.Hq = layer->desc.num_heads;
-    c.Hkv = layer->desc.num_kv_heads;
+    c.Hq = layer->desc.num_heads_q;
+    c.Hkv = layer->desc.num_heads_kv;
     c.D = layer->desc.head_size;
     c.dt = layer->desc.dtype;
     if (c.Hq <= 0 || c.D <= 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: layer is not initialised (num_heads %d, head_size %d)", fn, c.Hq, c.D);
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: layer is not initialised (num_heads_q %d, head_size %d)", fn, c.Hq, c.D);
     s = fa__check_metadata(fn, &c);
     if (s != FA_OK) return s;
     c.b = md->builder;

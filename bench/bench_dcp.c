@@ -192,8 +192,8 @@ static void job_setup(rank_job *j)
         CK_FA(fa_builder_create(j->be, &cfg, &j->noop, &j->b_noop), "fa_builder_create (no-op comm)");
     }
     memset(&ld, 0, sizeof ld);
-    ld.num_heads = j->hloc;
-    ld.num_kv_heads = HKV;
+    ld.num_heads_q = j->hloc;
+    ld.num_heads_kv = HKV;
     ld.head_size = HEAD;
     ld.dtype = FA_DTYPE_BF16;
     ld.dcp_world_size = N;

@@ -924,8 +924,8 @@ static int pworld_setup(pworld *w, int nreq, const int32_t *qlen, const int32_t 
         return -1;
     }
     memset(&ld, 0, sizeof ld);
-    ld.num_heads = hq;
-    ld.num_kv_heads = hkv;
+    ld.num_heads_q = hq;
+    ld.num_heads_kv = hkv;
     ld.head_size = D;
     ld.dtype = FA_DTYPE_BF16;
     ld.kv_cache_dtype = fp8 ? FA_CACHE_FP8_E4M3 : FA_CACHE_AUTO;
@@ -1750,7 +1750,7 @@ static void bench_cache(int T, int fp8)
         a->key_cache = cache;
         a->value_cache = (char *)cache + es * (size_t)NB * bs * rowel;
         a->cache_block_stride = (int64_t)bs * rowel;
-        a->cache_page_stride = rowel;
+        a->cache_row_stride = rowel;
         a->cache_head_stride = D;
         a->cache_dtype = fp8 ? FA_DTYPE_FP8_E4M3 : FA_DTYPE_BF16;
         a->slot_mapping = slots_dev + (int64_t)c * T;

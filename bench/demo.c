@@ -188,8 +188,8 @@ int main(void)
     for (l = 0; l < NLAYERS; ++l) {
         fa_layer_desc d;
         memset(&d, 0, sizeof d);
-        d.num_heads = HQ;
-        d.num_kv_heads = HKV;
+        d.num_heads_q = HQ;
+        d.num_heads_kv = HKV;
         d.head_size = D;
         d.sliding_window = l == 1 ? WINDOW : 0;
         d.kv_cache_dtype = l == 2 ? FA_CACHE_FP8_E4M3 : FA_CACHE_AUTO;

@@ -745,7 +745,7 @@ Test(build, no_alloc_no_sync_after_create, .init = setup)
     static uint16_t cache[2 * 2048 * 16 * 4 * 128 / 64];
     fa_layer_desc d;
     memset(&d, 0, sizeof d);
-    d.num_heads = 16; d.num_kv_heads = 4; d.head_size = 128; d.dtype = FA_DTYPE_F16;
+    d.num_heads_q = 16; d.num_heads_kv = 4; d.head_size = 128; d.dtype = FA_DTYPE_F16;
     fa_layer plain, local;
     ASSERT_OK(fa_layer_init(&plain, &d));
     d.attention_chunk_size = 64;

@@ -1160,7 +1160,7 @@ Test(attention, offsets_beyond_2g)
     w.key_token_stride = w.value_token_stride = HKV * D;
     w.kv_dtype = FA_DTYPE_F32;
     w.key_cache = kc; w.value_cache = vc;
-    w.cache_block_stride = (int64_t)blk_bytes; w.cache_page_stride = HKV * D; w.cache_head_stride = D;
+    w.cache_block_stride = (int64_t)blk_bytes; w.cache_row_stride = HKV * D; w.cache_head_stride = D;
     w.cache_dtype = FA_DTYPE_FP8_E4M3;
     w.slot_mapping = slots;
     w.num_tokens = T; w.num_heads_kv = HKV; w.head_size = D; w.block_size = BS;
@@ -1293,7 +1293,7 @@ static int run_cache_case(fa_dtype act, fa_dtype cdt, int hnd, int bs, int D, in
     a.key_cache = kc;
     a.value_cache = vc;
     a.cache_block_stride = blk;
-    a.cache_page_stride = row;
+    a.cache_row_stride = row;
     a.cache_head_stride = head;
     a.cache_dtype = cdt;
     a.slot_mapping = slots;
@@ -1373,7 +1373,7 @@ Test(cache, write_then_attend_fp8)
     w.key_token_stride = w.value_token_stride = D;
     w.kv_dtype = FA_DTYPE_F32;
     w.key_cache = kc; w.value_cache = vc;
-    w.cache_block_stride = 16 * D; w.cache_page_stride = D; w.cache_head_stride = D;
+    w.cache_block_stride = 16 * D; w.cache_row_stride = D; w.cache_head_stride = D;
     w.cache_dtype = FA_DTYPE_FP8_E4M3;
     w.slot_mapping = slots;
     w.num_tokens = T; w.num_heads_kv = 1; w.head_size = D; w.block_size = 16;
@@ -2110,7 +2110,7 @@ Test(errors, cache_write_arguments)
     base.key_token_stride = base.value_token_stride = 64;
     base.kv_dtype = FA_DTYPE_F32;
     base.key_cache = kc; base.value_cache = vc;
-    base.cache_block_stride = 16 * 64; base.cache_page_stride = 64; base.cache_head_stride = 64;
+    base.cache_block_stride = 16 * 64; base.cache_row_stride = 64; base.cache_head_stride = 64;
     base.cache_dtype = FA_DTYPE_F32;
     base.slot_mapping = slot;
     base.num_tokens = 1; base.num_heads_kv = 1; base.head_size = 64; base.block_size = 16;
@@ -2353,7 +2353,7 @@ static void cw_setup(cw *w, int64_t nb)
     w->a.key_token_stride = w->a.value_token_stride = 8;
     w->a.kv_dtype = FA_DTYPE_F32;
     w->a.key_cache = w->kc; w->a.value_cache = w->vc;
-    w->a.cache_block_stride = 16 * 8; w->a.cache_page_stride = 8; w->a.cache_head_stride = 8;
+    w->a.cache_block_stride = 16 * 8; w->a.cache_row_stride = 8; w->a.cache_head_stride = 8;
     w->a.cache_dtype = FA_DTYPE_F32;
     w->a.slot_mapping = w->slot;
     w->a.num_blocks = nb;
@@ -2868,7 +2868,7 @@ static void fw_init(fwd *f)
     for (i = 0; i < FW_T; ++i)
         f->slots[i] = (int64_t)f->bt[0] * FW_BS + i;
     memset(&d, 0, sizeof d);
-    d.num_heads = FW_HQ; d.num_kv_heads = 1; d.head_size = FW_D; d.dtype = FA_DTYPE_F32;
+    d.num_heads_q = FW_HQ; d.num_heads_kv = 1; d.head_size = FW_D; d.dtype = FA_DTYPE_F32;
     cr_assert_eq(fa_layer_init(&f->L, &d), FA_OK, "%s", fa_last_error());
     sh[0] = FW_T; sh[1] = FW_HQ; sh[2] = FW_D;
     f->tq = fa_tensor_make(f->q, FA_DTYPE_F32, 3, sh);

@@ -308,7 +308,7 @@ static void check_cache_write(const ctx *c, const fa_cache_write_args *w)
     cr_assert_eq(w->key_cache, (void *)cache, "key cache is index 0 of the first dim");
     cr_assert_eq(w->value_cache, (void *)(cache + c->kv.stride[0]), "value cache is index 1 of the first dim");
     cr_assert_eq(w->cache_block_stride, c->kv.stride[1]);
-    cr_assert_eq(w->cache_page_stride, c->kv.stride[2]);
+    cr_assert_eq(w->cache_row_stride, c->kv.stride[2]);
     cr_assert_eq(w->cache_head_stride, c->kv.stride[3]);
     cr_assert_eq(w->cache_dtype, FA_DTYPE_F16);
     cr_assert_eq(w->slot_mapping, slots, "the batch's slot mapping");

@@ -734,10 +734,10 @@ Test(builder, set_layer_windows_bad_input)
     EXPECT_ERR(fa_builder_set_layers(b, NULL, 2), E_INV, "layers", NULL);
     EXPECT_ERR(fa_builder_set_layers(b, w, -2), E_INV, "n", "-2");
     EXPECT_ERR(fa_builder_set_layers(b, w, 0), E_INV, "n", "0");
-    d.num_heads *= 2;
+    d.num_heads_q *= 2;
     ASSERT_OK(fa_layer_init(&w[1], &d));
     EXPECT_ERR(fa_builder_set_layers(b, w, 2), E_INV, "layers[1]", NULL);
-    d.num_heads /= 2;
+    d.num_heads_q /= 2;
     ASSERT_OK(fa_layer_init(&w[1], &d));
     ASSERT_OK(fa_builder_set_layers(b, w, 2));
     cr_assert_null(fa_builder_config(NULL));
@@ -928,12 +928,12 @@ Test(layer, init_bad_input)
     LAYER_FAILS(d, E_INV | E_UNS, "head_size", "100");
     d = base_desc(); d.head_size = 0;
     LAYER_FAILS(d, E_INV, "head_size", "0");
-    d = base_desc(); d.num_heads = 0;
+    d = base_desc(); d.num_heads_q = 0;
     LAYER_FAILS(d, E_INV, "num_heads", "0");
-    d = base_desc(); d.num_heads = 12; d.num_kv_heads = 5;
-    LAYER_FAILS(d, E_INV | E_UNS, "num_kv_heads|num_heads", "5|12");
-    d = base_desc(); d.num_kv_heads = -2;
-    LAYER_FAILS(d, E_INV, "num_kv_heads", "-2");
+    d = base_desc(); d.num_heads_q = 12; d.num_heads_kv = 5;
+    LAYER_FAILS(d, E_INV | E_UNS, "num_heads_kv|num_heads", "5|12");
+    d = base_desc(); d.num_heads_kv = -2;
+    LAYER_FAILS(d, E_INV, "num_heads_kv", "-2");
     d = base_desc(); d.sinks = sinks; d.num_sinks = 5;
     LAYER_FAILS(d, E_INV, "sinks", "5");
     d = base_desc(); d.sinks = sinks; d.num_sinks = 0;
@@ -1059,7 +1059,7 @@ Test(forward, layer_and_metadata_mismatches)
     scen_setup(&s, NULL, NULL, 0);
     /* a layer whose heads differ from the builder's */
     fa_layer_desc d = base_desc();
-    d.num_heads = HQ * 2;
+    d.num_heads_q = HQ * 2;
     fa_layer other;
     ASSERT_OK(fa_layer_init(&other, &d));
     fa_tensor q2 = t3(g_q, FA_DTYPE_F16, TPAD / 2, HQ * 2, D);

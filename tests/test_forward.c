@@ -869,7 +869,7 @@ Test(forward, profiling_run_zeroes_out)
     for (int i = 0; i < 3; ++i) {
         fa_layer_desc d;
         memset(&d, 0, sizeof d);
-        d.num_heads = 6; d.num_kv_heads = 2; d.head_size = 40; d.dtype = dts[i];
+        d.num_heads_q = 6; d.num_heads_kv = 2; d.head_size = 40; d.dtype = dts[i];
         fa_layer L;
         ASSERT_OK(fa_layer_init(&L, &d));
         size_t es = fa_dtype_size(dts[i]);

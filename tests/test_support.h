@@ -86,8 +86,8 @@ static inline fa_layer_desc test_desc(int32_t hq, int32_t hkv, int32_t d, fa_dty
 {
     fa_layer_desc l;
     memset(&l, 0, sizeof l);
-    l.num_heads = hq;
-    l.num_kv_heads = hkv;
+    l.num_heads_q = hq;
+    l.num_heads_kv = hkv;
     l.head_size = d;
     l.dtype = dt;
     return l;

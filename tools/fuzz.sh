@@ -41,7 +41,7 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 mkdir -p "$dir"
 libsrc="flashattn.c backends/cpu/fa_cpu.c backends/cpu/fa_fake_comm.c"
-inc="-I. -Ibackends/cpu -Itests/fuzz"
+inc="-I. -Ibackends/cpu -Ibackends/common -Itests/fuzz"
 extra="${FUZZ_CFLAGS:-}"
 
 if [ "$replay" = 1 ]; then

@@ -180,7 +180,7 @@ static inline fa_status fa_bu_check_cache_write(const fa_bu_err *e, const fa_cac
         FA_BU_TRY(fa_bu_check_scale(e, a->v_scale, "v_scale"));
     }
     FA_BU_TRY(fa_bu_check_stride(e, a->cache_block_stride, "cache_block_stride"));
-    FA_BU_TRY(fa_bu_check_stride(e, a->cache_page_stride, "cache_page_stride"));
+    FA_BU_TRY(fa_bu_check_stride(e, a->cache_row_stride, "cache_row_stride"));
     FA_BU_TRY(fa_bu_check_stride(e, a->cache_head_stride, "cache_head_stride"));
     if (a->num_tokens == 0) return FA_OK;
     FA_BU_TRY(fa_bu_check_ptr(e, a->key, "key"));

@@ -80,7 +80,7 @@ static void *run_ops(void *p)
     w.key_token_stride = w.value_token_stride = D;
     w.kv_dtype = w.cache_dtype = FA_DTYPE_F32;
     w.key_cache = kc; w.value_cache = vc;
-    w.cache_block_stride = BS * D; w.cache_page_stride = D; w.cache_head_stride = D;
+    w.cache_block_stride = BS * D; w.cache_row_stride = D; w.cache_head_stride = D;
     w.slot_mapping = slot;
     w.num_blocks = NB;
     w.num_tokens = 3; w.num_heads_kv = 1; w.head_size = D; w.block_size = BS;

@@ -361,7 +361,7 @@ static fa_status fa__cpu_cache_validate(const fa__cpu_ctx *c, const fa_cache_wri
                                 "slots)", (long long)t, (long long)slot, (long long)a->num_blocks,
                                 (int)a->block_size);
         ext[0] = slot / a->block_size + 1; str[0] = a->cache_block_stride;
-        ext[1] = slot % a->block_size + 1; str[1] = a->cache_page_stride;
+        ext[1] = slot % a->block_size + 1; str[1] = a->cache_row_stride;
         ext[2] = a->num_heads_kv;          str[2] = a->cache_head_stride;
         ext[3] = a->head_size;             str[3] = 1;
         if (!fa__cpu_span_ok(4, ext, str, es))
@@ -395,7 +395,7 @@ static fa_status fa__cpu_reshape_and_cache(void *ctx, const fa_cache_write_args 
         blk = slot / a->block_size;
         off = slot % a->block_size;
         for (h = 0; h < a->num_heads_kv; ++h) {
-            int64_t dst = blk * a->cache_block_stride + off * a->cache_page_stride +
+            int64_t dst = blk * a->cache_block_stride + off * a->cache_row_stride +
                           (int64_t)h * a->cache_head_stride;
             int64_t ks = t * a->key_token_stride + (int64_t)h * a->head_size;
             int64_t vs = t * a->value_token_stride + (int64_t)h * a->head_size;

@@ -202,7 +202,7 @@ fa_status fa_cuda__reshape_and_cache(const fa_cache_write_args *a, const FaLaunc
                      (a->value_token_stride * in_es) % 16 == 0 &&
                      aligned(a->key_cache, out_align) && aligned(a->value_cache, out_align) &&
                      (a->cache_block_stride * out_es) % out_align == 0 &&
-                     (a->cache_page_stride * out_es) % out_align == 0 &&
+                     (a->cache_row_stride * out_es) % out_align == 0 &&
                      (a->cache_head_stride * out_es) % out_align == 0;
 
     CacheParams p;
@@ -213,7 +213,7 @@ fa_status fa_cuda__reshape_and_cache(const fa_cache_write_args *a, const FaLaunc
     p.key_cache = a->key_cache;
     p.value_cache = a->value_cache;
     p.block_stride = a->cache_block_stride;
-    p.page_stride = a->cache_page_stride;
+    p.page_stride = a->cache_row_stride;
     p.head_stride = a->cache_head_stride;
     p.slot_mapping = a->slot_mapping;
     p.num_blocks = a->num_blocks;

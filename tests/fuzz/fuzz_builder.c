@@ -114,11 +114,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int32_t nl = fz_range(&r, 0, 3), i;
         for (i = 0; i < nl; ++i) {
             memset(&d, 0, sizeof d);
-            d.num_heads = rc->model.num_heads_q; d.num_kv_heads = rc->model.num_heads_kv;
+            d.num_heads_q = rc->model.num_heads_q; d.num_heads_kv = rc->model.num_heads_kv;
             d.head_size = rc->model.head_size; d.dtype = rc->model.dtype;
             d.attn_type = (fa_attn_type)fz_range(&r, 0, 3);
             d.sliding_window = fz_bool(&r) ? 0 : fz_small_or_any(&r, 0, 64);
-            if (fz_u8(&r) == 1 && d.num_heads <= 64) { d.alibi_slopes = slopes; d.num_alibi_slopes = d.num_heads; }
+            if (fz_u8(&r) == 1 && d.num_heads_q <= 64) { d.alibi_slopes = slopes; d.num_alibi_slopes = d.num_heads_q; }
             d.attention_chunk_size = rc->scheduler.attention_chunk_size;
             d.dcp_world_size = rc->parallel.dcp_world_size;
             if (fa_layer_init(&layers[i], &d) != FA_OK) { nl = i; break; }

@@ -120,7 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rc = fa_builder_config(b);
 
     memset(&d, 0, sizeof d);
-    d.num_heads = Hq; d.num_kv_heads = Hkv; d.head_size = D; d.dtype = dt;
+    d.num_heads_q = Hq; d.num_heads_kv = Hkv; d.head_size = D; d.dtype = dt;
     d.attn_type = (fa_attn_type)((fz_u8(&r) & 3) ? 0 : fz_range(&r, 0, 3));
     d.sliding_window = fz_bool(&r) ? 0 : fz_range(&r, 0, 40);
     d.logits_soft_cap = fz_bool(&r) ? 0.0f : fz_float(&r);

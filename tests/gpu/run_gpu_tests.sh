@@ -176,7 +176,6 @@ done
 run_sanitizer() {   # tool program log  (background job; writes $log.rc)
     local tool=$1 p=$2 log=$3 extra=()
     case $tool in
-        initcheck) extra=(--track-unused-memory no) ;;
         racecheck) extra=(--racecheck-report all) ;;
     esac
     if [ "$san_set" = quick ]; then

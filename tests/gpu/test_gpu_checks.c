@@ -184,7 +184,7 @@ static void test_check_agrees(void)
         ok.key_token_stride = ok.value_token_stride = H * D;
         ok.kv_dtype = FA_DTYPE_BF16;
         ok.key_cache = (char *)buf + 65536; ok.value_cache = (char *)buf + 131072;
-        ok.cache_block_stride = bs * H * D; ok.cache_page_stride = H * D; ok.cache_head_stride = D;
+        ok.cache_block_stride = bs * H * D; ok.cache_row_stride = H * D; ok.cache_head_stride = D;
         ok.cache_dtype = FA_DTYPE_BF16;
         ok.slot_mapping = (const int64_t *)dslots;
         ok.num_tokens = T; ok.num_heads_kv = H; ok.head_size = D; ok.block_size = bs; ok.num_blocks = NB;
@@ -332,7 +332,7 @@ static void test_bad_slot(int graph)
     a.kv_dtype = a.cache_dtype = FA_DTYPE_BF16;
     a.key_cache = (char *)dbuf + CANARY;
     a.value_cache = (char *)dbuf + CANARY + cache_bytes + CANARY;
-    a.cache_block_stride = (int64_t)BS * H * D; a.cache_page_stride = H * D; a.cache_head_stride = D;
+    a.cache_block_stride = (int64_t)BS * H * D; a.cache_row_stride = H * D; a.cache_head_stride = D;
     a.slot_mapping = (const int64_t *)dslots;
     a.num_tokens = T; a.num_heads_kv = H; a.head_size = D; a.block_size = BS; a.num_blocks = NB;
     a.k_scale = a.v_scale = 1.0f;

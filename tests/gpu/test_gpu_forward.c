@@ -223,7 +223,7 @@ static int world_init(world *w, fa_backend *be, const scene *s, const fa_comm *c
         wa.key_cache = w->cache;
         wa.value_cache = (char *)w->cache + (size_t)strides[0] * fa_dtype_size(cdt);
         wa.cache_block_stride = strides[1];
-        wa.cache_page_stride = strides[2];
+        wa.cache_row_stride = strides[2];
         wa.cache_head_stride = strides[3];
         wa.cache_dtype = cdt;
         wa.slot_mapping = w->ctx_slots;
@@ -530,7 +530,7 @@ static void run_profiling_case(scene *s)
     int rc = -1;
     double err = INFINITY;
     memset(&d, 0, sizeof d);
-    d.num_heads = s->hq; d.num_kv_heads = s->hkv; d.head_size = s->d;
+    d.num_heads_q = s->hq; d.num_heads_kv = s->hkv; d.head_size = s->d;
     if (fa_layer_init(&layer, &d) == FA_OK && world_init(&w, g_cuda, s, NULL, 1, 0, s->ctx_slots, s->slots) == 0) {
         fa_tensor to = fa_tensor_make(w.out, FA_DTYPE_BF16, 3, qs);
         if (g_cuda->ops.fill(g_cuda->ctx, w.out, bytes, 0xFF, bytes, 1) == FA_OK &&
@@ -561,7 +561,7 @@ static void run_kv_sharing_case(scene *s)
     int rc = -1;
     double err = INFINITY;
     memset(&d, 0, sizeof d);
-    d.num_heads = s->hq; d.num_kv_heads = s->hkv; d.head_size = s->d; d.kv_sharing = 1;
+    d.num_heads_q = s->hq; d.num_heads_kv = s->hkv; d.head_size = s->d; d.kv_sharing = 1;
     if (fa_layer_init(&layer, &d) != FA_OK || world_init(&w, g_cuda, s, NULL, 1, 0, s->ctx_slots, s->slots)) {
         report("kv-sharing layer does not write the cache", -1, err, 0);
         free(o);
@@ -636,7 +636,7 @@ int main(void)
     /* mixed batch: decodes and prefills, 8/2 heads, d 128, block 16 */
     for (i = 0; i < 10; ++i) { ql[i] = (i % 3 == 0) ? 37 + 29 * i : 1; ctx[i] = 50 + 97 * i; }
     memset(&ld, 0, sizeof ld);
-    ld.num_heads = 8; ld.num_kv_heads = 2; ld.head_size = 128;
+    ld.num_heads_q = 8; ld.num_heads_kv = 2; ld.head_size = 128;
     scene_init(&s, 8, 2, 128, 16); scene_make(&s, 10, ql, ctx, 0);
     run_case("plain, mixed batch, NHD, bf16 cache", &s, &ld, 0, 1, 2e-2);
     s.layout = FA_LAYOUT_HND;
@@ -696,7 +696,7 @@ int main(void)
     scene_init(&s, 8, 8, 80, 16); s.causal = 0; scene_make(&s, 5, ql, ctx, 0);
     {
         fa_layer_desc l2 = ld;
-        l2.num_heads = 8; l2.num_kv_heads = 8; l2.head_size = 80; l2.attn_type = FA_ATTN_ENCODER_ONLY;
+        l2.num_heads_q = 8; l2.num_heads_kv = 8; l2.head_size = 80; l2.attn_type = FA_ATTN_ENCODER_ONLY;
         l2.sliding_window = 32;
         run_case("encoder-only, window 32 (symmetric)", &s, &l2, 0, 1, 2e-2);
         l2.attn_type = FA_ATTN_ENCODER;

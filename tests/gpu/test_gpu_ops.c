@@ -130,7 +130,7 @@ static void run_cache_case(const cache_case *c)
     a.key_cache = (char *)ck + (size_t)c->cache_offset * out_es;
     a.value_cache = (char *)cv + (size_t)c->cache_offset * out_es;
     a.cache_block_stride = blk;
-    a.cache_page_stride = page;
+    a.cache_row_stride = page;
     a.cache_head_stride = head;
     a.cache_dtype = c->cache;
     a.slot_mapping = slots;
@@ -353,7 +353,7 @@ static void run_cache_large(fa_kv_layout layout, fa_dtype kv, fa_dtype cache, in
     a.key_cache = ck;
     a.value_cache = cv;
     a.cache_block_stride = blk;
-    a.cache_page_stride = page;
+    a.cache_row_stride = page;
     a.cache_head_stride = head;
     a.cache_dtype = cache;
     a.slot_mapping = cslots;
@@ -874,7 +874,7 @@ static void test_validation(void)
         ok.kv_dtype = FA_DTYPE_BF16;
         ok.key_cache = ok.value_cache = cache;
         ok.cache_block_stride = 16 * 64;
-        ok.cache_page_stride = 64;
+        ok.cache_row_stride = 64;
         ok.cache_head_stride = 64;
         ok.cache_dtype = FA_DTYPE_BF16;
         ok.slot_mapping = slots;
@@ -1055,7 +1055,7 @@ static void test_graph_capture(void)
     ca.key_token_stride = ca.value_token_stride = H * D;
     ca.kv_dtype = FA_DTYPE_BF16;
     ca.key_cache = ck; ca.value_cache = cv;
-    ca.cache_block_stride = blk; ca.cache_page_stride = page; ca.cache_head_stride = head;
+    ca.cache_block_stride = blk; ca.cache_row_stride = page; ca.cache_head_stride = head;
     ca.cache_dtype = FA_DTYPE_FP8_E4M3;
     ca.slot_mapping = slots;
     ca.num_tokens = T; ca.num_heads_kv = H; ca.head_size = D; ca.block_size = BS; ca.num_blocks = NB;
@@ -1331,7 +1331,7 @@ static void test_perf(void)
             a->key_token_stride = a->value_token_stride = HKV * D;
             a->kv_dtype = FA_DTYPE_BF16;
             a->key_cache = kc; a->value_cache = vc;
-            a->cache_block_stride = BS * HKV * D; a->cache_page_stride = HKV * D; a->cache_head_stride = D;
+            a->cache_block_stride = BS * HKV * D; a->cache_row_stride = HKV * D; a->cache_head_stride = D;
             a->cache_dtype = cd;
             a->slot_mapping = (const int64_t *)dslots;
             a->num_tokens = T; a->num_heads_kv = HKV; a->head_size = D; a->block_size = BS;

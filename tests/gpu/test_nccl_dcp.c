@@ -484,8 +484,8 @@ static int run_setup(const rank_ctx *e, const case_desc *cd, const case_data *cd
     if (!CHECK_FA(r, fa_builder_create(be, &cfg, world > 1 ? comm : NULL, &m->b), "fa_builder_create")) return 0;
 
     memset(&ld, 0, sizeof ld);
-    ld.num_heads = hloc;
-    ld.num_kv_heads = hkv;
+    ld.num_heads_q = hloc;
+    ld.num_heads_kv = hkv;
     ld.head_size = HEAD;
     ld.dtype = FA_DTYPE_BF16;
     ld.kv_cache_dtype = cd->cache;
@@ -944,8 +944,8 @@ static void check_config_errors(void)
 
     memset(&r, 0, sizeof r);
     memset(&ld, 0, sizeof ld);
-    ld.num_heads = H_LOC;
-    ld.num_kv_heads = 1;
+    ld.num_heads_q = H_LOC;
+    ld.num_heads_kv = 1;
     ld.head_size = HEAD;
     ld.dcp_world_size = 2;
     ld.sliding_window = 128;

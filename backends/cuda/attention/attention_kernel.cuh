@@ -630,6 +630,37 @@ __device__ __noinline__ void fix_nan_entries(const Params &p, unsigned char *sme
     }
 }
 
+// The epilogue's stores: staged rows -> out (or split_out), 16-byte chunks; with CHECK, whether
+// a stored value is NaN.
+template <class C, typename QT, bool CHECK>
+__device__ __forceinline__ bool copy_out(const Params &p, const unsigned char *smem, const int64_t *sRow,
+                                         bool to_split, int tid) {
+    bool nan_seen = false;
+    if (to_split) {
+        const float *sOf = reinterpret_cast<const float *>(smem);
+        constexpr int CPR = C::D / 4;
+        for (int i = tid; i < C::BM * CPR; i += C::NT) {
+            const int row = i / CPR, c = i % CPR;
+            const int64_t off = sRow[row];
+            if (off < 0 || c * 4 >= p.head_size) continue;
+            const float4 x = *reinterpret_cast<const float4 *>(sOf + row * C::OLD + c * 4);
+            if constexpr (CHECK) nan_seen |= isnan(x.x) | isnan(x.y) | isnan(x.z) | isnan(x.w);
+            *reinterpret_cast<float4 *>(p.split_out + off + c * 4) = x;
+        }
+    } else {
+        constexpr int CPR = C::D / 8;
+        for (int i = tid; i < C::BM * CPR; i += C::NT) {
+            const int row = i / CPR, c = i % CPR;
+            const int64_t off = sRow[row];
+            if (off < 0 || c * 8 >= p.head_size) continue;
+            const uint4 x = *reinterpret_cast<const uint4 *>(smem + tile_off<C>(row, c));
+            if constexpr (CHECK) nan_seen |= nan2<QT>(x.x) | nan2<QT>(x.y) | nan2<QT>(x.z) | nan2<QT>(x.w);
+            *reinterpret_cast<uint4 *>(static_cast<QT *>(p.out) + off + c * 8) = x;
+        }
+    }
+    return nan_seen;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The kernel
 
@@ -1223,33 +1254,21 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
             }
         }
         __syncthreads();
-        bool nan_seen = false;   // NaN hygiene at mask edges (see fix_nan_entries)
-        if (to_split) {
-            constexpr int CPR = C::D / 4;
-            for (int i = tid; i < C::BM * CPR; i += C::NT) {
-                const int row = i / CPR, c = i % CPR;
-                const int64_t off = sRow[row];
-                if (off < 0 || c * 4 >= p.head_size) continue;
-                const float4 x = *reinterpret_cast<const float4 *>(sOf + row * C::OLD + c * 4);
-                nan_seen |= isnan(x.x) | isnan(x.y) | isnan(x.z) | isnan(x.w);
-                *reinterpret_cast<float4 *>(p.split_out + off + c * 4) = x;
+        // NaN hygiene at mask edges (see fix_nan_entries): only tiles with an edge look at the
+        // values they store (CTA-uniform); the others (every decode tile) copy as before
+        // (prefill: one loop that always looks, which keeps the kernel's registers; its stores are
+        // few next to its main loop)
+        const bool edge = info->edge != 0;
+        if constexpr (C::WM == 1) {
+            if (edge) {
+                if (__any_sync(0xffffffffu, copy_out<C, QT, true>(p, smem, sRow, to_split, tid)))
+                    fix_nan_entries<C, QT, KV>(p, smem, kvh, tid);   // rare
+            } else {
+                copy_out<C, QT, false>(p, smem, sRow, to_split, tid);
             }
         } else {
-            constexpr int CPR = C::D / 8;
-            for (int i = tid; i < C::BM * CPR; i += C::NT) {
-                const int row = i / CPR, c = i % CPR;
-                const int64_t off = sRow[row];
-                if (off < 0 || c * 8 >= p.head_size) continue;
-                const uint4 x = *reinterpret_cast<const uint4 *>(smem + tile_off<C>(row, c));
-                nan_seen |= nan2<QT>(x.x) | nan2<QT>(x.y) | nan2<QT>(x.z) | nan2<QT>(x.w);
-                *reinterpret_cast<uint4 *>(static_cast<QT *>(p.out) + off + c * 8) = x;
-            }
-        }
-        if (info->edge) {   // CTA-uniform; a tile of one token's rows (decode) has no edge
-            bool any;
-            if constexpr (C::NT > 32) any = __syncthreads_or(nan_seen) != 0;
-            else any = __any_sync(0xffffffffu, nan_seen);
-            if (any) fix_nan_entries<C, QT, KV>(p, smem, kvh, tid);   // rare
+            const bool nan_seen = copy_out<C, QT, true>(p, smem, sRow, to_split, tid);
+            if (edge && __syncthreads_or(nan_seen) != 0) fix_nan_entries<C, QT, KV>(p, smem, kvh, tid);   // rare
         }
     }
 }
