@@ -18,8 +18,10 @@
 # $OUT when set (the device tool brings them back), else build-hip-nvidia/logs. Last line:
 # `N passed, M failed` summed over the programs (a program that dies or prints no summary
 # counts as one failure). Environment: FA_HIPNV_ARCH (default sm_90a), FA_HIPNV_QUICK (default
-# 1: the programs' quick sets), FA_HIPNV_TIMEOUT (seconds per program, default 150),
-# FA_HIPNV_PROGRAMS (names, default all).
+# 1: the programs' quick sets; test_gpu_portable* run their full sets unless
+# FA_HIPNV_PORTABLE_QUICK=1), FA_HIPNV_TIMEOUT (seconds per program, default 150),
+# FA_HIPNV_PROGRAMS (names, default all). test_gpu_portable_cuda is the same test built as plain
+# CUDA (no HIP headers: the toolkit's bf16 / fp8 inside the kernel).
 set -u -o pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -60,6 +62,10 @@ build() {
     nvcc "${nv[@]}" "${hip[@]}" "${inc[@]}" -c tests/gpu/test_gpu_portable.cu -o "$B/obj/test_gpu_portable.o" \
         > "$B/obj/test_gpu_portable.log" 2>&1 &
     pids+=($!)
+    # the same test as plain CUDA (the toolkit's bf16 / fp8 in the kernel, no HIP headers)
+    nvcc "${nv[@]}" "${inc[@]}" -c tests/gpu/test_gpu_portable.cu -o "$B/obj/test_gpu_portable_cuda.o" \
+        > "$B/obj/test_gpu_portable_cuda.log" 2>&1 &
+    pids+=($!)
     local cflags=(-std=c99 -O2 -D_GNU_SOURCE "${inc[@]}" -I"$B" -isystem "$cuda_root/include")
     printf '#define FA_HAVE_CUDA 1\n#define FA_HAVE_NCCL 0\n' > "$B/fa_build_config.h"
     gcc "${cflags[@]}" -c flashattn.c -o "$B/obj/flashattn.o" || return 1
@@ -78,6 +84,8 @@ build() {
     done
     nvcc "-gencode=arch=compute_${arch#sm_},code=$arch" "$B/obj/test_gpu_portable.o" "$B/obj/fa_cpu.o" "$B/obj/flashattn.o" \
         -o "$B/bin/test_gpu_portable" -lm || return 1
+    nvcc "-gencode=arch=compute_${arch#sm_},code=$arch" "$B/obj/test_gpu_portable_cuda.o" "$B/obj/fa_cpu.o" \
+        "$B/obj/flashattn.o" -o "$B/bin/test_gpu_portable_cuda" -lm || return 1
     echo "built in $((SECONDS - t0)) s: $(ls "$B/bin" | tr '\n' ' ')"
 }
 
@@ -91,14 +99,16 @@ run() {
     if ldd "$B/bin/test_gpu_portable" 2>&1 | grep -q "not found"; then
         echo "binaries do not load here: rebuilding"; rm -f "$B"/obj/*.o; build || { echo "0 passed, 1 failed"; return 1; }
     fi
-    local list=${FA_HIPNV_PROGRAMS:-test_gpu_portable $progs_c}
+    local list=${FA_HIPNV_PROGRAMS:-test_gpu_portable test_gpu_portable_cuda $progs_c}
     # the programs side by side on the one GPU (each is small in its quick set): wall time is
     # the slowest one's, which is what device time is charged for
     declare -A pid t_start
     for p in $list; do
         [ -x "$B/bin/$p" ] || continue
         t_start[$p]=$SECONDS
-        FA_GPU_TEST_QUICK=$quick timeout "$tmo" "$B/bin/$p" > "$logs/$p.log" 2>&1 &
+        local q=$quick
+        case $p in test_gpu_portable*) q=${FA_HIPNV_PORTABLE_QUICK:-0} ;; esac   # small: full set
+        FA_GPU_TEST_QUICK=$q timeout "$tmo" "$B/bin/$p" > "$logs/$p.log" 2>&1 &
         pid[$p]=$!
     done
     for p in $list; do
