@@ -3213,7 +3213,19 @@ static fa_status fa__validate_ids(const char *fn, const fa__call *c)
     return FA_OK;
 }
 
-FA__DEF fa_status fa_forward(const fa_layer *layer, const fa_backend *be, const fa_tensor *q, const fa_tensor *k,
+/* A failed DCP step: tell the peers through the comm (when md names a live builder). */
+static void fa__abort_peers(const fa_metadata *md)
+{
+    const fa_builder *b;
+    if (md == NULL || md->dcp_world_size <= 1 || md->registry != (const void *)fa__live_ids || md->builder == NULL ||
+        md->builder_slot < 0 || md->builder_slot >= FA__MAX_BUILDERS || md->builder_id == 0 ||
+        fa__atomic_load(&fa__live_ids[md->builder_slot]) != md->builder_id)
+        return;
+    b = md->builder;
+    if (b->comm != NULL && b->comm->abort != NULL) b->comm->abort(b->comm->ctx);
+}
+
+static fa_status fa__forward(const fa_layer *layer, const fa_backend *be, const fa_tensor *q, const fa_tensor *k,
                              const fa_tensor *v, const fa_tensor *kv_cache, const fa_metadata *md,
                              const fa_tensor *out)
 {
@@ -3256,8 +3268,15 @@ FA__DEF fa_status fa_forward(const fa_layer *layer, const fa_backend *be, const 
         s = fa__validate_ids(fn, &c);
     if (s == FA_OK) s = fa__check_program(fn, &c, &p);
     if (s == FA_OK) s = fa__run_program(&c, &p);
-    if (s != FA_OK && md->dcp_world_size > 1 && c.b->comm != NULL && c.b->comm->abort != NULL)
-        c.b->comm->abort(c.b->comm->ctx); /* the peers must not wait for this rank */
+    return s;
+}
+
+FA__DEF fa_status fa_forward(const fa_layer *layer, const fa_backend *be, const fa_tensor *q, const fa_tensor *k,
+                             const fa_tensor *v, const fa_tensor *kv_cache, const fa_metadata *md,
+                             const fa_tensor *out)
+{
+    const fa_status s = fa__forward(layer, be, q, k, v, kv_cache, md, out);
+    if (s != FA_OK) fa__abort_peers(md); /* the peers must not wait for this rank */
     return s;
 }
 

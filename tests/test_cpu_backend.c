@@ -8,7 +8,9 @@
 
    Suites: attention (sampled grid + directed cases), split (split-KV), cache
    (reshape_and_cache), merge, dcp (dcp_correct), comm (fake comm + an end-to-end DCP step),
-   errors, backend (vtable basics). */
+   errors (messages, nothing written; bounds against num_blocks; int64 offsets), backend (vtable
+   basics, the capability block, ops.check == op, per-thread messages), faults (the
+   fault-injection hooks, directly and through the builder / fa_forward). */
 #include <criterion/criterion.h>
 
 #include <math.h>
@@ -3006,4 +3008,27 @@ Test(faults, forward_op_failure_then_next_call_works)
     fa_builder_destroy(rb);
     fa_cpu_backend_destroy(be);
     fa_cpu_backend_destroy(ref);
+}
+
+/* The builder's one upload (ops.copy) fails: fa_builder_build returns FA_ERR_BACKEND naming
+   backend and op; the next build and a forward work. */
+Test(faults, build_copy_failure_then_next_build_works)
+{
+    static fwd f;
+    fa_config cfg = fw_cfg();
+    fa_backend *be = t_backend();
+    fa_builder *b = NULL;
+    fa_cpu_backend_options o;
+    fw_init(&f);
+    cr_assert_eq(fa_builder_create(be, &cfg, NULL, &b), FA_OK, "%s", fa_last_error());
+    memset(&o, 0, sizeof o);
+    o.fail_copy_at = 1;
+    cr_assert_eq(fa_cpu_backend_set_options(be, &o), FA_OK);
+    cr_expect_eq(fw_build(&f, b), FA_ERR_BACKEND);
+    cr_expect(strstr(fa_last_error(), "cpu") != NULL && strstr(fa_last_error(), "copy") != NULL &&
+              strstr(fa_last_error(), "injected failure") != NULL, "%s", fa_last_error());
+    cr_expect_eq(fw_build(&f, b), FA_OK, "%s", fa_last_error());
+    cr_expect_eq(fw_forward(&f, be), FA_OK, "%s", fa_last_error());
+    fa_builder_destroy(b);
+    fa_cpu_backend_destroy(be);
 }

@@ -447,7 +447,7 @@ Test(plan, cascade_heuristic_degenerate_inputs)
     cr_assert_eq(fa_use_cascade_attention(1024, ql, 8, 32, 8, 0, 0, 0, 0, 1), 0, "num_sms 0");
     cr_assert_eq(fa_use_cascade_attention(1024, NULL, 8, 32, 8, 0, 0, 0, 132, 1), 0, "query_lens NULL");
     cr_assert_eq(fa_use_cascade_attention(1024, ql, -8, 32, 8, 0, 0, 0, 132, 1), 0, "num_reqs -8");
-    cr_assert_eq(fa_use_cascade_attention(1024, ql, 8, 30, 8, 0, 0, 0, 132, 1), 0, "Hq % Hkv != 0");
+    cr_assert_eq(fa_use_cascade_attention(1024, ql, 8, 30, 8, 0, 0, 0, 132, 1), 0, "Hq not a multiple of Hkv");
 }
 
 static int32_t cq_comp[8] = {900, 901, 902, 903, 904, 905, 906, 907};

@@ -1090,3 +1090,29 @@ Test(splits, plan_random_properties)
         }
     }
 }
+
+/* The decode cost model's worked example (flashattn.h, above fa__decode_cost): 64 requests x 8
+   KV heads at 8192 keys, head 128, bf16, 132 SMs, one split: 512 CTAs share the SMs 3.88 deep,
+   one wave of 256 steps at max(1.6, 3.88 * 16384 B / 32768 B/us) = 1.94 us, plus 0.008 us a
+   CTA: 500.6 us. Two splits of 128 steps: 1024 CTAs, more than the 6 x 132 resident, so two
+   waves of 128 steps at max(1.6, 6 * 0.5) = 3.0 us -> 768 + 8.2 + the combine (6 + 0.4) =
+   782.6 us: the planner keeps one split there (the 64 x 8k row of the sweep). */
+Test(splits, decode_cost_worked_example)
+{
+    const fa_backend_caps *cp = test_caps();
+    const fa_kernel_dim *kd = fa__kernel_dim(cp, 128);
+    cr_assert_not_null(kd);
+    double one = fa__decode_cost(cp, kd, 512, 256, 1, 132, 128, 2);
+    cr_assert(fabs(one - (256.0 * (512.0 / 132.0) * 16384.0 / 32768.0 + 0.008 * 512)) < 1e-9, "%.6f", one);
+    cr_assert(fabs(one - 500.6) < 0.05, "one split: %.3f us, expected 500.6", one);
+    double two = fa__decode_cost(cp, kd, 1024, 128, 2, 132, 128, 2);
+    cr_assert(fabs(two - (2.0 * 128.0 * 6.0 * 16384.0 / 32768.0 + 0.008 * 1024 + 6.0 + 0.2 * 2)) < 1e-9, "%.6f", two);
+    cr_assert_gt(two, one, "two splits cost more than one at 64 x 8k");
+    /* fp8 halves the bytes of a step: latency-bound again at 1.6 us */
+    double fp8 = fa__decode_cost(cp, kd, 512, 256, 1, 132, 128, 1);
+    cr_assert(fabs(fp8 - (256.0 * 1.6 + 0.008 * 512)) < 1e-9, "%.6f", fp8);
+    /* a backend's constants are what the model uses: a slower step shows up one for one */
+    fa_backend_caps slow = *cp;
+    slow.dims[3].decode_step_us = 4.0;
+    cr_assert(fabs(fa__decode_cost(&slow, &slow.dims[3], 512, 256, 1, 132, 128, 1) - (256.0 * 4.0 + 0.008 * 512)) < 1e-9);
+}

@@ -24,11 +24,32 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define FA_BU_HD __host__ __device__ /* also callable from kernels */
+#else
+#define FA_BU_HD
+#endif
+
+/* The mask rule (SEMANTICS §3.2), one spelling for every backend: key j of a sequence of lk
+   keys may be attended by the query row whose diagonal key is diag_key (bottom-right
+   alignment: row i of lq queries sits at key i + lk - lq) when j is in [0, lk) and its offset
+   d = j - diag_key is in [-wl, wr]; a bound of -1 is unbounded, a causal call passes wr = 0. A
+   new mask variant changes this rule and the planner's key spans (fa__window_keys). The macro
+   is the rule in the caller's integer type (kernels keep int32 keys in their inner loops); the
+   function is it in int64. */
+#define FA_BU_KEY_ALLOWED(j, diag_key, lk, wl, wr)                                              \
+    ((j) >= 0 && (j) < (lk) && ((wl) < 0 || (j) - (diag_key) >= -(wl)) &&                       \
+     ((wr) < 0 || (j) - (diag_key) <= (wr)))
+FA_BU_HD static inline int fa_bu_key_allowed(int64_t j, int64_t diag_key, int64_t lk, int32_t wl, int32_t wr)
+{
+    return FA_BU_KEY_ALLOWED(j, diag_key, lk, (int64_t)wl, (int64_t)wr);
+}
+
 /* Head sizes every op accepts: multiples of FA_BU_HEAD_SIZE_MULTIPLE in
    [FA_BU_HEAD_SIZE_MIN, FA_BU_HEAD_SIZE_MAX] (a backend may compile fewer widths). */
-#define FA_BU_HEAD_SIZE_MULTIPLE 8
-#define FA_BU_HEAD_SIZE_MIN 8
-#define FA_BU_HEAD_SIZE_MAX 256
+#define FA_BU_HEAD_SIZE_MULTIPLE FA_HEAD_SIZE_MULTIPLE /* flashattn.h's, one source */
+#define FA_BU_HEAD_SIZE_MIN FA_HEAD_SIZE_MIN
+#define FA_BU_HEAD_SIZE_MAX FA_HEAD_SIZE_MAX
 /* Heads of one call: [1, FA_BU_MAX_HEADS] (a CUDA grid dimension). */
 #define FA_BU_MAX_HEADS 65535
 

@@ -428,11 +428,10 @@ typedef struct fa__cpu_seq {
     int64_t lq, lk;
 } fa__cpu_seq;
 
-/* The mask rule of SEMANTICS section 3.2 (bottom-right alignment; causal already folded into wr). */
+/* The mask rule of SEMANTICS section 3.2, shared by the backends (causal folded into wr). */
 static int fa__cpu_allowed(int64_t i, int64_t j, int64_t lq, int64_t lk, int32_t wl, int32_t wr)
 {
-    int64_t diag = i + lk - lq;
-    return j >= 0 && j < lk && (wl < 0 || j >= diag - wl) && (wr < 0 || j <= diag + wr);
+    return fa_bu_key_allowed(j, i + lk - lq, lk, wl, wr);
 }
 
 /* Element offset of (key j of sequence b, kv head g, d = 0) in K (is_v = 0) or V (is_v = 1). */

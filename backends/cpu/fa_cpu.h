@@ -22,11 +22,17 @@
        is checked before anything is written.
      - bounds: reshape_and_cache rejects a slot at or past num_blocks * block_size, attention a
        block id outside [0, num_blocks) among the columns it reads (ceil(seqused_k / block_size)
-       of each sequence with queries and work planned), both with FA_ERR_INVALID_ARG before anything is written;
-       num_blocks 0 means unknown (only negative block ids are then caught). Every offset is
-       computed in 64 bits, and a view whose offsets would overflow int64 is rejected.
-     - ops.check runs the very function each op runs first (so they never disagree); messages
-       start with "cpu <op>:" and name the field and its value.
+       of each sequence with queries and work planned), both with FA_ERR_INVALID_ARG before
+       anything is written. num_blocks > 0 is required (the header fills it from the cache's
+       shape[1]). Every offset is computed in 64 bits, and a view whose offsets would overflow
+       int64 is rejected.
+     - ops.check runs the very function each op runs first (so they never disagree): the dtype
+       checks, then the structural checks every backend shares (backends/common/
+       fa_backend_util.h: fa_bu_check_cache_write / _attention / _merge / _dcp_correct; the CPU
+       takes any positive block size), then the CPU's own (metadata, bounds, int64 offsets).
+       Messages start with "cpu <op>:" and name the field and its value (a dtype as its enum
+       number and name, "kv_dtype 4 (fp8_e4m3)"). An attention call with num_seqs 0 does nothing
+       and needs only sane scalars (heads, head size, dtypes).
      - caps: the CUDA kernels' facts as calibrated on the H200 (so the planner plans for the CPU
        what it plans for the GPU); align_bytes 1 (no rule beyond the natural alignment of each
        dtype, which C demands of the pointers anyway).

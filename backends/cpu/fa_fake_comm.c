@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +21,7 @@
 #define FA__FAKE_MONOTONIC 0
 #endif
 
-#include "fa_backend_util.h" /* backends/common: fa_bu_dtype_size */
+#include "fa_backend_util.h" /* backends/common: fa_bu_dtype_size, fa_bu_fail */
 #include "fa_cpu.h"
 
 enum { FA__FAKE_ALL_GATHER = 1, FA__FAKE_REDUCE_SCATTER = 2 };
@@ -81,16 +80,11 @@ static void fa__fake_store(void *base, size_t i, fa_dtype t, float v)
         ((uint16_t *)base)[i] = fa_cpu_float_to_bf16(v);
 }
 
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static fa_status fa__fake_fail(fa__fake_rank *r, fa_status st, const char *fmt, ...)
+/* Where rank r's failure of collective `name` writes: its own buffer, through
+   fa_backend_util.h's fa_bu_fail ("<name>: <message>"). */
+static fa_bu_err fa__fake_err(fa__fake_rank *r, const char *name)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->err, sizeof r->err, fmt, ap);
-    va_end(ap);
-    return st;
+    return fa_bu_err_make(r->err, sizeof r->err, name);
 }
 
 /* Marks the group aborted (g->mu held) and wakes every waiting rank. */
@@ -143,6 +137,7 @@ static fa_status fa__fake_meet(fa__fake_group *g, fa__fake_rank *me, const char 
                                int abortable)
 {
     const unsigned long gen = g->generation;
+    const fa_bu_err e = fa__fake_err(me, name);
     struct timespec deadline;
     if (abortable)
         g->present[me->rank] = 1;
@@ -158,9 +153,7 @@ static fa_status fa__fake_meet(fa__fake_group *g, fa__fake_rank *me, const char 
         fa__fake_deadline(g, &deadline);
     while (gen == g->generation) {
         if (abortable && g->aborted) {
-            fa__fake_fail(me, FA_ERR_BACKEND, "%s: rank %d: %s", name, (int)me->rank,
-                          g->abort_reason);
-            return FA_ERR_BACKEND;
+            return fa_bu_fail(&e, FA_ERR_BACKEND, "rank %d: %s", (int)me->rank, g->abort_reason);
         }
         if (abortable && g->timeout_ms > 0) {
             int rc = pthread_cond_timedwait(&g->cv, &g->mu, &deadline);
@@ -171,10 +164,9 @@ static fa_status fa__fake_meet(fa__fake_group *g, fa__fake_rank *me, const char 
                          "peer rank %d timed out after %lld ms in %s: rank(s) %s did not arrive",
                          (int)me->rank, (long long)g->timeout_ms, name, missing);
                 fa__fake_abort_locked(g, reason);
-                fa__fake_fail(me, FA_ERR_BACKEND,
-                              "%s: rank %d timed out after %lld ms: rank(s) %s did not arrive",
-                              name, (int)me->rank, (long long)g->timeout_ms, missing);
-                return FA_ERR_BACKEND;
+                return fa_bu_fail(&e, FA_ERR_BACKEND,
+                                  "rank %d timed out after %lld ms: rank(s) %s did not arrive",
+                                  (int)me->rank, (long long)g->timeout_ms, missing);
             }
         } else {
             pthread_cond_wait(&g->cv, &g->mu);
@@ -192,16 +184,16 @@ static fa_status fa__fake_collective(void *ctx, int op, const void *send, void *
     fa__fake_rank *me = (fa__fake_rank *)ctx;
     fa__fake_group *g = me->group;
     const char *name = op == FA__FAKE_ALL_GATHER ? "all_gather" : "reduce_scatter";
+    const fa_bu_err e = fa__fake_err(me, name);
     fa_status st = FA_OK;
     size_t es = fa_bu_dtype_size(dtype), i;
     int32_t q;
 
     pthread_mutex_lock(&g->mu);
     if (g->aborted) {
-        fa__fake_fail(me, FA_ERR_BACKEND, "%s: rank %d: %s", name, (int)me->rank,
-                      g->abort_reason);
+        st = fa_bu_fail(&e, FA_ERR_BACKEND, "rank %d: %s", (int)me->rank, g->abort_reason);
         pthread_mutex_unlock(&g->mu);
-        return FA_ERR_BACKEND;
+        return st;
     }
     g->slots[me->rank].op = op;
     g->slots[me->rank].send = send;
@@ -217,22 +209,21 @@ static fa_status fa__fake_collective(void *ctx, int op, const void *send, void *
     for (q = 0; q < g->world_size && st == FA_OK; ++q) {
         const fa__fake_slot *s = &g->slots[q];
         if (s->op != op || s->count != count || s->dtype != dtype)
-            st = fa__fake_fail(me, FA_ERR_INVALID_ARG,
-                               "%s: rank %d called %s with count %zu dtype %d, rank %d called %s "
-                               "with count %zu dtype %d", name, (int)me->rank, name, count,
+            st = fa_bu_fail(&e, FA_ERR_INVALID_ARG,
+                            "rank %d called %s with count %zu dtype %d, rank %d called %s with "
+                            "count %zu dtype %d", (int)me->rank, name, count,
                                (int)dtype, (int)q,
                                s->op == FA__FAKE_ALL_GATHER ? "all_gather" : "reduce_scatter",
                                s->count, (int)s->dtype);
         else if (es == 0)
-            st = fa__fake_fail(me, FA_ERR_INVALID_ARG, "%s: dtype %d is unknown", name,
-                               (int)dtype);
+            st = fa_bu_fail(&e, FA_ERR_INVALID_ARG, "dtype %d is unknown", (int)dtype);
         else if (op == FA__FAKE_REDUCE_SCATTER && dtype != FA_DTYPE_F32 &&
                  dtype != FA_DTYPE_F16 && dtype != FA_DTYPE_BF16)
-            st = fa__fake_fail(me, FA_ERR_UNSUPPORTED,
-                               "%s: dtype %d is not F32, F16 or BF16", name, (int)dtype);
+            st = fa_bu_fail(&e, FA_ERR_UNSUPPORTED, "dtype %d is not F32, F16 or BF16",
+                            (int)dtype);
         else if (count > 0 && (!s->send || !s->recv))
-            st = fa__fake_fail(me, FA_ERR_INVALID_ARG, "%s: rank %d passed a NULL %s", name,
-                               (int)q, !s->send ? "send" : "recv");
+            st = fa_bu_fail(&e, FA_ERR_INVALID_ARG, "rank %d passed a NULL %s", (int)q,
+                            !s->send ? "send" : "recv");
     }
 
     if (st == FA_OK && count > 0) {

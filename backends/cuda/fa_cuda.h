@@ -13,6 +13,11 @@
    be captured in a CUDA graph. A failing op returns FA_ERR_INVALID_ARG (the message names
    the argument and value), FA_ERR_UNSUPPORTED, or FA_ERR_BACKEND (the message carries
    cudaGetErrorString); ops.last_error returns the message of the backend's last failure.
+   A cache slot past num_blocks * block_size or a block id outside [0, num_blocks) is never
+   written or read; the kernel records the first one, and the backend's next op call (any op,
+   check included) or synchronize returns FA_ERR_INVALID_ARG naming it (no sync is added: a call
+   made while that kernel still runs reports it on a later call). ops.check runs an op's checks
+   without launching; be->caps holds the compiled kernels' tile facts (docs/cuda.md).
 
    Thread safety: ops may be called from several threads only if the caller serialises them
    (the backend keeps one last-error buffer and uses one stream).
