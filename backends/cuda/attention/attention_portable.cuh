@@ -355,9 +355,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
                     if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
                     const int64_t diag = ti[r] + shift;
                     x -= slope[r] * fabsf((float)(diag - key));
-                    const bool allowed = ti[r] >= 0 && key < hi &&
-                                         (p.window_left < 0 || key >= diag - p.window_left) &&
-                                         (p.window_right < 0 || key <= diag + p.window_right);
+                    // the shared mask rule (fa_backend_util.h); hi <= lk also bounds the split
+                    const bool allowed =
+                        ti[r] >= 0 && key < hi &&
+                        FA_BU_KEY_ALLOWED(key, diag, lk, (int64_t)p.window_left, (int64_t)p.window_right);
                     s[r][kk] = allowed ? x : -INFINITY;
                     mx[r] = fmaxf(mx[r], s[r][kk]);
                 }
@@ -381,7 +382,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
 #pragma unroll
                 for (int k = 0; k < 2 * NWL; ++k) o[r][k] *= alpha;
             }
-            __syncthreads();   // sP (written by lanes of other warps when W > FA_WARP_SIZE)
+            __syncthreads(); // sP (written by lanes of other warps when W > FA_WARP_SIZE)
 
             // ---- O += P V
             const int jn = hi - k0 < BN ? (int)(hi - k0) : BN;
@@ -558,7 +559,7 @@ inline fa_status prepare(const fa_attn_args *a, Params *p, bool *empty, const fa
                                             "v_block_stride", "v_row_stride", "v_head_stride"};
     const bool paged = a->cu_seqlens_k == nullptr;
     for (int i = 0; i < 6; ++i) {
-        if (!paged && (i == 0 || i == 3)) continue;   // dense: no block strides
+        if (!paged && (i == 0 || i == 3)) continue; // dense: no block strides
         if (kv_strides[i] % 8)
             return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
                               "K/V strides must be multiples of 8 elements (%s = %lld)", kv_names[i],
@@ -642,4 +643,4 @@ template <int W> cudaError_t run(const fa_attn_args *a, const Params &p, cudaStr
     }
 }
 
-}  // namespace fa_portable
+} // namespace fa_portable
