@@ -80,6 +80,11 @@ typedef enum fa_status {
     FA_ERR_OUT_OF_MEMORY = 5  /* allocation failed (only at creation time) */
 } fa_status;
 
+/* The implementation's version, "MAJOR.MINOR.PATCH" (FLASHATTN_VERSION_STRING of the file that
+   defined FLASHATTN_IMPLEMENTATION: compare it with the macro to catch a header / library
+   mismatch). */
+FLASHATTN_API const char *fa_version(void);
+
 /* Short constant description of a status code ("invalid argument", ...). */
 FLASHATTN_API const char *fa_status_string(fa_status s);
 
@@ -713,6 +718,14 @@ FLASHATTN_API fa_status fa_builder_cascade_prefix_len(fa_builder *b, const fa_ba
 FLASHATTN_API fa_status fa_builder_build(fa_builder *b, const fa_batch *batch,
                                          int32_t common_prefix_len, fa_metadata *md_out);
 
+/* A short description of a step's plan, for engine developers looking at speed: requests and
+   tokens, the path each kind of layer takes (plain; cascade with its prefix, for the layers it
+   is exact for; chunked local; DCP) and the split count of every request (the first 64).
+   Writes at most size bytes, NUL-terminated when size > 0; *needed_out (NULL-able) gets the
+   length of the whole text. md must be the latest build of a live builder. */
+FLASHATTN_API fa_status fa_metadata_describe(const fa_metadata *md, char *buf, size_t size,
+                                             size_t *needed_out);
+
 /* ------------------------------------------------------------------------------------------ */
 // >>layer
 
@@ -723,7 +736,7 @@ typedef struct fa_layer_desc {
     float scale;                      /* 0 -> 1/sqrt(head_size) */
     fa_dtype dtype;                   /* activations; BF16 (zero) */
     fa_attn_type attn_type;           /* DECODER */
-    int32_t sliding_window;           /* 0 = none */
+    int32_t sliding_window;           /* keys a query sees, itself included; 0 or -1 = none */
     float logits_soft_cap;            /* 0 = none */
     const float *alibi_slopes;        /* NULL-able, device [num_alibi_slopes == num_heads] */
     int32_t num_alibi_slopes;
@@ -879,6 +892,8 @@ FA__DEF const char *fa_status_string(fa_status s)
 }
 
 FA__DEF const char *fa_last_error(void) { return fa__err; }
+
+FA__DEF const char *fa_version(void) { return FLASHATTN_VERSION_STRING; }
 
 FA__DEF size_t fa_dtype_size(fa_dtype t)
 {
@@ -2388,6 +2403,97 @@ FA__DEF fa_status fa_builder_build(fa_builder *b, const fa_batch *batch, int32_t
     return FA_OK;
 }
 
+/* md is the latest build of a live builder of this implementation: *out is that builder. */
+static fa_status fa__live_metadata(const char *fn, const fa_metadata *md, const fa_builder **out)
+{
+    const fa_builder *b;
+    if (md->builder == NULL || md->builder_slot < 0 || md->builder_slot >= FA__MAX_BUILDERS || md->builder_id == 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: md is not from fa_builder_build (builder %p, slot %d)", fn,
+                        (const void *)md->builder, md->builder_slot);
+    if (md->registry != (const void *)fa__live_ids)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: md was built by another copy of the implementation (a file that "
+                        "defines FLASHATTN_IMPLEMENTATION with FLASHATTN_STATIC): use it through that file", fn);
+    if (fa__atomic_load(&fa__live_ids[md->builder_slot]) != md->builder_id)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: md's builder (id %llu) was destroyed", fn,
+                        (unsigned long long)md->builder_id);
+    b = md->builder;
+    if (b->id != md->builder_id)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: md names builder id %llu but points to builder %llu", fn,
+                        (unsigned long long)md->builder_id, (unsigned long long)b->id);
+    if (md->generation != b->generation)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: md is from build %llu of its builder, which is at build %llu now "
+                        "(metadata is valid until the next build)", fn, (unsigned long long)md->generation,
+                        (unsigned long long)b->generation);
+    *out = b;
+    return FA_OK;
+}
+
+/* Appends to a bounded buffer, counting what would not fit. */
+typedef struct fa__text {
+    char *buf;
+    size_t size, len;
+} fa__text;
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void fa__put(fa__text *t, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    n = vsnprintf(t->len < t->size ? t->buf + t->len : NULL, t->len < t->size ? t->size - t->len : 0, fmt, ap);
+    va_end(ap);
+    if (n > 0) t->len += (size_t)n;
+}
+
+static void fa__put_plan(fa__text *t, const char *what, const int32_t *plan, int32_t n)
+{
+    int32_t i;
+    fa__put(t, "; %s: %d split%s static, per request [", what, plan[0], plan[0] == 1 ? "" : "s");
+    for (i = 0; i < n && i < 64; ++i) fa__put(t, i ? " %d" : "%d", plan[1 + i]);
+    fa__put(t, "%s]", n > 64 ? " ..." : "");
+}
+
+FA__DEF fa_status fa_metadata_describe(const fa_metadata *md, char *buf, size_t size, size_t *needed_out)
+{
+    const char *fn = "fa_metadata_describe";
+    const fa_builder *b = NULL;
+    const int32_t *h;
+    fa__text t;
+    fa_status s;
+    fa__clear();
+    FA__CHECK_PTR(fn, md);
+    if (buf == NULL && size > 0) return fa__fail(FA_ERR_INVALID_ARG, "%s: buf is NULL but size is %zu", fn, size);
+    s = fa__live_metadata(fn, md, &b);
+    if (s != FA_OK) return s;
+    h = b->host_ints; /* the host staging of this (the latest) build */
+    t.buf = buf; t.size = size; t.len = 0;
+    if (size > 0) buf[0] = '\0';
+    fa__put(&t, "%d requests, %d tokens (query %d..%d, keys up to %d), causal %s", md->num_reqs, md->num_actual_tokens,
+            md->min_query_len, md->max_query_len, md->max_seq_len,
+            md->causal == FA_CAUSAL_AUTO ? "per layer" : md->causal == FA_CAUSAL_ON ? "on" : "off");
+    if (md->dcp_world_size > 1) {
+        fa__put(&t, "; DCP rank %d of %d, context keys up to %d", md->dcp_rank, md->dcp_world_size,
+                md->max_dcp_context_kv_len);
+        fa__put_plan(&t, "context call", h + b->off_plan, md->num_reqs);
+    } else {
+        fa__put_plan(&t, md->use_cascade ? "plain (layers cascade is not exact for)" : "plain", h + b->off_plan,
+                     md->num_reqs);
+    }
+    if (md->use_cascade) {
+        fa__put(&t, "; cascade: shared prefix %d tokens, prefix call %d split%s", md->common_prefix_len,
+                md->prefix_num_splits, md->prefix_num_splits == 1 ? "" : "s");
+        fa__put_plan(&t, "suffix", h + b->off_suffix_plan, md->num_reqs);
+    }
+    if (md->has_local) {
+        fa__put(&t, "; chunked local: %d virtual batches", md->local.num_virtual);
+        fa__put_plan(&t, "local", h + b->off_local_plan, md->local.num_virtual);
+    }
+    if (needed_out != NULL) *needed_out = t.len + 1;
+    return FA_OK;
+}
+
 // >>layer impl
 FA__DEF fa_status fa_layer_init(fa_layer *layer, const fa_layer_desc *desc)
 {
@@ -2415,8 +2521,9 @@ FA__DEF fa_status fa_layer_init(fa_layer *layer, const fa_layer_desc *desc)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: attn_type %d is unknown", fn, (int)d.attn_type);
     if (!(d.scale > 0.f) || !isfinite(d.scale))
         return fa__fail(FA_ERR_INVALID_ARG, "%s: scale %g must be finite and > 0", fn, (double)d.scale);
+    if (d.sliding_window == -1) d.sliding_window = 0; /* the engines' usual "none" */
     if (d.sliding_window < 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: sliding_window %d must be >= 0", fn, d.sliding_window);
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: sliding_window %d must be >= 0 (or -1: none)", fn, d.sliding_window);
     if (!(d.logits_soft_cap >= 0.f) || !isfinite(d.logits_soft_cap))
         return fa__fail(FA_ERR_INVALID_ARG, "%s: logits_soft_cap %g must be finite and >= 0", fn, (double)d.logits_soft_cap);
     if ((d.alibi_slopes != NULL) != (d.num_alibi_slopes != 0) ||
@@ -2884,24 +2991,9 @@ static void fa__describe_dcp(const fa__call *c, fa__program *p)
 static fa_status fa__check_metadata(const char *fn, const fa__call *c)
 {
     const fa_metadata *md = c->md;
-    const fa_builder *b;
-    if (md->builder == NULL || md->builder_slot < 0 || md->builder_slot >= FA__MAX_BUILDERS || md->builder_id == 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: md is not from fa_builder_build (builder %p, slot %d)", fn,
-                        (const void *)md->builder, md->builder_slot);
-    if (md->registry != (const void *)fa__live_ids)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: md was built by another copy of the implementation (a file that "
-                        "defines FLASHATTN_IMPLEMENTATION with FLASHATTN_STATIC): use it through that file", fn);
-    if (fa__atomic_load(&fa__live_ids[md->builder_slot]) != md->builder_id)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: md's builder (id %llu) was destroyed", fn,
-                        (unsigned long long)md->builder_id);
-    b = md->builder;
-    if (b->id != md->builder_id)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: md names builder id %llu but points to builder %llu", fn,
-                        (unsigned long long)md->builder_id, (unsigned long long)b->id);
-    if (md->generation != b->generation)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: md is from build %llu of its builder, which is at build %llu now "
-                        "(metadata is valid until the next build)", fn, (unsigned long long)md->generation,
-                        (unsigned long long)b->generation);
+    const fa_builder *b = NULL;
+    const fa_status s = fa__live_metadata(fn, md, &b);
+    if (s != FA_OK) return s;
     if (b->be != c->be)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: backend '%s' is not the one the builder was created with ('%s')", fn,
                         c->be->name ? c->be->name : "?", b->be->name ? b->be->name : "?");

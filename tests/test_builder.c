@@ -798,3 +798,64 @@ Test(build, noncausal_batch_may_have_more_queries_than_keys, .init = setup)
     cr_assert(strstr(fa_last_error(), "seq_lens[0] = -1") != NULL, "%s", fa_last_error());
     fa_builder_destroy(b);
 }
+
+/* fa_metadata_describe: the plan of a step in words; truncation; stale metadata refused. */
+Test(build, metadata_describe, .init = setup)
+{
+    rng_seed(0xDE5C);
+    fa_config c = base_cfg();
+    fa_builder *b = make_builder(&c, NULL);
+    static rbatch r;
+    make_rbatch(&r, 5, 16, 1000, 40, 0, 0);
+    fa_metadata md, md2;
+    ASSERT_OK(fa_builder_build(b, &r.b, 0, &md));
+    char text[2048], small[24];
+    size_t need = 0;
+    ASSERT_OK(fa_metadata_describe(&md, text, sizeof text, &need));
+    cr_assert_eq(need, strlen(text) + 1, "needed %zu for \"%s\"", need, text);
+    char want[64];
+    snprintf(want, sizeof want, "%d requests, %d tokens", r.n, r.qsl[r.n]);
+    cr_assert(strstr(text, want) != NULL, "%s", text);
+    cr_assert(strstr(text, "plain: ") != NULL && strstr(text, "per request [") != NULL, "%s", text);
+    cr_assert(strstr(text, "cascade") == NULL, "no cascade step: %s", text);
+    /* truncated: NUL-terminated, the length still counted */
+    size_t need2 = 0;
+    ASSERT_OK(fa_metadata_describe(&md, small, sizeof small, &need2));
+    cr_assert_eq(need2, need);
+    cr_assert_eq(strlen(small), sizeof small - 1);
+    cr_assert(strncmp(small, text, sizeof small - 1) == 0);
+    ASSERT_OK(fa_metadata_describe(&md, NULL, 0, &need2));
+    cr_assert_eq(need2, need, "a size query");
+    cr_assert_eq(fa_metadata_describe(&md, NULL, 5, NULL), FA_ERR_INVALID_ARG);
+    cr_assert_eq(fa_metadata_describe(NULL, text, sizeof text, NULL), FA_ERR_INVALID_ARG);
+    /* an earlier build's metadata is refused, as fa_forward refuses it */
+    ASSERT_OK(fa_builder_build(b, &r.b, 0, &md2));
+    cr_assert_eq(fa_metadata_describe(&md, text, sizeof text, NULL), FA_ERR_INVALID_ARG);
+    cr_assert(strstr(fa_last_error(), "build 1") != NULL, "%s", fa_last_error());
+    ASSERT_OK(fa_metadata_describe(&md2, text, sizeof text, NULL));
+    fa_builder_destroy(b);
+}
+
+/* The version: the header's macros agree, and the implementation reports the same string. */
+Test(build, version_query)
+{
+    char v[32];
+    snprintf(v, sizeof v, "%d.%d.%d", FLASHATTN_VERSION_MAJOR, FLASHATTN_VERSION_MINOR, FLASHATTN_VERSION_PATCH);
+    cr_assert_str_eq(v, FLASHATTN_VERSION_STRING);
+    cr_assert_str_eq(fa_version(), FLASHATTN_VERSION_STRING);
+}
+
+/* sliding_window -1, the engines' usual "none", is accepted as no window; -2 is not. */
+Test(build, sliding_window_minus_one_is_none)
+{
+    fa_layer_desc d = test_desc(8, 2, 64, FA_DTYPE_F32);
+    fa_layer L;
+    d.sliding_window = -1;
+    ASSERT_OK(fa_layer_init(&L, &d));
+    cr_assert_eq(L.window.left, -1);
+    cr_assert_eq(L.window.right, -1);
+    cr_assert_eq(L.desc.sliding_window, 0);
+    d.sliding_window = -2;
+    cr_assert_eq(fa_layer_init(&L, &d), FA_ERR_INVALID_ARG);
+    cr_assert(strstr(fa_last_error(), "sliding_window -2") != NULL, "%s", fa_last_error());
+}
