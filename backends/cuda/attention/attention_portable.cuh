@@ -373,9 +373,12 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
                 float psum = 0.0f;
 #pragma unroll
                 for (int kk = 0; kk < KPL; ++kk) {
-                    const float pj = s[r][kk] == -INFINITY ? 0.0f : expf(s[r][kk] - m_new);
+                    const bool masked = s[r][kk] == -INFINITY;
+                    const float pj = masked ? 0.0f : expf(s[r][kk] - m_new);
                     psum += pj;
-                    if (c_lane == 0) sP[(grp * RPG + r) * BN + k_lane + kk * (W / C)] = pj;
+                    // a masked key is -0.0 in sP: the PV loop skips it, so that a NaN in a V row
+                    // that another row of the tile may see never reaches this row as 0 x NaN
+                    if (c_lane == 0) sP[(grp * RPG + r) * BN + k_lane + kk * (W / C)] = masked ? -0.0f : pj;
                 }
                 l[r] = l[r] * alpha + (c_lane == 0 ? psum : 0.0f);
                 m[r] = m_new;
@@ -392,6 +395,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
                 const float *prow = sP + (grp * RPG + r) * BN;
                 for (int j = 0; j < jn; ++j) {
                     const float pj = prow[j];
+                    if (__float_as_uint(pj) == 0x80000000u) continue; // masked for this row
                     const uint32_t *vrow = sV + j * RS;
 #pragma unroll
                     for (int w = 0; w < NWL; ++w) {
