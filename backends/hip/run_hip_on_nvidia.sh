@@ -13,6 +13,12 @@
 #   bash backends/hip/run_hip_on_nvidia.sh run     # on the GPU machine: run what was built;
 #                                                  # rebuild there first if a binary will not start
 #   bash backends/hip/run_hip_on_nvidia.sh all     # build, then run
+#   bash backends/hip/run_hip_on_nvidia.sh stage DIR   # copy HEAD's tree + the build into DIR
+#
+# The device tool copies the session's own checkout, not a git worktree: from a worktree, stage
+# into an ignored folder of that checkout (e.g. /work/main/build-hip-nvidia-run, ignored by
+# /build*/), carry that folder, and run `cd build-hip-nvidia-run && bash
+# backends/hip/run_hip_on_nvidia.sh run` there (what the 2026-12-01 H200 run did).
 #
 # Output: build-hip-nvidia/ (ignored by git: /build*/): hip-headers/, obj/, bin/. Logs go to
 # $OUT when set (the device tool brings them back), else build-hip-nvidia/logs. Last line:
@@ -129,9 +135,18 @@ run() {
     [ "$fail" = 0 ]
 }
 
+stage() {
+    local dest=${1:?stage needs a folder}
+    rm -rf "$dest" && mkdir -p "$dest/$B" || return 1
+    git archive HEAD | tar x -C "$dest" || return 1
+    cp -r "$B/bin" "$B/hip-headers" "$dest/$B/" || return 1
+    du -sh "$dest"
+}
+
 case "$mode" in
 build) build ;;
+stage) stage "${2:-}" ;;
 run) run ;;
 all) build && run ;;
-*) echo "usage: $0 build|run|all"; exit 2 ;;
+*) echo "usage: $0 build|run|all|stage DIR"; exit 2 ;;
 esac
