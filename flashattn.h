@@ -235,7 +235,7 @@ FLASHATTN_API int fa_supports_block_size(int32_t block_size, int hybrid_mamba_f3
 /* 1 for AUTO, FP8, FP8_E4M3, FP8_E5M2 (every backend reads both fp8 formats), else 0. */
 FLASHATTN_API int fa_supports_kv_cache_dtype(fa_cache_dtype cache_dtype);
 
-/* 1 for compute capability >= 8.0 (major*10+minor >= 80), else 0. */
+/* 1 for compute capability >= 8.0 (major > 8, or major 8 with any minor >= 0), else 0. */
 FLASHATTN_API int fa_supports_compute_capability(int32_t major, int32_t minor);
 
 /* Storage dtype of an fp8 cache (FP8, FP8_E4M3 -> FP8_E4M3; FP8_E5M2 -> FP8_E5M2); for AUTO,
@@ -722,7 +722,8 @@ FLASHATTN_API fa_status fa_builder_build(fa_builder *b, const fa_batch *batch,
    tokens, the path each kind of layer takes (plain; cascade with its prefix, for the layers it
    is exact for; chunked local; DCP) and the split count of every request (the first 64).
    Writes at most size bytes, NUL-terminated when size > 0; *needed_out (NULL-able) gets the
-   length of the whole text. md must be the latest build of a live builder. */
+   size of a buffer that holds the whole text (its length + 1 for the NUL). md must be the
+   latest build of a live builder. */
 FLASHATTN_API fa_status fa_metadata_describe(const fa_metadata *md, char *buf, size_t size,
                                              size_t *needed_out);
 
@@ -1363,7 +1364,7 @@ FA__DEF fa_status fa_make_local_virtual_batches(int32_t chunk_size, int32_t bloc
     FA__CHECK_PTR(fn, out->seqused_k);
     FA__CHECK_PTR(fn, out->block_table);
     s = fa_local_virtual_batches_count(chunk_size, query_start_loc, seq_lens, num_reqs, &need);
-    if (s != FA_OK) return s;
+    if (s != FA_OK) return fa__refail(s, fn, "fa_local_virtual_batches_count: ");
     if (need > capacity)
         return fa__fail(FA_ERR_WORKSPACE, "%s: capacity %d is less than the %d virtual batches needed",
                         fn, capacity, need);
@@ -2302,7 +2303,7 @@ static fa_status fa__build_local(fa_builder *b, const fa_batch *batch, int32_t t
                                       batch->query_start_loc, batch->seq_lens, batch->num_reqs,
                                       batch->block_table_host, batch->block_table_stride, fa__batch_max_blocks(batch),
                                       b->max_virtual, &lb);
-    if (s != FA_OK) return s;
+    if (s != FA_OK) return fa__refail(s, "fa_builder_build", "fa_make_local_virtual_batches: ");
     s = fa__plan_call(b, lb.num_virtual, lb.cu_seqlens_q, lb.seqused_k, b->cfg.model.num_heads_q, 1, t,
                       h + b->off_local_plan, b->max_virtual, &lsplits);
     if (s != FA_OK) return s;

@@ -10,6 +10,8 @@
 #   --replay     plain mode: build every target with $CC (default gcc; ASan+UBSan when it can)
 #                and a plain main() (tests/fuzz/replay_main.c), replay tests/fuzz/corpus/<target>;
 #                needs no libFuzzer runtime. Ends with "fuzz-replay: N targets, I inputs, F findings".
+#   --tsan       with --replay: ThreadSanitizer instead of ASan+UBSan (the DCP forward runs its
+#                ranks on threads over the fake comm); extra corpus dirs: FUZZ_REPLAY_DIRS
 #   TARGET       fuzz_cascade, fuzz_local, ... (default: every tests/fuzz/fuzz_*.c)
 #
 # Fuzz mode builds each target with clang -fsanitize=fuzzer,address,undefined
@@ -23,7 +25,7 @@
 # -DFA_FUZZ_SKIP_KNOWN=0 to fuzz the known-bug classes too), FUZZ_ARGS (extra libFuzzer flags).
 set -u
 cd "$(dirname "$0")/.."
-secs=60; jobs=2; dir=build-fuzz; build_only=0; replay=0; targets=()
+secs=60; jobs=2; dir=build-fuzz; build_only=0; replay=0; tsan=0; targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -t) secs="$2"; shift 2 ;;
@@ -31,7 +33,8 @@ while [ $# -gt 0 ]; do
     -o) dir="$2"; shift 2 ;;
     --build-only) build_only=1; shift ;;
     --replay) replay=1; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    --tsan) tsan=1; shift ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) targets+=("${1%.c}"); shift ;;
   esac
@@ -47,6 +50,8 @@ extra="${FUZZ_CFLAGS:-}"
 if [ "$replay" = 1 ]; then
   cc="${CC:-gcc}"
   san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+  suffix=replay
+  [ "$tsan" = 1 ] && { san="-fsanitize=thread"; suffix=replay-tsan; }
   echo 'int main(void){return 0;}' > "$dir/san_probe.c"
   if ! $cc $san "$dir/san_probe.c" -o "$dir/san_probe" >/dev/null 2>&1; then
     echo "fuzz-replay: $cc cannot build with sanitizers; plain build"; san=""
@@ -55,13 +60,14 @@ if [ "$replay" = 1 ]; then
   for t in "${targets[@]}"; do
     n=$((n + 1))
     if ! $cc -std=c99 -D_DEFAULT_SOURCE -Wall -Wextra -Werror -g -O1 $san $extra $inc \
-         "tests/fuzz/$t.c" tests/fuzz/replay_main.c $libsrc -lm -lpthread -o "$dir/$t.replay" \
-         > "$dir/$t.replay-build.log" 2>&1; then
-      cat "$dir/$t.replay-build.log"; echo "fuzz-replay: $t does not build"; exit 2
+         "tests/fuzz/$t.c" tests/fuzz/replay_main.c $libsrc -lm -lpthread -o "$dir/$t.$suffix" \
+         > "$dir/$t.$suffix-build.log" 2>&1; then
+      cat "$dir/$t.$suffix-build.log"; echo "fuzz-replay: $t does not build"; exit 2
     fi
     corpus="tests/fuzz/corpus/$t"; [ -d "$corpus" ] || corpus=""
-    if out=$(ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-             "$dir/$t.replay" $corpus 2>&1); then
+    for extra_dir in ${FUZZ_REPLAY_DIRS:-}; do [ -d "$extra_dir/$t" ] && corpus="$corpus $extra_dir/$t"; done
+    if out=$(ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 TSAN_OPTIONS=halt_on_error=1 \
+             "$dir/$t.$suffix" $corpus 2>&1); then
       k=$(printf '%s\n' "$out" | sed -n 's/^replay: \([0-9]*\) inputs$/\1/p')
       echo "$t: ${k:-0} inputs replayed"; ninputs=$((ninputs + ${k:-0}))
     else

@@ -51,6 +51,35 @@ static void snap_md(const fa_metadata *md, int32_t max_seqs, md_snap *s)
     }
 }
 
+/* fa_metadata_describe into a guarded buffer of a fuzzed size; expect_ok: 1 must succeed, 0 must
+   fail (stale or destroyed metadata), -1 either. */
+static void describe(fz_reader *r, const fa_metadata *md, int expect_ok)
+{
+    fz_buf tb, nb;
+    size_t cap = (size_t)fz_range(r, 0, 300), *needed;
+    int null_buf = cap == 0 && fz_bool(r), null_needed = fz_u8(r) == 1;
+    char *text = (char *)fz_buf_new(&tb, cap);
+    fa_status s;
+    needed = (size_t *)fz_buf_new(&nb, sizeof *needed);
+    s = fa_metadata_describe(md, null_buf ? NULL : text, cap, null_needed ? NULL : needed);
+    fz_check_status(s, "fa_metadata_describe", NULL);
+    FZ_CHECK(fz_buf_guards_ok(&tb) && fz_buf_guards_ok(&nb));
+    if (expect_ok == 1) FZ_CHECK(s == FA_OK);
+    if (expect_ok == 0) FZ_CHECK(s == FA_ERR_INVALID_ARG);
+    if (s != FA_OK) {
+        FZ_CHECK(fz_buf_unchanged(&tb) && fz_buf_unchanged(&nb));
+    } else {
+        size_t len = cap > 0 ? strnlen(text, cap) : 0;
+        if (cap > 0) FZ_CHECK(len < cap); /* NUL-terminated inside the buffer */
+        if (!null_needed) {
+            FZ_CHECK(*needed > 0); /* the buffer size for the whole text, NUL included */
+            if (cap > 0) FZ_CHECK(len == (*needed - 1 < cap - 1 ? *needed - 1 : cap - 1));
+        }
+    }
+    fz_buf_free(&tb);
+    fz_buf_free(&nb);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fz_reader r;
@@ -117,7 +146,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             d.num_heads_q = rc->model.num_heads_q; d.num_heads_kv = rc->model.num_heads_kv;
             d.head_size = rc->model.head_size; d.dtype = rc->model.dtype;
             d.attn_type = (fa_attn_type)fz_range(&r, 0, 3);
-            d.sliding_window = fz_bool(&r) ? 0 : fz_small_or_any(&r, 0, 64);
+            d.sliding_window = fz_bool(&r) ? 0 : fz_small_or_any(&r, -1, 64);
             if (fz_u8(&r) == 1 && d.num_heads_q <= 64) { d.alibi_slopes = slopes; d.num_alibi_slopes = d.num_heads_q; }
             d.attention_chunk_size = rc->scheduler.attention_chunk_size;
             d.dcp_world_size = rc->parallel.dcp_world_size;
@@ -173,7 +202,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pre_blocks = fz_small_or_any(&r, 0, 16);
         pre = (int32_t *)fz_buf_new(&pb, sizeof *pre);
         s = fa_builder_cascade_prefix_len(b, fz_u8(&r) == 5 ? NULL : &batch, pre_blocks, pre);
-        fz_check_status(s, "fa_builder_cascade_prefix_len", "fa_builder_build");
+        fz_check_status(s, "fa_builder_cascade_prefix_len", NULL);
         FZ_CHECK(fz_buf_guards_ok(&pb));
         if (s != FA_OK) {
             FZ_CHECK(fz_buf_unchanged(&pb));
@@ -188,8 +217,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (have_md) snap_md(&last, rc->scheduler.max_num_seqs, &before);
         mdp = (fa_metadata *)fz_buf_new(&mb, sizeof *mdp);
         s = fa_builder_build(b, &batch, P, fz_u8(&r) == 5 ? NULL : mdp);
-        /* a wrapper may report its inner function's name (api.md §2) */
-        fz_check_status(s, "fa_builder_build", "fa_make_local_virtual_batches|fa_local_virtual_batches_count|fa_plan_splits|backend 'cpu' op");
+        /* a wrapper reports under its own name (api.md §2); op failures in the §2 op format */
+        fz_check_status(s, "fa_builder_build", "backend 'cpu' op");
         FZ_CHECK(fz_buf_guards_ok(&mb));
         if (s != FA_OK) {
             FZ_CHECK(fz_buf_unchanged(&mb));
@@ -197,6 +226,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 md_snap after;
                 snap_md(&last, rc->scheduler.max_num_seqs, &after);
                 FZ_CHECK(memcmp(&before, &after, sizeof before) == 0);
+                describe(&r, &last, 1); /* and still describable */
             }
         } else {
             const fa_metadata *md = mdp;
@@ -240,11 +270,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #ifdef FZ_DEBUG
             fprintf(stderr, "build ok: n %d T %d P %d splits %d\n", n, T, P, md->num_splits);
 #endif
+            describe(&r, md, 1);
+            if (have_md) describe(&r, &last, 0); /* the previous build's metadata is stale now */
             last = *md;
             have_md = 1;
         }
         fz_buf_free(&mb);
     }
     fa_builder_destroy(b);
+    if (have_md) describe(&r, &last, 0); /* metadata of a destroyed builder is refused, not read */
     return 0;
 }

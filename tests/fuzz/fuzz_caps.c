@@ -70,6 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     why = fa_check_combination(cpu_be(), hs, (fa_dtype)dt, (fa_cache_dtype)cd, bs, sinks, hyb);
     if (why == NULL) FZ_CHECK(ref_ok);
     else FZ_CHECK(why[0] != '\0');
+    FZ_CHECK(strcmp(fa_version(), FLASHATTN_VERSION_STRING) == 0);
     FZ_CHECK(fz_marker_intact());
     return 0;
 }

@@ -18,6 +18,20 @@ static fa_backend *cpu_be(void)
     return be;
 }
 
+/* A second CPU backend that reports a small GPU (few SMs, a cheap split combine), so that the
+   planner splits these small batches and the split-KV path (partials in the builder's
+   workspace, the combine) runs too. The CPU ops read none of these fields. */
+static fa_backend *small_be(int32_t sms)
+{
+    static fa_backend *be;
+    if (be == NULL) FZ_CHECK(fa_cpu_backend_create(&be) == FA_OK);
+    be->info.num_sms = sms;
+    be->caps.combine_us = 0.0f;
+    be->caps.combine_us_per_split = 0.0f;
+    be->caps.cta_us = 0.0f;
+    return be;
+}
+
 static uint32_t rng_next(uint32_t *s)
 {
     *s = *s * 1664525u + 1013904223u;
@@ -63,6 +77,7 @@ static int maybe_break(fz_reader *r, fa_tensor *t)
         int j = fz_range(r, 0, 4);
         int64_t x = fz_i64(r);
         if (j == 1 && t->rank == 5 && x > t->shape[1]) x = -x; /* more cache blocks than exist */
+        if (j == 0 && t->rank == 3 && x > t->shape[0]) x = -x;  /* more rows than exist (the profiling run writes them all) */
         t->shape[j] = x;
         break;
     }
@@ -84,6 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_reader r;
     fa_config cfg;
     fa_builder *b = NULL;
+    fa_backend *be;
     fa_layer layer;
     fa_layer_desc d;
     const fa_config *rc;
@@ -116,13 +132,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cfg.scheduler.max_num_batched_tokens = MAXT;
     cfg.scheduler.attention_chunk_size = fz_bool(&r) ? 0 : bs * fz_range(&r, 1, 2);
     cfg.debug.validate = fz_u8(&r) == 1;
-    if (fa_builder_create(cpu_be(), &cfg, NULL, &b) != FA_OK) return 0;
+    be = fz_bool(&r) ? cpu_be() : small_be(fz_range(&r, 1, 4));
+    if (fa_builder_create(be, &cfg, NULL, &b) != FA_OK) return 0;
     rc = fa_builder_config(b);
 
     memset(&d, 0, sizeof d);
     d.num_heads_q = Hq; d.num_heads_kv = Hkv; d.head_size = D; d.dtype = dt;
     d.attn_type = (fa_attn_type)((fz_u8(&r) & 3) ? 0 : fz_range(&r, 0, 3));
-    d.sliding_window = fz_bool(&r) ? 0 : fz_range(&r, 0, 40);
+    d.sliding_window = fz_bool(&r) ? 0 : fz_range(&r, -1, 40); /* -1 and 0: none */
     d.logits_soft_cap = fz_bool(&r) ? 0.0f : fz_float(&r);
     d.scale = fz_bool(&r) ? 0.0f : fz_float(&r);
     for (i = 0; i < 8; ++i) { slopes[i] = (float)fz_u8(&r) / 64.0f; sinks[i] = (float)fz_u8(&r) / 32.0f - 4.0f; }
@@ -161,7 +178,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int64_t slots[MAXT], written[MAXT];
         fa_batch batch;
         fa_metadata md;
-        int use_k, cache_view_changed;
+        int use_k, cache_view_changed, inject;
         qsl[0] = 0;
         for (i = 0; i < n; ++i) {
             int32_t ql = (fz_u8(&r) & 1) ? 1 : fz_range(&r, 0, 8), ctx = fz_range(&r, 0, nb * bs);
@@ -214,17 +231,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_buf_snap(&ob); fz_buf_snap(&cb);
         for (t = 0; t < MAXT; ++t) written[t] = slots[t];
 
+        inject = fz_u8(&r) == 1; /* a device fault: the Nth call of one op fails after its checks */
+        if (inject) {
+            fa_cpu_backend_options o;
+            memset(&o, 0, sizeof o);
+            o.fail_op = (fa_op)fz_range(&r, 0, 3);
+            o.fail_op_at = fz_range(&r, 1, 3);
+            FZ_CHECK(fa_cpu_backend_set_options(be, &o) == FA_OK);
+        }
         if (fz_u8(&r) == 1) {
-            s = fa_forward_profile(&layer, cpu_be(), &out);
+            s = fa_forward_profile(&layer, be, &out);
             fz_check_status(s, "fa_forward_profile", "backend 'cpu' op");
         } else {
-            s = fa_forward(&layer, cpu_be(), &q, use_k ? &k : NULL, use_k ? &v : NULL, &cache,
+            s = fa_forward(&layer, be, &q, use_k ? &k : NULL, use_k ? &v : NULL, &cache,
                            fz_u8(&r) == 1 ? NULL : &md, &out);
             fz_check_status(s, "fa_forward", "backend 'cpu' op"); /* op failures: api.md §2 format */
         }
         FZ_CHECK(fz_buf_guards_ok(&qb) && fz_buf_guards_ok(&kb) && fz_buf_guards_ok(&vb) && fz_buf_guards_ok(&ob) &&
                  fz_buf_guards_ok(&cb));
         FZ_CHECK(fz_buf_unchanged(&qb) && fz_buf_unchanged(&kb) && fz_buf_unchanged(&vb)); /* inputs are const */
+        if (inject) {
+            FZ_CHECK(fa_cpu_backend_set_options(be, NULL) == FA_OK);
+            if (s != FA_OK && strstr(fa_last_error(), "injected") != NULL) {
+                /* a fault while running: its status, naming backend and op; what earlier ops of
+                   the step wrote (the cache) may stay (api.md §2) */
+                FZ_CHECK(s == FA_ERR_BACKEND && strstr(fa_last_error(), "backend 'cpu' op") != NULL);
+                continue;
+            }
+        }
         if (s != FA_OK) {
 #ifdef FZ_DEBUG
             fprintf(stderr, "error %d: %s | out same %d cache same %d | attn %d kvdt %d sharing %d use_k %d T %d P %d chunk %d/%d\n", (int)s,

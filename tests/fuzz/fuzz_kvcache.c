@@ -114,6 +114,8 @@ static void fz_tensor(fz_reader *r)
             if (acc > (fz_i128)INT64_MAX) { valid = 0; break; }
             ref[i] = (int64_t)acc;
         }
+        /* and the whole element count fits */
+        if (valid && rank >= 2 && (fz_i128)ref[0] * shape[0] > (fz_i128)INT64_MAX) valid = 0;
     }
     fz_set_marker_error();
     t = fa_tensor_make(dp, (fa_dtype)dt, rank, null_shape ? NULL : shape);

@@ -130,6 +130,16 @@ SEEDS = {
     ],
 }
 
+SEEDS['fuzz_forward_dcp'] = [
+    # seed, N 2, Hkv 1, G 2, head 16, f32, interleave 1, nobody bad; 2 requests
+    struct.pack('<I', 99) + rng(2, 2) + rng(1, 1) + rng(2, 1) + rng(2, 1) + rng(2, 0) + rng(0, 0) + rng(4, 0)
+    + rng(0, 0) + boolean(1) + boolean(1) + rng(2, 1) + u8(1) + rng(40, 0) + u8(0) + rng(3, 0) + rng(70, 0)
+    + b'\0\0' * 8,
+    # N 3, interleave 4, rank 1 fails its checks (out dtype)
+    struct.pack('<I', 5) + rng(3, 2) + rng(2, 1) + rng(1, 1) + rng(1, 1) + rng(1, 0) + rng(2, 0) + rng(1, 0)
+    + rng(1, 0) + boolean(1) + boolean(1) + rng(1, 1) + u8(1) + rng(100, 0),
+]
+
 def main():
     for target, seeds in SEEDS.items():
         d = os.path.join(HERE, 'corpus', target)

@@ -3,7 +3,8 @@
 //
 // Compiled head dims: -DFA_ATTN_HD_<d> for each kept width (meson.build passes them from the
 // head_dims option, with -DFA_ATTN_HEAD_DIMS_SET); without FA_ATTN_HEAD_DIMS_SET every width of
-// gen_instances.py's HEAD_DIMS is assumed.
+// gen_instances.py's HEAD_DIMS is assumed. The per-width lists (kCompiledDims, the dispatch
+// arms) come from dispatch_generated.h, which gen_instances.py writes from HEAD_DIMS.
 #define FA_ATTN_DECLS_ONLY
 #include "attention_kernel.cuh"
 
@@ -12,38 +13,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#ifndef FA_ATTN_HEAD_DIMS_SET
-#define FA_ATTN_HD_32 1
-#define FA_ATTN_HD_64 1
-#define FA_ATTN_HD_96 1
-#define FA_ATTN_HD_128 1
-#define FA_ATTN_HD_192 1
-#define FA_ATTN_HD_256 1
-#endif
+#include "dispatch_generated.h"   // per-width lists, from gen_instances.py's HEAD_DIMS
 
 namespace {
 
 // Compiled widths, ascending, 0-terminated.
-const int kCompiledDims[] = {
-#ifdef FA_ATTN_HD_32
-    32,
-#endif
-#ifdef FA_ATTN_HD_64
-    64,
-#endif
-#ifdef FA_ATTN_HD_96
-    96,
-#endif
-#ifdef FA_ATTN_HD_128
-    128,
-#endif
-#ifdef FA_ATTN_HD_192
-    192,
-#endif
-#ifdef FA_ATTN_HD_256
-    256,
-#endif
-    0};
+const int kCompiledDims[] = FA_ATTN_COMPILED_DIMS_INIT;
 
 // Smallest compiled width >= head_size, 0 if none.
 int padded_dim(int head_size) {
@@ -154,45 +129,9 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ fa
 // ---------------------------------------------------------------------------------------------
 // Dispatch: runtime values -> template arguments; the default arm reports what is missing.
 
-#ifdef FA_ATTN_HD_32
-#define FA_ATTN_ARM_32(DIM, ...) case 32: { constexpr int DIM = 32; __VA_ARGS__ } break;
-#else
-#define FA_ATTN_ARM_32(DIM, ...)
-#endif
-#ifdef FA_ATTN_HD_64
-#define FA_ATTN_ARM_64(DIM, ...) case 64: { constexpr int DIM = 64; __VA_ARGS__ } break;
-#else
-#define FA_ATTN_ARM_64(DIM, ...)
-#endif
-#ifdef FA_ATTN_HD_96
-#define FA_ATTN_ARM_96(DIM, ...) case 96: { constexpr int DIM = 96; __VA_ARGS__ } break;
-#else
-#define FA_ATTN_ARM_96(DIM, ...)
-#endif
-#ifdef FA_ATTN_HD_128
-#define FA_ATTN_ARM_128(DIM, ...) case 128: { constexpr int DIM = 128; __VA_ARGS__ } break;
-#else
-#define FA_ATTN_ARM_128(DIM, ...)
-#endif
-#ifdef FA_ATTN_HD_192
-#define FA_ATTN_ARM_192(DIM, ...) case 192: { constexpr int DIM = 192; __VA_ARGS__ } break;
-#else
-#define FA_ATTN_ARM_192(DIM, ...)
-#endif
-#ifdef FA_ATTN_HD_256
-#define FA_ATTN_ARM_256(DIM, ...) case 256: { constexpr int DIM = 256; __VA_ARGS__ } break;
-#else
-#define FA_ATTN_ARM_256(DIM, ...)
-#endif
-
 #define FA_ATTN_DISPATCH_HEAD_DIM(dim, DIM, ...)                                                \
     switch (dim) {                                                                             \
-        FA_ATTN_ARM_32(DIM, __VA_ARGS__)                                                       \
-        FA_ATTN_ARM_64(DIM, __VA_ARGS__)                                                       \
-        FA_ATTN_ARM_96(DIM, __VA_ARGS__)                                                       \
-        FA_ATTN_ARM_128(DIM, __VA_ARGS__)                                                      \
-        FA_ATTN_ARM_192(DIM, __VA_ARGS__)                                                      \
-        FA_ATTN_ARM_256(DIM, __VA_ARGS__)                                                      \
+        FA_ATTN_ARMS(DIM, __VA_ARGS__)                                                         \
         default:                                                                               \
             return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "unsupported head_dim: %d", dim);          \
     }
@@ -406,12 +345,7 @@ void fa_cuda__attention_caps(fa_backend_caps *caps) {
         k->decode_tile_n = fa_attn::decode_keys(dim);
         k->decode_step_us = fa_attn::kDecodeStepUs * fa_attn::decode_step_factor(dim);
         switch (dim) {
-            FA_ATTN_ARM_32(DIM, { k->decode_ctas_per_sm = fa_attn::attention_ctas_per_sm<DIM, __nv_bfloat16, fa_attn::KV_SAME>(true); })
-            FA_ATTN_ARM_64(DIM, { k->decode_ctas_per_sm = fa_attn::attention_ctas_per_sm<DIM, __nv_bfloat16, fa_attn::KV_SAME>(true); })
-            FA_ATTN_ARM_96(DIM, { k->decode_ctas_per_sm = fa_attn::attention_ctas_per_sm<DIM, __nv_bfloat16, fa_attn::KV_SAME>(true); })
-            FA_ATTN_ARM_128(DIM, { k->decode_ctas_per_sm = fa_attn::attention_ctas_per_sm<DIM, __nv_bfloat16, fa_attn::KV_SAME>(true); })
-            FA_ATTN_ARM_192(DIM, { k->decode_ctas_per_sm = fa_attn::attention_ctas_per_sm<DIM, __nv_bfloat16, fa_attn::KV_SAME>(true); })
-            FA_ATTN_ARM_256(DIM, { k->decode_ctas_per_sm = fa_attn::attention_ctas_per_sm<DIM, __nv_bfloat16, fa_attn::KV_SAME>(true); })
+            FA_ATTN_ARMS(DIM, { k->decode_ctas_per_sm = fa_attn::attention_ctas_per_sm<DIM, __nv_bfloat16, fa_attn::KV_SAME>(true); })
             default: break;
         }
     }

@@ -35,6 +35,10 @@
 
 #include <type_traits>
 
+// The mask rule is every backend's FA_BU_KEY_ALLOWED (backends/common/fa_backend_util.h, through
+// fa_cuda_internal.cuh): key j of a row whose diagonal key is diag_key is allowed when
+// 0 <= j < lk and d = j - diag_key is in [-wl, wr].
+
 namespace fa_attn {
 
 enum { KV_SAME = 0, KV_FP8 = 1 };   // K/V storage: q dtype, or fp8 (e4m3 / e5m2 at run time)
@@ -611,8 +615,8 @@ __device__ __noinline__ void fix_nan_entries(const Params &p, unsigned char *sme
                                 : 0.f;
         float acc = 0.f;
         for (int j = info->key_lo; j < info->key_hi; ++j) {
-            const int d = j - tdr;
-            if (!((p.window_left < 0 || d >= -p.window_left) && (p.window_right < 0 || d <= p.window_right))) continue;
+            // the shared mask rule; j < key_hi <= Lk, so key_hi stands for Lk
+            if (!FA_BU_KEY_ALLOWED(j, tdr, info->key_hi, p.window_left, p.window_right)) continue;
             int64_t ok, ov;
             store_offsets(p, kr, j, block_id_of(p, kr, j), &ok, &ov);
             float qk = 0.f;
@@ -662,26 +666,46 @@ __device__ __forceinline__ bool copy_out(const Params &p, const unsigned char *s
 }
 
 // ---------------------------------------------------------------------------------------------
-// The kernel
+// The kernel, in phases (each __forceinline__, state passed by reference in small structs, so
+// the compiled arithmetic and its order are those of one long body):
+//
+//   cta_tile        which sequence, rows and split this CTA owns
+//   cta_key_span    the rows' union [kmin, kmax) and intersection [full_lo, full_hi) of
+//                   allowed keys, and the split's stage tiles
+//   logit_consts    per-sequence scale, softcap, ALiBi switches, fp8 descales
+//   init_rows       per-thread rows: diagonal key, running max and sum (sinks), ALiBi slopes
+//   load_q          Q: MMA fragments in registers (one-warp tiles) or a cp.async tile
+//   kv_prologue     first NS - 1 K/V tiles in flight, the next tile's row offsets
+//   kv_wait / kv_issue / kv_fetch_ids / kv_store_ids / kv_ready
+//                   the K/V pipeline: wait for a stage, issue the one NS - 1 ahead, the block
+//                   ids of the tile after that, the fp8 conversion
+//   qk_step         S = Q K^T for one softmax step
+//   logits_mask     scale -> softcap -> ALiBi -> mask (FA_BU_KEY_ALLOWED)
+//   softmax_step    row max, rescale factor, p = exp2, row sums, P packed for the MMA
+//   rescale_o       O *= alpha when some row's max moved
+//   pv_step         O += P V
+//   epilogue        normalise, LSE, stage O in shared memory, stores (out or split partials),
+//                   NaN fix-up at mask edges
 
-template <class C, typename QT, int KV>
-__global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_constant__ Params p) {
-    extern __shared__ __align__(128) unsigned char smem[];
-    constexpr float kLog2e = 1.4426950408889634f;
-    constexpr float kLn2 = 0.6931471805599453f;
+// The CTA's tile (FA2's block_info): sequence b, KV head, rows [m0, m0 + BM) of rows = Lq * G,
+// and the split.
+struct TileRows {
+    int G;                            // query heads per KV head (p.group, read once)
+    int b, kvh, q0, Lq, rows, m0;
+    int split, nsplit;
+    bool to_split;
+    bool half;                        // one-fragment tile whose rows g + 8 are all past the end
+};
 
-    // P . V operand type: the query dtype, but f16 for fp8 caches (fp8 -> f16 is one instruction
-    // a pair and exact, NaN and Inf included; P in [0, 1] keeps more bits in f16 than in bf16)
-    using PT = typename std::conditional<C::FP8, __half, QT>::type;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int wm = warp;
-    const int g = lane >> 2, tig = lane & 3;
-
-    // ---- which tile: reversed so that the longest (last) row blocks of causal prefills start first
+// false: this CTA has nothing to do (every thread returns). Reversed tile order so that the
+// longest (last) row blocks of causal prefills start first.
+template <class C>
+__device__ __forceinline__ bool cta_tile(const Params &p, int tid, TileRows &t) {
     const int64_t idx = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
-    const int kvh = static_cast<int>(idx % p.num_heads_kv);
+    t.kvh = static_cast<int>(idx % p.num_heads_kv);
     const int64_t tile = idx / p.num_heads_kv;
     const int G = p.group;
+    t.G = G;
     // sequence b = the last one whose first tile tile_off(b) = cu_q[b] * G / BM + b <= tile
     // (tile_off is strictly increasing and leaves each sequence >= its row blocks); binary
     // steps until at most NT candidates remain, then one parallel count.
@@ -698,27 +722,43 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
                         static_cast<int64_t>(p.cu_seqlens_q[cand]) * G / C::BM + cand <= tile;
         b = lo + __syncthreads_count(ok);
     }
-    const int q0 = p.cu_seqlens_q[b];
-    const int Lq = p.cu_seqlens_q[b + 1] - q0;
-    if (p.tile_filter != 0 && ((Lq * G <= 16) != (p.tile_filter == 1))) return;   // the other launch's
-    const int64_t mblk = tile - (static_cast<int64_t>(q0) * G / C::BM + b);
-    const int rows = Lq * G;   // host: num_tokens * G < 2^31
-    if (mblk < 0 || mblk * C::BM >= rows) return;
-    const int m0 = static_cast<int>(mblk) * C::BM;
+    t.b = b;
+    t.q0 = p.cu_seqlens_q[b];
+    t.Lq = p.cu_seqlens_q[b + 1] - t.q0;
+    if (p.tile_filter != 0 && ((t.Lq * G <= 16) != (p.tile_filter == 1))) return false;   // the other launch's
+    const int64_t mblk = tile - (static_cast<int64_t>(t.q0) * G / C::BM + b);
+    t.rows = t.Lq * G;   // host: num_tokens * G < 2^31
+    if (mblk < 0 || mblk * C::BM >= t.rows) return false;
+    t.m0 = static_cast<int>(mblk) * C::BM;
     // one-fragment tiles whose rows g + 8 are all past the sequence (decode with G <= 8 query
     // heads per KV head): their softmax is skipped (P = 0). A valid row's operations, and so its
     // bits, are the same either way.
-    const bool half = C::WM == 1 && C::MF == 1 && rows - m0 <= 8;
+    t.half = C::WM == 1 && C::MF == 1 && t.rows - t.m0 <= 8;
 
     const int S = p.num_splits;
-    int nsplit = S;
-    if (p.split_plan != nullptr) nsplit = min(p.split_plan[1 + b], S);
-    const int split = blockIdx.y;
-    if (split >= nsplit) return;       // includes "sequence does no work" (0)
-    const bool to_split = nsplit > 1;
+    t.nsplit = S;
+    if (p.split_plan != nullptr) t.nsplit = min(p.split_plan[1 + b], S);
+    t.split = blockIdx.y;
+    if (t.split >= t.nsplit) return false;   // includes "sequence does no work" (0)
+    t.to_split = t.nsplit > 1;
+    return true;
+}
 
-    // ---- key range
-    KeyRange kr;
+// The keys of the CTA (FA2's block_info / mask bounds).
+struct KeySpan {
+    KeyRange kr;                      // union of the rows' allowed keys [kmin, kmax)
+    int Lk;
+    int diag;                         // Lk - Lq: key j is on row t's diagonal when j == t + diag
+    int t_lo, t_hi;                   // tokens of the tile's first and last row
+    int wl, wr;                       // window (-1 = unbounded; causal: wr = 0)
+    int full_lo, full_hi;             // intersection: keys allowed for every row
+    int my_tb, my_te;                 // this split's stage tiles [my_tb, my_te)
+};
+
+template <class C>
+__device__ __forceinline__ void cta_key_span(const Params &p, const TileRows &t, KeySpan &ks) {
+    const int b = t.b, G = t.G;
+    KeyRange &kr = ks.kr;
     kr.seq = b;
     int Lk;
     if (p.cu_seqlens_k != nullptr) {
@@ -730,10 +770,16 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
         Lk = p.seqused_k[b];
         kr.bt = p.block_table + static_cast<int64_t>(b) * p.block_table_stride;
     }
-    const int diag = Lk - Lq;          // key j is on row t's diagonal when j == t + diag
-    const int t_lo = static_cast<int>(m0 / G);
-    const int t_hi = (min(m0 + C::BM, rows) - 1) / G;
+    ks.Lk = Lk;
+    const int diag = Lk - t.Lq;
+    ks.diag = diag;
+    const int t_lo = static_cast<int>(t.m0 / G);
+    const int t_hi = (min(t.m0 + C::BM, t.rows) - 1) / G;
+    ks.t_lo = t_lo;
+    ks.t_hi = t_hi;
     const int wl = p.window_left, wr = p.window_right;
+    ks.wl = wl;
+    ks.wr = wr;
     // union of the rows' allowed keys [kmin, kmax) and their intersection [full_lo, full_hi)
     int64_t kmin = 0, kmax = Lk;
     int full_lo = 0, full_hi = Lk;
@@ -746,15 +792,31 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
         full_hi = static_cast<int>(max(int64_t(0), min(int64_t(Lk), int64_t(t_lo) + diag + wr + 1)));
     }
     if (kmax < kmin) kmax = kmin;
+    ks.full_lo = full_lo;
+    ks.full_hi = full_hi;
     kr.kmin = static_cast<int>(kmin);
     kr.kmax = static_cast<int>(kmax);
     const int tb = kr.kmin / C::BN;
     const int te = kr.kmax > kr.kmin ? (kr.kmax + C::BN - 1) / C::BN : tb;
     const int nt = te - tb;
-    const int my_tb = tb + static_cast<int>(static_cast<int64_t>(nt) * split / nsplit);
-    const int my_te = tb + static_cast<int>(static_cast<int64_t>(nt) * (split + 1) / nsplit);
+    ks.my_tb = tb + static_cast<int>(static_cast<int64_t>(nt) * t.split / t.nsplit);
+    ks.my_te = tb + static_cast<int>(static_cast<int64_t>(nt) * (t.split + 1) / t.nsplit);
+}
 
-    // ---- per-sequence constants
+// Per-sequence logit constants. plain (no softcap, no ALiBi, positive scale): S stays raw and
+// the scale is applied in the exponent.
+struct Logits {
+    float vdesc;
+    float sc_log2;                    // plain:  s2 = qk * sc_log2
+    float sc_cap;                     // capped: s2 = cap2 * tanh(qk * sc_cap)
+    float cap2;
+    float exp_scale;                  // S -> log2 units inside the exponent
+    bool has_softcap, has_alibi, plain;
+};
+
+template <class C>
+__device__ __forceinline__ void logit_consts(const Params &p, int b, int kvh, Logits &lg) {
+    constexpr float kLog2e = 1.4426950408889634f;
     float kdesc = 1.f, vdesc = 1.f;
     if constexpr (C::FP8) {
         const int64_t di = static_cast<int64_t>(b) * p.descale_batch_stride +
@@ -765,84 +827,98 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
     const float scale_nat = p.softmax_scale * kdesc;
     const bool has_softcap = p.softcap > 0.f;
     const bool has_alibi = p.alibi_slopes != nullptr;
-    const float sc_log2 = scale_nat * kLog2e;              // plain:  s2 = qk * sc_log2
-    const float sc_cap = has_softcap ? scale_nat / p.softcap : 0.f;  // capped: s2 = cap2 * tanh(qk * sc_cap)
+    const float sc_log2 = scale_nat * kLog2e;
+    const float sc_cap = has_softcap ? scale_nat / p.softcap : 0.f;
     const float cap2 = p.softcap * kLog2e;
     const bool plain = !has_softcap && !has_alibi && sc_log2 > 0.f;
-    const float exp_scale = plain ? sc_log2 : 1.f;   // S -> log2 units inside the exponent
+    const float exp_scale = plain ? sc_log2 : 1.f;
+    lg.vdesc = vdesc;
+    lg.sc_log2 = sc_log2;
+    lg.sc_cap = sc_cap;
+    lg.cap2 = cap2;
+    lg.exp_scale = exp_scale;
+    lg.has_softcap = has_softcap;
+    lg.has_alibi = has_alibi;
+    lg.plain = plain;
+}
 
-    // ---- per-thread rows: token index + diag and the ALiBi slope (log2 units)
-    float *sSlope = reinterpret_cast<float *>(smem + C::SLOPE_OFF);
-    if (has_alibi && tid < C::BM) {
-        const int r = min(m0 + tid, rows - 1);
-        const int h = query_head(p, kvh, r % G);
-        sSlope[tid] = -kLog2e * p.alibi_slopes[static_cast<int64_t>(b) * p.alibi_batch_stride + h];
-    }   // read after the first barrier of the main loop
-    int td[C::MF][2];
-    float mrow[C::MF][2], lrow[C::MF][2];
+// The thread's rows (two per m16 fragment: g and g + 8) and its share of O.
+template <class C>
+struct RowState {
+    int td[C::MF][2];                 // token + diag: the row's diagonal key
+    float m[C::MF][2];                // running max (log2 units)
+    float l[C::MF][2];                // running sum (a per-thread partial until the epilogue)
+};
+
+template <class C>
+struct OAcc {
+    float o[C::MF][C::DF][4];
+};
+
+// ALiBi slopes of the CTA's rows into shared memory (log2 units; read after the first barrier of
+// the main loop), the rows' diagonals, and the softmax state: empty, or the sink of split 0 (m = z,
+// l = 1).
+template <class C>
+__device__ __forceinline__ void init_rows(const Params &p, const TileRows &t, const KeySpan &ks,
+                                          const Logits &lg, float *sSlope, int tid, int wm, int g,
+                                          int tig, RowState<C> &rs, OAcc<C> &acc) {
+    constexpr float kLog2e = 1.4426950408889634f;
+    const int G = t.G;
+    if (lg.has_alibi && tid < C::BM) {
+        const int r = min(t.m0 + tid, t.rows - 1);
+        const int h = query_head(p, t.kvh, r % G);
+        sSlope[tid] = -kLog2e * p.alibi_slopes[static_cast<int64_t>(t.b) * p.alibi_batch_stride + h];
+    }
 #pragma unroll
     for (int mf = 0; mf < C::MF; ++mf) {
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
-            const int r = min(m0 + wm * C::MF * 16 + mf * 16 + g + 8 * hf, rows - 1);
-            const int t = r / G;
-            const int h = query_head(p, kvh, r - t * G);
-            td[mf][hf] = t + diag;
-            mrow[mf][hf] = -INFINITY;
-            lrow[mf][hf] = 0.f;
-            if (p.sinks != nullptr && split == 0) {
-                mrow[mf][hf] = p.sinks[h] * kLog2e;
-                lrow[mf][hf] = tig == 0 ? 1.f : 0.f;   // l is a per-thread partial sum
+            const int r = min(t.m0 + wm * C::MF * 16 + mf * 16 + g + 8 * hf, t.rows - 1);
+            const int tk = r / G;
+            const int h = query_head(p, t.kvh, r - tk * G);
+            rs.td[mf][hf] = tk + ks.diag;
+            rs.m[mf][hf] = -INFINITY;
+            rs.l[mf][hf] = 0.f;
+            if (p.sinks != nullptr && t.split == 0) {
+                rs.m[mf][hf] = p.sinks[h] * kLog2e;
+                rs.l[mf][hf] = tig == 0 ? 1.f : 0.f;   // l is a per-thread partial sum
             }
         }
     }
-
-    float o[C::MF][C::DF][4];
 #pragma unroll
     for (int mf = 0; mf < C::MF; ++mf)
 #pragma unroll
         for (int df = 0; df < C::DF; ++df)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) o[mf][df][e] = 0.f;
+            for (int e = 0; e < 4; ++e) acc.o[mf][df][e] = 0.f;
+}
 
-    // ---- shared memory
-    unsigned char *sQ = smem;
-    unsigned char *sK = smem + C::Q_BYTES;
-    unsigned char *sV = sK + C::KST * C::KV_TILE_BYTES;
-    unsigned char *sRaw = sV + C::KST * C::KV_TILE_BYTES;   // fp8: [NS stages][K, V][BN * D]
-    const uint32_t sQa = smem_addr(sQ), sKa = smem_addr(sK), sVa = smem_addr(sV);
-    const uint32_t sRawa = smem_addr(sRaw);
+// Q in registers (QREG): a[ks] = the A fragment of k-step ks, rows g and g + 8.
+template <class C>
+struct QFrags {
+    uint32_t a[C::QREG ? C::KS : 1][4];
+};
 
-    // ---- prologue, no barrier: each thread issues whole rows of Q and of the first K/V tile
-    // (its own block-table read), and stores the row offsets of the second tile (slot 1); the
-    // first barrier of the main loop publishes them.
-    int64_t *sOff = reinterpret_cast<int64_t *>(smem + C::OFF_OFF);   // [slot][K, V][BN]
-    int64_t *sRow = reinterpret_cast<int64_t *>(smem + C::ROW_OFF);   // epilogue: out offsets
-    float *sLse = reinterpret_cast<float *>(smem + C::LSE_OFF);       // epilogue: LSEs (log2)
-    const void *kbase, *vbase;
-    if constexpr (C::FP8) {
-        kbase = static_cast<const uint8_t *>(p.k) + kvh * p.k_head_stride;
-        vbase = static_cast<const uint8_t *>(p.v) + kvh * p.v_head_stride;
-    } else {
-        kbase = static_cast<const QT *>(p.k) + kvh * p.k_head_stride;
-        vbase = static_cast<const QT *>(p.v) + kvh * p.v_head_stride;
-    }
-    // Q in registers (QREG): qa[ks] = the A fragment of k-step ks, rows g and g + 8
-    uint32_t qa[C::QREG ? C::KS : 1][4];
+// Q of the tile: straight into MMA fragments (QREG), else whole rows into the Q tile by cp.async
+// (joins the first K/V group of the prologue). No barrier.
+template <class C, typename QT>
+__device__ __forceinline__ void load_q(const Params &p, const TileRows &t, uint32_t sQa, int tid,
+                                       int g, int tig, QFrags<C> &q) {
+    const int G = t.G;
+    const QT *qb = static_cast<const QT *>(p.q);
     if constexpr (C::QREG) {
-        const QT *qb = static_cast<const QT *>(p.q);
         int64_t qoff[2];
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
-            const int gr = m0 + g + 8 * hf;
+            const int gr = t.m0 + g + 8 * hf;
             qoff[hf] = -1;
-            if (gr < rows) {
-                const int t = gr / G;
-                const int h = query_head(p, kvh, gr - t * G);
+            if (gr < t.rows) {
+                const int tk = gr / G;
+                const int h = query_head(p, t.kvh, gr - tk * G);
                 const int qhg = p.q_head_group;
                 qoff[hf] = static_cast<int64_t>(h / qhg) * p.q_group_stride +
                            static_cast<int64_t>(h % qhg) * p.q_head_stride +
-                           static_cast<int64_t>(q0 + t) * p.q_token_stride;
+                           static_cast<int64_t>(t.q0 + tk) * p.q_token_stride;
             }
         }
 #pragma unroll
@@ -851,21 +927,20 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
             for (int e = 0; e < 4; ++e) {
                 const int hf = e & 1, col = ks * 16 + 2 * tig + 8 * (e >> 1);
                 const bool valid = qoff[hf] >= 0 && col < p.head_size;
-                qa[ks][e] = valid ? __ldg(reinterpret_cast<const unsigned int *>(qb + qoff[hf] + col)) : 0u;
+                q.a[ks][e] = valid ? __ldg(reinterpret_cast<const unsigned int *>(qb + qoff[hf] + col)) : 0u;
             }
         }
     } else {
-        const QT *qb = static_cast<const QT *>(p.q);
         for (int r = tid; r < C::BM; r += C::NT) {
-            const int gr = m0 + r;
+            const int gr = t.m0 + r;
             int64_t off = -1;
-            if (gr < rows) {
-                const int t = gr / G;
-                const int h = query_head(p, kvh, gr - t * G);
+            if (gr < t.rows) {
+                const int tk = gr / G;
+                const int h = query_head(p, t.kvh, gr - tk * G);
                 const int qhg = p.q_head_group;
                 off = static_cast<int64_t>(h / qhg) * p.q_group_stride +
                       static_cast<int64_t>(h % qhg) * p.q_head_stride +
-                      static_cast<int64_t>(q0 + t) * p.q_token_stride;
+                      static_cast<int64_t>(t.q0 + tk) * p.q_token_stride;
             }
 #pragma unroll
             for (int c = 0; c < C::D / 8; ++c) {
@@ -874,9 +949,44 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
             }
         }
     }
-    // tiles 0 .. NS-2 of the split (one cp.async group each; Q joins the first), then the
-    // offsets of tile NS-1 into its slot ((NS-1) & 1). The block ids of all of them are
-    // loaded first (independent loads, one round trip), then used.
+}
+
+// The K/V pipeline's places: the KV head's cache bases and the shared-memory stages.
+// 16-bit K/V: NS stages of K and of V; fp8: NS raw stages [K, V][BN * D] and one converted K / V
+// tile. Row offsets of a tile x in slot x & 1 of sOff ([slot][K, V][BN]).
+template <class C>
+struct KvPipe {
+    const void *kbase, *vbase;
+    unsigned char *sK, *sV, *sRaw;
+    uint32_t sKa, sVa, sRawa;
+    int64_t *sOff;
+};
+
+template <class C, typename QT>
+__device__ __forceinline__ void kv_pipe_init(const Params &p, unsigned char *smem, int kvh, KvPipe<C> &kv) {
+    kv.sK = smem + C::Q_BYTES;
+    kv.sV = kv.sK + C::KST * C::KV_TILE_BYTES;
+    kv.sRaw = kv.sV + C::KST * C::KV_TILE_BYTES;
+    kv.sKa = smem_addr(kv.sK);
+    kv.sVa = smem_addr(kv.sV);
+    kv.sRawa = smem_addr(kv.sRaw);
+    kv.sOff = reinterpret_cast<int64_t *>(smem + C::OFF_OFF);
+    if constexpr (C::FP8) {
+        kv.kbase = static_cast<const uint8_t *>(p.k) + kvh * p.k_head_stride;
+        kv.vbase = static_cast<const uint8_t *>(p.v) + kvh * p.v_head_stride;
+    } else {
+        kv.kbase = static_cast<const QT *>(p.k) + kvh * p.k_head_stride;
+        kv.vbase = static_cast<const QT *>(p.v) + kvh * p.v_head_stride;
+    }
+}
+
+// Prologue, no barrier: each thread issues whole rows of the first NS - 1 tiles of the split (its
+// own block-table reads; one cp.async group a tile, Q joins the first), then stores the row
+// offsets of tile NS - 1 into its slot; the first barrier of the main loop publishes them. The
+// block ids of all NS tiles are loaded first (independent loads, one round trip), then used.
+template <class C, typename QT>
+__device__ __forceinline__ void kv_prologue(const Params &p, const KeyRange &kr, const KvPipe<C> &kv,
+                                            int my_tb, int my_te, int tid) {
     constexpr int PRO_ROWS = (C::BN + C::NT - 1) / C::NT;   // rows per thread and tile
     int64_t pro_id[C::NS][PRO_ROWS];
 #pragma unroll
@@ -896,14 +1006,14 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
                 int64_t ok, ov;
                 store_offsets(p, kr, j, pro_id[i][k], &ok, &ov);
                 if constexpr (C::FP8) {
-                    const uint8_t *kb = static_cast<const uint8_t *>(kbase);
-                    const uint8_t *vb = static_cast<const uint8_t *>(vbase);
-                    const uint32_t rs = sRawa + i * 2 * C::RAW_TILE_BYTES;
+                    const uint8_t *kb = static_cast<const uint8_t *>(kv.kbase);
+                    const uint8_t *vb = static_cast<const uint8_t *>(kv.vbase);
+                    const uint32_t rs = kv.sRawa + i * 2 * C::RAW_TILE_BYTES;
                     if (p.kv_vec16) load_row<C, uint8_t, 16>(p, kb, vb, ok, ov, rs, rs + C::RAW_TILE_BYTES, r);
                     else load_row<C, uint8_t, 8>(p, kb, vb, ok, ov, rs, rs + C::RAW_TILE_BYTES, r);
                 } else {
-                    load_row<C, QT, 16>(p, static_cast<const QT *>(kbase), static_cast<const QT *>(vbase),
-                                        ok, ov, sKa + i * C::KV_TILE_BYTES, sVa + i * C::KV_TILE_BYTES, r);
+                    load_row<C, QT, 16>(p, static_cast<const QT *>(kv.kbase), static_cast<const QT *>(kv.vbase),
+                                        ok, ov, kv.sKa + i * C::KV_TILE_BYTES, kv.sVa + i * C::KV_TILE_BYTES, r);
                 }
             }
         }
@@ -915,38 +1025,414 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
         if (my_tb + C::NS - 1 < my_te && r < C::BN) {
             const int j = (my_tb + C::NS - 1) * C::BN + r;
             constexpr int slot = (C::NS - 1) & 1;
-            store_offsets(p, kr, j, pro_id[C::NS - 1][k], sOff + slot * 2 * C::BN + r,
-                          sOff + slot * 2 * C::BN + C::BN + r);
+            store_offsets(p, kr, j, pro_id[C::NS - 1][k], kv.sOff + slot * 2 * C::BN + r,
+                          kv.sOff + slot * 2 * C::BN + C::BN + r);
         }
     }
+}
+
+// Wait for the oldest stage in flight; the barrier also frees the stage consumed last.
+template <class C>
+__device__ __forceinline__ void kv_wait() {
+    cp_async_wait<C::NS - 2>();
+    __syncthreads();
+}
+
+// Issue the tile whose row offsets sit in `slot` into `stage` (no commit).
+template <class C, typename QT>
+__device__ __forceinline__ void kv_issue(const Params &p, const KvPipe<C> &kv, int slot, int stage, int tid) {
+    const int64_t *ok = kv.sOff + slot * 2 * C::BN;
+    const int64_t *ov = ok + C::BN;
+    if constexpr (C::FP8) {
+        const uint32_t rs = kv.sRawa + stage * 2 * C::RAW_TILE_BYTES;
+        const uint8_t *kb = static_cast<const uint8_t *>(kv.kbase);
+        const uint8_t *vb = static_cast<const uint8_t *>(kv.vbase);
+        if (p.kv_vec16) load_kv<C, uint8_t, 16>(p, kb, vb, ok, ov, rs, rs + C::RAW_TILE_BYTES, tid);
+        else load_kv<C, uint8_t, 8>(p, kb, vb, ok, ov, rs, rs + C::RAW_TILE_BYTES, tid);
+    } else {
+        load_kv<C, QT, 16>(p, static_cast<const QT *>(kv.kbase), static_cast<const QT *>(kv.vbase),
+                           ok, ov, kv.sKa + stage * C::KV_TILE_BYTES,
+                           kv.sVa + stage * C::KV_TILE_BYTES, tid);
+    }
+}
+
+// Block ids of tile x (loaded early; kv_store_ids stores the offsets late, after the tile's compute).
+template <class C>
+constexpr int kPfRows = (C::BN + C::NT - 1) / C::NT;   // rows per thread
+
+template <class C>
+__device__ __forceinline__ void kv_fetch_ids(const Params &p, const KeyRange &kr, bool pf, int x, int tid,
+                                             int64_t (&pf_id)[kPfRows<C>]) {
+#pragma unroll
+    for (int k = 0; k < kPfRows<C>; ++k) {
+        const int r = tid + k * C::NT;
+        pf_id[k] = pf && r < C::BN ? block_id_of(p, kr, x * C::BN + r) : -1;
+    }
+}
+
+template <class C>
+__device__ __forceinline__ void kv_store_ids(const Params &p, const KeyRange &kr, const KvPipe<C> &kv,
+                                             int slot, int x, int tid, const int64_t (&pf_id)[kPfRows<C>]) {
+#pragma unroll
+    for (int k = 0; k < kPfRows<C>; ++k) {
+        const int r = tid + k * C::NT;
+        if (r < C::BN)
+            store_offsets(p, kr, x * C::BN + r, pf_id[k], kv.sOff + slot * 2 * C::BN + r,
+                          kv.sOff + slot * 2 * C::BN + C::BN + r);
+    }
+}
+
+// The K and V tiles of `stage`, ready for ldmatrix: 16-bit, the stage itself; fp8, converted to
+// QT (K) and PT (V) in shared memory, then a barrier.
+template <class C, typename QT, typename PT>
+__device__ __forceinline__ void kv_ready(const Params &p, const KvPipe<C> &kv, int stage, int tid,
+                                         uint32_t &kt, uint32_t &vt) {
+    if constexpr (C::FP8) {
+        const uint8_t *rs = kv.sRaw + stage * 2 * C::RAW_TILE_BYTES;
+        if (p.kv_e5m2) {
+            convert_tile<C, QT, true>(rs, kv.sK, tid);
+            convert_tile<C, PT, true>(rs + C::RAW_TILE_BYTES, kv.sV, tid);
+        } else {
+            convert_tile<C, QT, false>(rs, kv.sK, tid);
+            convert_tile<C, PT, false>(rs + C::RAW_TILE_BYTES, kv.sV, tid);
+        }
+        __syncthreads();
+        kt = kv.sKa;
+        vt = kv.sVa;
+    } else {
+        kt = kv.sKa + stage * C::KV_TILE_BYTES;
+        vt = kv.sVa + stage * C::KV_TILE_BYTES;
+    }
+}
+
+// S = Q K^T for the keys [sub * BNC, (sub + 1) * BNC) of the stage.
+template <class C>
+using STile = float[C::MF][C::NF][4];
+
+template <class C, typename QT>
+__device__ __forceinline__ void qk_step(STile<C> &s, const QFrags<C> &q, const Frag<C> &qfb,
+                                        const Frag<C> &kfb, int sub) {
+#pragma unroll
+    for (int mf = 0; mf < C::MF; ++mf)
+#pragma unroll
+        for (int nf = 0; nf < C::NF; ++nf)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[mf][nf][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < C::KS; ++ks) {
+        uint32_t a[C::MF][4];
+#pragma unroll
+        for (int mf = 0; mf < C::MF; ++mf) {
+            if constexpr (C::QREG) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) a[mf][e] = q.a[ks][e];
+            } else {
+                ldsm_x4(a[mf], qfb.at(mf * 16, 2 * ks));
+            }
+        }
+#pragma unroll
+        for (int np = 0; np < C::NF / 2; ++np) {
+            uint32_t bb[4];
+            ldsm_x4(bb, kfb.at(sub * C::BNC + np * 16, 2 * ks));
+#pragma unroll
+            for (int mf = 0; mf < C::MF; ++mf) {
+                mma16816<QT>(s[mf][2 * np], a[mf], bb[0], bb[1]);
+                mma16816<QT>(s[mf][2 * np + 1], a[mf], bb[2], bb[3]);
+            }
+        }
+    }
+}
+
+// Logits of one step. plain (no softcap, no ALiBi): S stays raw, masked keys -inf, the scale is
+// applied in the exponent (p = 2^(s * scale - m), one FFMA). Otherwise S becomes the final logit
+// in log2 units: scale -> softcap -> ALiBi -> mask, and p = 2^(x - m). Explicit _rn operations:
+// every tile rounds a row alike (masked or not), so that a row's bits do not depend on the tile
+// shape or the batch. The mask is the shared rule (FA_BU_KEY_ALLOWED); jbase is the thread's
+// first key of the step.
+template <class C>
+__device__ __forceinline__ void logits_mask(STile<C> &s, const Logits &lg, const KeySpan &ks,
+                                            const RowState<C> &rs, const float *sSlope, int jbase,
+                                            bool need_mask, bool half, int wm, int g) {
+    const int Lk = ks.Lk, wl = ks.wl, wr = ks.wr;
+    __builtin_assume(jbase >= 0);   // keys are >= 0: the rule's j >= 0 costs nothing here
+    if (lg.plain) {
+        if (need_mask) {
+#pragma unroll
+            for (int mf = 0; mf < C::MF; ++mf) {
+#pragma unroll
+                for (int hf = 0; hf < 2; ++hf) {
+                    if (hf == 1 && half) continue;
+                    const int tdr = rs.td[mf][hf];
+#pragma unroll
+                    for (int nf = 0; nf < C::NF; ++nf) {
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            const int j = jbase + nf * 8 + e;
+                            const bool ok = FA_BU_KEY_ALLOWED(j, tdr, Lk, wl, wr);
+                            if (!ok) s[mf][nf][2 * hf + e] = -INFINITY;
+                        }
+                    }
+                }
+            }
+        }
+    } else {
+#pragma unroll
+        for (int mf = 0; mf < C::MF; ++mf) {
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                if (hf == 1 && half) continue;
+                const int row = wm * C::MF * 16 + mf * 16 + g + 8 * hf;
+                const float slope = lg.has_alibi ? sSlope[row] : 0.f;
+                const int tdr = rs.td[mf][hf];
+#pragma unroll
+                for (int nf = 0; nf < C::NF; ++nf) {
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const int j = jbase + nf * 8 + e;
+                        float x = s[mf][nf][2 * hf + e];
+                        x = lg.has_softcap ? __fmul_rn(lg.cap2, fast_tanh(__fmul_rn(x, lg.sc_cap)))
+                                           : __fmul_rn(x, lg.sc_log2);
+                        if (lg.has_alibi) x = __fmaf_rn(slope, fabsf(static_cast<float>(tdr - j)), x);
+                        if (need_mask) {
+                            const bool ok = FA_BU_KEY_ALLOWED(j, tdr, Lk, wl, wr);
+                            if (!ok) x = -INFINITY;
+                        }
+                        s[mf][nf][2 * hf + e] = x;
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Online softmax of one step (each thread holds 2 rows per fragment; reduce over the quad): the
+// new row max, alpha = 2^(m_old - m_new), p = 2^(x - m), the row sums; P is packed to PT pairs
+// right away: pk[mf][nf][hf] = keys (2tig, 2tig + 1) of row hf. Returns whether a row's max moved.
+template <class C>
+using PTile = uint32_t[C::MF][C::NF][2];
+
+template <class C, typename PT>
+__device__ __forceinline__ bool softmax_step(const STile<C> &s, float exp_scale, bool half,
+                                             RowState<C> &rs, PTile<C> &pk, float (&alpha)[C::MF][2]) {
+    bool rescale = false;
+#pragma unroll
+    for (int mf = 0; mf < C::MF; ++mf) {
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            if (hf == 1 && half) {
+#pragma unroll
+                for (int nf = 0; nf < C::NF; ++nf) pk[mf][nf][1] = 0u;
+                alpha[mf][1] = 1.f;
+                continue;
+            }
+            // pairwise trees (short dependency chains; the same order in every tile)
+            float tr[C::NF];
+#pragma unroll
+            for (int nf = 0; nf < C::NF; ++nf) tr[nf] = fmaxf(s[mf][nf][2 * hf], s[mf][nf][2 * hf + 1]);
+#pragma unroll
+            for (int w = C::NF / 2; w >= 1; w /= 2)
+#pragma unroll
+                for (int i = 0; i < w; ++i) tr[i] = fmaxf(tr[i], tr[i + w]);
+            float mx = tr[0];
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            mx = __fmul_rn(mx, exp_scale);   // log2 units (plain: max of raw S, scale > 0)
+            const float mold = rs.m[mf][hf];
+            const float mnew = fmaxf(mold, mx);
+            const float muse = mnew == -INFINITY ? 0.f : mnew;
+            alpha[mf][hf] = fast_exp2(mold - muse);
+            rescale |= mnew != mold;
+            rs.m[mf][hf] = mnew;
+#pragma unroll
+            for (int nf = 0; nf < C::NF; ++nf) {
+                const float p0 = fast_exp2(__fmaf_rn(s[mf][nf][2 * hf], exp_scale, -muse));
+                const float p1 = fast_exp2(__fmaf_rn(s[mf][nf][2 * hf + 1], exp_scale, -muse));
+                tr[nf] = __fadd_rn(p0, p1);
+                pk[mf][nf][hf] = pack2<PT>(p0, p1);
+            }
+#pragma unroll
+            for (int w = C::NF / 2; w >= 1; w /= 2)
+#pragma unroll
+                for (int i = 0; i < w; ++i) tr[i] = __fadd_rn(tr[i], tr[i + w]);
+            rs.l[mf][hf] = __fmaf_rn(rs.l[mf][hf], alpha[mf][hf], tr[0]);
+        }
+    }
+    return rescale;
+}
+
+// O *= alpha, skipped when no row of the warp changed its maximum.
+template <class C>
+__device__ __forceinline__ void rescale_o(OAcc<C> &acc, const float (&alpha)[C::MF][2], bool rescale, bool half) {
+    if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+        for (int mf = 0; mf < C::MF; ++mf)
+#pragma unroll
+            for (int df = 0; df < C::DF; ++df) {
+                acc.o[mf][df][0] *= alpha[mf][0];
+                acc.o[mf][df][1] *= alpha[mf][0];
+                if (!half) {
+                    acc.o[mf][df][2] *= alpha[mf][1];
+                    acc.o[mf][df][3] *= alpha[mf][1];
+                }
+            }
+    }
+}
+
+// O += P V for the keys of step sub.
+template <class C, typename PT>
+__device__ __forceinline__ void pv_step(OAcc<C> &acc, const PTile<C> &pk, const Frag<C> &vfb, int sub) {
+#pragma unroll
+    for (int kk = 0; kk < C::BNC / 16; ++kk) {
+        uint32_t pa[C::MF][4];
+#pragma unroll
+        for (int mf = 0; mf < C::MF; ++mf) {
+            pa[mf][0] = pk[mf][2 * kk][0];
+            pa[mf][1] = pk[mf][2 * kk][1];
+            pa[mf][2] = pk[mf][2 * kk + 1][0];
+            pa[mf][3] = pk[mf][2 * kk + 1][1];
+        }
+#pragma unroll
+        for (int dp = 0; dp < C::D / 16; ++dp) {
+            uint32_t bb[4];
+            ldsm_x4_t(bb, vfb.at(sub * C::BNC + kk * 16, 2 * dp));
+#pragma unroll
+            for (int mf = 0; mf < C::MF; ++mf) {
+                mma16816<PT>(acc.o[mf][2 * dp], pa[mf], bb[0], bb[1]);
+                mma16816<PT>(acc.o[mf][2 * dp + 1], pa[mf], bb[2], bb[3]);
+            }
+        }
+    }
+}
+
+// Epilogue: normalise in registers, LSE, stage O in shared memory, coalesced stores to out (or
+// the split partials and their LSEs), the NaN fix-up at mask edges. The CTA's values come back
+// from CtaInfo (shared memory), which keeps them out of registers during the main loop.
+template <class C, typename QT, int KV>
+__device__ __forceinline__ void epilogue(const Params &p, unsigned char *smem, RowState<C> &rs,
+                                         const OAcc<C> &acc, int G, int kvh, int split, int tid,
+                                         int wm, int g, int tig) {
+    constexpr float kLn2 = 0.6931471805599453f;
+    const CtaInfo *info = reinterpret_cast<const CtaInfo *>(smem + C::INFO_OFF);
+    int64_t *sRow = reinterpret_cast<int64_t *>(smem + C::ROW_OFF);   // out offsets
+    float *sLse = reinterpret_cast<float *>(smem + C::LSE_OFF);       // LSEs (log2)
+#pragma unroll
+    for (int mf = 0; mf < C::MF; ++mf) {
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            rs.l[mf][hf] += __shfl_xor_sync(0xffffffffu, rs.l[mf][hf], 1);
+            rs.l[mf][hf] += __shfl_xor_sync(0xffffffffu, rs.l[mf][hf], 2);
+        }
+    }
+    cp_async_wait_all();
+    __syncthreads();   // all warps done with the tiles: the staging reuses the space
+    const int m0 = info->m0, rows = info->rows;
+    const int q0 = info->q0;
+    const bool to_split = info->to_split != 0;
+    const float vdesc = info->vdesc;
+    float *sOf = reinterpret_cast<float *>(smem);   // split: fp32 [BM][OLD]; else QT [BM][LD]
+#pragma unroll
+    for (int mf = 0; mf < C::MF; ++mf) {
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            const int row = wm * C::MF * 16 + mf * 16 + g + 8 * hf;
+            const float L = rs.l[mf][hf], M = rs.m[mf][hf];
+            const float inv = L == 0.f ? 0.f : vdesc / L;   // NaN from valid keys stays NaN
+            if (to_split) {
+                float *dst = sOf + row * C::OLD + 2 * tig;
+#pragma unroll
+                for (int df = 0; df < C::DF; ++df)
+                    *reinterpret_cast<float2 *>(dst + df * 8) =
+                        make_float2(acc.o[mf][df][2 * hf] * inv, acc.o[mf][df][2 * hf + 1] * inv);
+            } else {
+#pragma unroll
+                for (int df = 0; df < C::DF; ++df)
+                    *reinterpret_cast<uint32_t *>(smem + tile_off<C>(row, df) + 4 * tig) =
+                        pack2<QT>(acc.o[mf][df][2 * hf] * inv, acc.o[mf][df][2 * hf + 1] * inv);
+            }
+            if (tig == 0) {
+                // LSE (natural log; -inf for an empty row) and the row's output offset
+                const int gr = m0 + row;
+                int64_t off = -1;
+                if (gr < rows) {
+                    const float lse =
+                        L == 0.f ? -INFINITY : ((M == -INFINITY ? 0.f : M) + __log2f(L)) * kLn2;
+                    const int t = gr / G;
+                    const int h = query_head(p, kvh, gr - t * G);
+                    const int64_t tok = static_cast<int64_t>(q0) + t;
+                    if (to_split) {
+                        p.split_lse[(static_cast<int64_t>(split) * p.num_heads_q + h) * p.num_tokens + tok] = lse;
+                        off = ((static_cast<int64_t>(split) * p.num_tokens + tok) * p.num_heads_q + h) * p.head_size;
+                    } else {
+                        if (p.lse != nullptr) p.lse[static_cast<int64_t>(h) * p.lse_head_stride + tok] = lse;
+                        off = tok * p.out_token_stride + static_cast<int64_t>(h) * p.out_head_stride;
+                    }
+                }
+                sRow[row] = off;
+                sLse[row] = L == 0.f ? -INFINITY : (M == -INFINITY ? 0.f : M) + __log2f(L);
+            }
+        }
+    }
+    __syncthreads();
+    // NaN hygiene at mask edges (see fix_nan_entries): only tiles with an edge look at the
+    // values they store (CTA-uniform); the others (every decode tile) copy as before
+    // (prefill: one loop that always looks, which keeps the kernel's registers; its stores are
+    // few next to its main loop)
+    const bool edge = info->edge != 0;
+    if constexpr (C::WM == 1) {
+        if (edge) {
+            if (__any_sync(0xffffffffu, copy_out<C, QT, true>(p, smem, sRow, to_split, tid)))
+                fix_nan_entries<C, QT, KV>(p, smem, kvh, tid);   // rare
+        } else {
+            copy_out<C, QT, false>(p, smem, sRow, to_split, tid);
+        }
+    } else {
+        const bool nan_seen = copy_out<C, QT, true>(p, smem, sRow, to_split, tid);
+        if (edge && __syncthreads_or(nan_seen) != 0) fix_nan_entries<C, QT, KV>(p, smem, kvh, tid);   // rare
+    }
+}
+
+template <class C, typename QT, int KV>
+__global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_constant__ Params p) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    // P . V operand type: the query dtype, but f16 for fp8 caches (fp8 -> f16 is one instruction
+    // a pair and exact, NaN and Inf included; P in [0, 1] keeps more bits in f16 than in bf16)
+    using PT = typename std::conditional<C::FP8, __half, QT>::type;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp;
+    const int g = lane >> 2, tig = lane & 3;
+
+    TileRows t;
+    if (!cta_tile<C>(p, tid, t)) return;
+    KeySpan ks;
+    cta_key_span<C>(p, t, ks);
+    Logits lg;
+    logit_consts<C>(p, t.b, t.kvh, lg);
+
+    float *sSlope = reinterpret_cast<float *>(smem + C::SLOPE_OFF);
+    RowState<C> rs;
+    OAcc<C> acc;
+    init_rows<C>(p, t, ks, lg, sSlope, tid, wm, g, tig, rs, acc);
+
+    const uint32_t sQa = smem_addr(smem);
+    KvPipe<C> kv;
+    kv_pipe_init<C, QT>(p, smem, t.kvh, kv);
+    QFrags<C> q;
+    load_q<C, QT>(p, t, sQa, tid, g, tig, q);
+    kv_prologue<C, QT>(p, ks.kr, kv, ks.my_tb, ks.my_te, tid);
+
     CtaInfo *info = reinterpret_cast<CtaInfo *>(smem + C::INFO_OFF);
     if (tid == 0) {
-        info->kr = kr;
-        info->m0 = m0;
-        info->rows = rows;
-        info->q0 = q0;
-        info->to_split = to_split;
-        info->vdesc = vdesc;
-        info->key_lo = max(kr.kmin, my_tb * C::BN);
-        info->key_hi = min(kr.kmax, my_te * C::BN);
-        info->diag = diag;
-        info->edge = t_lo != t_hi && (wl >= 0 || wr >= 0);
+        info->kr = ks.kr;
+        info->m0 = t.m0;
+        info->rows = t.rows;
+        info->q0 = t.q0;
+        info->to_split = t.to_split;
+        info->vdesc = lg.vdesc;
+        info->key_lo = max(ks.kr.kmin, ks.my_tb * C::BN);
+        info->key_hi = min(ks.kr.kmax, ks.my_te * C::BN);
+        info->diag = ks.diag;
+        info->edge = ks.t_lo != ks.t_hi && (ks.wl >= 0 || ks.wr >= 0);
     }
-    auto issue_tile = [&](int slot, int stage) {
-        const int64_t *ok = sOff + slot * 2 * C::BN;
-        const int64_t *ov = ok + C::BN;
-        if constexpr (C::FP8) {
-            const uint32_t rs = sRawa + stage * 2 * C::RAW_TILE_BYTES;
-            const uint8_t *kb = static_cast<const uint8_t *>(kbase);
-            const uint8_t *vb = static_cast<const uint8_t *>(vbase);
-            if (p.kv_vec16) load_kv<C, uint8_t, 16>(p, kb, vb, ok, ov, rs, rs + C::RAW_TILE_BYTES, tid);
-            else load_kv<C, uint8_t, 8>(p, kb, vb, ok, ov, rs, rs + C::RAW_TILE_BYTES, tid);
-        } else {
-            load_kv<C, QT, 16>(p, static_cast<const QT *>(kbase), static_cast<const QT *>(vbase),
-                               ok, ov, sKa + stage * C::KV_TILE_BYTES,
-                               sVa + stage * C::KV_TILE_BYTES, tid);
-        }
-    };
 
     // ldmatrix lane offsets. Q (A, x4): lanes 0-15 rows 0-15 at k 0, lanes 16-31 at k 8.
     // K (B, x4): matrices (n0-7,k0) (n0-7,k8) (n8-15,k0) (n8-15,k8) -> b0 b1 of two n8 fragments.
@@ -956,321 +1442,45 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
     const int v_lane_row = (((lane >> 3) & 1) << 3) + (lane & 7), v_lane_chunk = lane >> 4;
     int stage = 0;   // smem stage of tile nb (tile index within the split, mod NS)
 
-    // ---- main loop over the key tiles of this split
-    for (int nb = my_tb; nb < my_te; ++nb) {
-        // tile i = nb - my_tb sits in stage i % NS; the offsets of tile x in slot x & 1
-        const int i = nb - my_tb;
-        cp_async_wait<C::NS - 2>();
-        __syncthreads();   // tile nb, the offsets of nb + NS - 1 (and, first time, the
-                           // prologue's slopes and CtaInfo) visible; tile nb - 1 consumed
-        if (nb + C::NS - 1 < my_te) {
-            const int ahead = stage == 0 ? C::NS - 1 : stage - 1;   // stage of tile nb - 1
-            issue_tile((i + C::NS - 1) & 1, ahead);
-        }
+    // ---- main loop over the key tiles of this split: tile i = nb - my_tb sits in stage i % NS,
+    // the row offsets of tile x in slot x & 1
+    for (int nb = ks.my_tb; nb < ks.my_te; ++nb) {
+        const int i = nb - ks.my_tb;
+        kv_wait<C>();   // tile nb, the offsets of nb + NS - 1 (and, first time, the prologue's
+                        // slopes and CtaInfo) visible; tile nb - 1 consumed
+        if (nb + C::NS - 1 < ks.my_te)
+            kv_issue<C, QT>(p, kv, (i + C::NS - 1) & 1, stage == 0 ? C::NS - 1 : stage - 1, tid);
         cp_async_commit();
-        // block ids of tile nb + NS, stored into slot (i + NS) & 1 at the end
-        constexpr int PF = (C::BN + C::NT - 1) / C::NT;   // rows per thread
-        const bool pf = nb + C::NS < my_te;
-        int64_t pf_id[PF];
-#pragma unroll
-        for (int k = 0; k < PF; ++k) {
-            const int r = tid + k * C::NT;
-            pf_id[k] = pf && r < C::BN ? block_id_of(p, info->kr, (nb + C::NS) * C::BN + r) : -1;
-        }
+        const bool pf = nb + C::NS < ks.my_te;
+        int64_t pf_id[kPfRows<C>];
+        kv_fetch_ids<C>(p, info->kr, pf, nb + C::NS, tid, pf_id);
         uint32_t kt, vt;
-        if constexpr (C::FP8) {
-            const uint8_t *rs = sRaw + stage * 2 * C::RAW_TILE_BYTES;
-            if (p.kv_e5m2) {
-                convert_tile<C, QT, true>(rs, sK, tid);
-                convert_tile<C, PT, true>(rs + C::RAW_TILE_BYTES, sV, tid);
-            } else {
-                convert_tile<C, QT, false>(rs, sK, tid);
-                convert_tile<C, PT, false>(rs + C::RAW_TILE_BYTES, sV, tid);
-            }
-            __syncthreads();
-            kt = sKa;
-            vt = sVa;
-        } else {
-            kt = sKa + stage * C::KV_TILE_BYTES;
-            vt = sVa + stage * C::KV_TILE_BYTES;
-        }
+        kv_ready<C, QT, PT>(p, kv, stage, tid, kt, vt);
 
         // per-lane fragment bases (ldmatrix row addresses), fresh each tile
         const Frag<C> qfb = frag_of<C>(sQa, q_lane_row, q_lane_chunk);
         const Frag<C> kfb = frag_of<C>(kt, k_lane_row, k_lane_chunk);
         const Frag<C> vfb = frag_of<C>(vt, v_lane_row, v_lane_chunk);
         const int nbase = nb * C::BN;
-        const bool need_mask = nbase < full_lo || nbase + C::BN > full_hi;
+        const bool need_mask = nbase < ks.full_lo || nbase + C::BN > ks.full_hi;
 
         // the stage's BN keys in steps of BNC (one online-softmax update each)
 #pragma unroll
         for (int sub = 0; sub < C::BN / C::BNC; ++sub) {
-            // S = Q K^T
             float s[C::MF][C::NF][4];
-#pragma unroll
-            for (int mf = 0; mf < C::MF; ++mf)
-#pragma unroll
-                for (int nf = 0; nf < C::NF; ++nf)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) s[mf][nf][e] = 0.f;
-#pragma unroll
-            for (int ks = 0; ks < C::KS; ++ks) {
-                uint32_t a[C::MF][4];
-#pragma unroll
-                for (int mf = 0; mf < C::MF; ++mf) {
-                    if constexpr (C::QREG) {
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) a[mf][e] = qa[ks][e];
-                    } else {
-                        ldsm_x4(a[mf], qfb.at(mf * 16, 2 * ks));
-                    }
-                }
-#pragma unroll
-                for (int np = 0; np < C::NF / 2; ++np) {
-                    uint32_t bb[4];
-                    ldsm_x4(bb, kfb.at(sub * C::BNC + np * 16, 2 * ks));
-#pragma unroll
-                    for (int mf = 0; mf < C::MF; ++mf) {
-                        mma16816<QT>(s[mf][2 * np], a[mf], bb[0], bb[1]);
-                        mma16816<QT>(s[mf][2 * np + 1], a[mf], bb[2], bb[3]);
-                    }
-                }
-            }
-
-            // logits. plain (no softcap, no ALiBi): S stays raw, masked keys -inf, the scale is
-            // applied in the exponent (p = 2^(s * scale - m), one FFMA). Otherwise S becomes
-            // the final logit in log2 units: scale -> softcap -> ALiBi -> mask, and
-            // p = 2^(x - m). Explicit _rn operations: every tile rounds a row alike (masked or
-            // not), so that a row's bits do not depend on the tile shape or the batch.
-            const int jbase = nbase + sub * C::BNC + 2 * tig;
-            if (plain) {
-                if (need_mask) {
-#pragma unroll
-                    for (int mf = 0; mf < C::MF; ++mf) {
-#pragma unroll
-                        for (int hf = 0; hf < 2; ++hf) {
-                            if (hf == 1 && half) continue;
-                            const int tdr = td[mf][hf];
-#pragma unroll
-                            for (int nf = 0; nf < C::NF; ++nf) {
-#pragma unroll
-                                for (int e = 0; e < 2; ++e) {
-                                    const int j = jbase + nf * 8 + e;
-                                    const int d = j - tdr;
-                                    const bool ok = j < Lk && (wl < 0 || d >= -wl) && (wr < 0 || d <= wr);
-                                    if (!ok) s[mf][nf][2 * hf + e] = -INFINITY;
-                                }
-                            }
-                        }
-                    }
-                }
-            } else {
-#pragma unroll
-                for (int mf = 0; mf < C::MF; ++mf) {
-#pragma unroll
-                    for (int hf = 0; hf < 2; ++hf) {
-                        if (hf == 1 && half) continue;
-                        const int row = wm * C::MF * 16 + mf * 16 + g + 8 * hf;
-                        const float slope = has_alibi ? sSlope[row] : 0.f;
-                        const int tdr = td[mf][hf];
-#pragma unroll
-                        for (int nf = 0; nf < C::NF; ++nf) {
-#pragma unroll
-                            for (int e = 0; e < 2; ++e) {
-                                const int j = jbase + nf * 8 + e;
-                                float x = s[mf][nf][2 * hf + e];
-                                x = has_softcap ? __fmul_rn(cap2, fast_tanh(__fmul_rn(x, sc_cap)))
-                                                : __fmul_rn(x, sc_log2);
-                                if (has_alibi) x = __fmaf_rn(slope, fabsf(static_cast<float>(tdr - j)), x);
-                                if (need_mask) {
-                                    const int d = j - tdr;   // key minus the row's diagonal
-                                    const bool ok = j < Lk && (wl < 0 || d >= -wl) && (wr < 0 || d <= wr);
-                                    if (!ok) x = -INFINITY;
-                                }
-                                s[mf][nf][2 * hf + e] = x;
-                            }
-                        }
-                    }
-                }
-            }
-
-            // online softmax (each thread holds 2 rows per fragment; reduce over the quad);
-            // P is packed to QT pairs right away: pk[mf][nf][hf] = keys (2tig, 2tig+1) of row hf
+            qk_step<C, QT>(s, q, qfb, kfb, sub);
+            logits_mask<C>(s, lg, ks, rs, sSlope, nbase + sub * C::BNC + 2 * tig, need_mask, t.half, wm, g);
             uint32_t pk[C::MF][C::NF][2];
-            bool rescale = false;
             float alpha[C::MF][2];
-#pragma unroll
-            for (int mf = 0; mf < C::MF; ++mf) {
-#pragma unroll
-                for (int hf = 0; hf < 2; ++hf) {
-                    if (hf == 1 && half) {
-#pragma unroll
-                        for (int nf = 0; nf < C::NF; ++nf) pk[mf][nf][1] = 0u;
-                        alpha[mf][1] = 1.f;
-                        continue;
-                    }
-                    // pairwise trees (short dependency chains; the same order in every tile)
-                    float tr[C::NF];
-#pragma unroll
-                    for (int nf = 0; nf < C::NF; ++nf) tr[nf] = fmaxf(s[mf][nf][2 * hf], s[mf][nf][2 * hf + 1]);
-#pragma unroll
-                    for (int w = C::NF / 2; w >= 1; w /= 2)
-#pragma unroll
-                        for (int i = 0; i < w; ++i) tr[i] = fmaxf(tr[i], tr[i + w]);
-                    float mx = tr[0];
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                    mx = __fmul_rn(mx, exp_scale);   // log2 units (plain: max of raw S, scale > 0)
-                    const float mold = mrow[mf][hf];
-                    const float mnew = fmaxf(mold, mx);
-                    const float muse = mnew == -INFINITY ? 0.f : mnew;
-                    alpha[mf][hf] = fast_exp2(mold - muse);
-                    rescale |= mnew != mold;
-                    mrow[mf][hf] = mnew;
-#pragma unroll
-                    for (int nf = 0; nf < C::NF; ++nf) {
-                        const float p0 = fast_exp2(__fmaf_rn(s[mf][nf][2 * hf], exp_scale, -muse));
-                        const float p1 = fast_exp2(__fmaf_rn(s[mf][nf][2 * hf + 1], exp_scale, -muse));
-                        tr[nf] = __fadd_rn(p0, p1);
-                        pk[mf][nf][hf] = pack2<PT>(p0, p1);
-                    }
-#pragma unroll
-                    for (int w = C::NF / 2; w >= 1; w /= 2)
-#pragma unroll
-                        for (int i = 0; i < w; ++i) tr[i] = __fadd_rn(tr[i], tr[i + w]);
-                    lrow[mf][hf] = __fmaf_rn(lrow[mf][hf], alpha[mf][hf], tr[0]);
-                }
-            }
-            // O *= alpha, skipped when no row of the warp changed its maximum
-            if (__any_sync(0xffffffffu, rescale)) {
-#pragma unroll
-                for (int mf = 0; mf < C::MF; ++mf)
-#pragma unroll
-                    for (int df = 0; df < C::DF; ++df) {
-                        o[mf][df][0] *= alpha[mf][0];
-                        o[mf][df][1] *= alpha[mf][0];
-                        if (!half) {
-                            o[mf][df][2] *= alpha[mf][1];
-                            o[mf][df][3] *= alpha[mf][1];
-                        }
-                    }
-            }
-
-            // O += P V
-#pragma unroll
-            for (int kk = 0; kk < C::BNC / 16; ++kk) {
-                uint32_t pa[C::MF][4];
-#pragma unroll
-                for (int mf = 0; mf < C::MF; ++mf) {
-                    pa[mf][0] = pk[mf][2 * kk][0];
-                    pa[mf][1] = pk[mf][2 * kk][1];
-                    pa[mf][2] = pk[mf][2 * kk + 1][0];
-                    pa[mf][3] = pk[mf][2 * kk + 1][1];
-                }
-#pragma unroll
-                for (int dp = 0; dp < C::D / 16; ++dp) {
-                    uint32_t bb[4];
-                    ldsm_x4_t(bb, vfb.at(sub * C::BNC + kk * 16, 2 * dp));
-#pragma unroll
-                    for (int mf = 0; mf < C::MF; ++mf) {
-                        mma16816<PT>(o[mf][2 * dp], pa[mf], bb[0], bb[1]);
-                        mma16816<PT>(o[mf][2 * dp + 1], pa[mf], bb[2], bb[3]);
-                    }
-                }
-            }
+            const bool rescale = softmax_step<C, PT>(s, lg.exp_scale, t.half, rs, pk, alpha);
+            rescale_o<C>(acc, alpha, rescale, t.half);
+            pv_step<C, PT>(acc, pk, vfb, sub);
         }
-        if (pf) {
-#pragma unroll
-            for (int k = 0; k < PF; ++k) {
-                const int r = tid + k * C::NT;
-                if (r < C::BN) {
-                    const int slot = (i + C::NS) & 1;
-                    store_offsets(p, info->kr, (nb + C::NS) * C::BN + r, pf_id[k],
-                                  sOff + slot * 2 * C::BN + r, sOff + slot * 2 * C::BN + C::BN + r);
-                }
-            }
-        }
+        if (pf) kv_store_ids<C>(p, info->kr, kv, (i + C::NS) & 1, nb + C::NS, tid, pf_id);
         stage = stage + 1 == C::NS ? 0 : stage + 1;
     }
 
-    // ---- epilogue: normalise in registers, LSE, stage O in shared memory, coalesced stores
-#pragma unroll
-    for (int mf = 0; mf < C::MF; ++mf) {
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-            lrow[mf][hf] += __shfl_xor_sync(0xffffffffu, lrow[mf][hf], 1);
-            lrow[mf][hf] += __shfl_xor_sync(0xffffffffu, lrow[mf][hf], 2);
-        }
-    }
-    cp_async_wait_all();
-    __syncthreads();   // all warps done with the tiles: the staging reuses the space
-    {
-        // re-read from shared memory (keeps them out of registers during the main loop)
-        const int m0 = info->m0, rows = info->rows;
-        const int q0 = info->q0;
-        const bool to_split = info->to_split != 0;
-        const float vdesc = info->vdesc;
-        float *sOf = reinterpret_cast<float *>(smem);   // split: fp32 [BM][OLD]; else QT [BM][LD]
-#pragma unroll
-        for (int mf = 0; mf < C::MF; ++mf) {
-#pragma unroll
-            for (int hf = 0; hf < 2; ++hf) {
-                const int row = wm * C::MF * 16 + mf * 16 + g + 8 * hf;
-                const float L = lrow[mf][hf], M = mrow[mf][hf];
-                const float inv = L == 0.f ? 0.f : vdesc / L;   // NaN from valid keys stays NaN
-                if (to_split) {
-                    float *dst = sOf + row * C::OLD + 2 * tig;
-#pragma unroll
-                    for (int df = 0; df < C::DF; ++df)
-                        *reinterpret_cast<float2 *>(dst + df * 8) =
-                            make_float2(o[mf][df][2 * hf] * inv, o[mf][df][2 * hf + 1] * inv);
-                } else {
-#pragma unroll
-                    for (int df = 0; df < C::DF; ++df)
-                        *reinterpret_cast<uint32_t *>(smem + tile_off<C>(row, df) + 4 * tig) =
-                            pack2<QT>(o[mf][df][2 * hf] * inv, o[mf][df][2 * hf + 1] * inv);
-                }
-                if (tig == 0) {
-                    // LSE (natural log; -inf for an empty row) and the row's output offset
-                    const int gr = m0 + row;
-                    int64_t off = -1;
-                    if (gr < rows) {
-                        const float lse =
-                            L == 0.f ? -INFINITY : ((M == -INFINITY ? 0.f : M) + __log2f(L)) * kLn2;
-                        const int t = gr / G;
-                        const int h = query_head(p, kvh, gr - t * G);
-                        const int64_t tok = static_cast<int64_t>(q0) + t;
-                        if (to_split) {
-                            p.split_lse[(static_cast<int64_t>(split) * p.num_heads_q + h) * p.num_tokens + tok] = lse;
-                            off = ((static_cast<int64_t>(split) * p.num_tokens + tok) * p.num_heads_q + h) * p.head_size;
-                        } else {
-                            if (p.lse != nullptr) p.lse[static_cast<int64_t>(h) * p.lse_head_stride + tok] = lse;
-                            off = tok * p.out_token_stride + static_cast<int64_t>(h) * p.out_head_stride;
-                        }
-                    }
-                    sRow[row] = off;
-                    sLse[row] = L == 0.f ? -INFINITY : (M == -INFINITY ? 0.f : M) + __log2f(L);
-                }
-            }
-        }
-        __syncthreads();
-        // NaN hygiene at mask edges (see fix_nan_entries): only tiles with an edge look at the
-        // values they store (CTA-uniform); the others (every decode tile) copy as before
-        // (prefill: one loop that always looks, which keeps the kernel's registers; its stores are
-        // few next to its main loop)
-        const bool edge = info->edge != 0;
-        if constexpr (C::WM == 1) {
-            if (edge) {
-                if (__any_sync(0xffffffffu, copy_out<C, QT, true>(p, smem, sRow, to_split, tid)))
-                    fix_nan_entries<C, QT, KV>(p, smem, kvh, tid);   // rare
-            } else {
-                copy_out<C, QT, false>(p, smem, sRow, to_split, tid);
-            }
-        } else {
-            const bool nan_seen = copy_out<C, QT, true>(p, smem, sRow, to_split, tid);
-            if (edge && __syncthreads_or(nan_seen) != 0) fix_nan_entries<C, QT, KV>(p, smem, kvh, tid);   // rare
-        }
-    }
+    epilogue<C, QT, KV>(p, smem, rs, acc, t.G, t.kvh, t.split, tid, wm, g, tig);
 }
 
 // ---------------------------------------------------------------------------------------------

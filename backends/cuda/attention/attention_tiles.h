@@ -18,40 +18,33 @@
 // per stage.
 #pragma once
 
-// Tile experiments (65 < D <= 128 only): -D overrides for measurements, never in a build that
-// ships; the defaults are the tested shape.
-#ifndef FA_ATTN_STEP
-#define FA_ATTN_STEP 32
-#endif
-#ifndef FA_ATTN_PF_WM
-#define FA_ATTN_PF_WM 4
-#endif
-#ifndef FA_ATTN_PF_MF
-#define FA_ATTN_PF_MF 2
-#endif
-#ifndef FA_ATTN_PF_BN
-#define FA_ATTN_PF_BN 64
-#endif
-#ifndef FA_ATTN_PF_MINB
-#define FA_ATTN_PF_MINB 2
-#endif
-// decode: K + V bytes of the pipeline stages (fp8: half of it raw, the converted tile the other
-// half); 32 KB lets 6 CTAs share an SM at head 128 (docs/perf.md)
-#ifndef FA_ATTN_DEC_STAGE_BYTES
-#define FA_ATTN_DEC_STAGE_BYTES (32 * 1024)
-#endif
-
 namespace fa_attn {
 
 // ---- tile shapes -------------------------------------------------------------------------------
+// The tested shape, fixed (the former -DFA_ATTN_* experiment overrides are these constants now;
+// an experiment edits them here, and the static_asserts below say what must still hold).
+// Heads 65..128: keys per softmax step, prefill warps x m16 fragments per warp, keys per
+// prefill stage, __launch_bounds__ minimum blocks per SM of the prefill tile.
+constexpr int kStepKeysMid = 32;
+constexpr int kPrefillWarpsMid = 4;
+constexpr int kPrefillFragsMid = 2;
+constexpr int kPrefillStageKeysMid = 64;
+constexpr int kPrefillMinBlocks = 2;          // every width
+// decode: K + V bytes of the pipeline stages (fp8: half of it raw, the converted tile the other
+// half); 32 KB lets 6 CTAs share an SM at head 128 (docs/perf.md)
+constexpr int kDecodeStageBytes = 32 * 1024;
+constexpr int kDecodeMinStages = 2;
+constexpr int kDecodeMaxStages = 6;
+
 // keys per online-softmax step
-constexpr int step_keys(int D) { return D <= 64 ? 64 : (D <= 128 ? FA_ATTN_STEP : 32); }
+constexpr int step_keys(int D) { return D <= 64 ? 64 : (D <= 128 ? kStepKeysMid : 32); }
 // prefill: warps (stacked along the rows), m16 fragments per warp, keys per pipeline stage
-constexpr bool prefill_knobbed(int D) { return D > 64 && D <= 128; }
-constexpr int prefill_warps(int D) { return prefill_knobbed(D) ? FA_ATTN_PF_WM : 4; }
-constexpr int prefill_frags(int D) { return prefill_knobbed(D) ? FA_ATTN_PF_MF : (D <= 128 ? 2 : 1); }
-constexpr int prefill_stage_keys(int D) { return prefill_knobbed(D) ? FA_ATTN_PF_BN : (D <= 128 ? 64 : 32); }
-constexpr int prefill_min_blocks(int D) { return prefill_knobbed(D) ? FA_ATTN_PF_MINB : 2; }
+constexpr int prefill_warps(int D) { return D > 64 && D <= 128 ? kPrefillWarpsMid : 4; }
+constexpr int prefill_frags(int D) { return D > 64 && D <= 128 ? kPrefillFragsMid : (D <= 128 ? 2 : 1); }
+constexpr int prefill_stage_keys(int D) {
+    return D > 64 && D <= 128 ? kPrefillStageKeysMid : (D <= 128 ? 64 : 32);
+}
+constexpr int prefill_min_blocks(int) { return kPrefillMinBlocks; }
 constexpr int prefill_rows(int D) { return prefill_warps(D) * prefill_frags(D) * 16; }
 constexpr int kPrefillStages = 2;
 // decode: one warp, one m16 fragment: 16 rows (query rows x query heads of one KV head)
@@ -60,11 +53,33 @@ constexpr int kDecodeMinBlocks = 8;          // __launch_bounds__ minimum blocks
 constexpr int decode_keys(int D) { return step_keys(D); }
 constexpr int decode_stage_bytes(int D, bool fp8) { return 2 * step_keys(D) * D * (fp8 ? 1 : 2); }
 constexpr int decode_stage_fit(int D, bool fp8) {
-    return (fp8 ? FA_ATTN_DEC_STAGE_BYTES / 2 : FA_ATTN_DEC_STAGE_BYTES) / decode_stage_bytes(D, fp8);
+    return (fp8 ? kDecodeStageBytes / 2 : kDecodeStageBytes) / decode_stage_bytes(D, fp8);
 }
 constexpr int decode_stages(int D, bool fp8) {
-    return decode_stage_fit(D, fp8) > 6 ? 6 : (decode_stage_fit(D, fp8) < 2 ? 2 : decode_stage_fit(D, fp8));
+    return decode_stage_fit(D, fp8) > kDecodeMaxStages
+               ? kDecodeMaxStages
+               : (decode_stage_fit(D, fp8) < kDecodeMinStages ? kDecodeMinStages : decode_stage_fit(D, fp8));
 }
+
+// What the constants must keep: a step is a multiple of 16 keys with a power-of-two count of n8
+// fragments (the softmax trees), a prefill stage is whole steps, the prefill rows fit one thread
+// each of the CTA in the epilogue, and the values are today's tested shape (docs/cuda.md table).
+static_assert(kStepKeysMid % 16 == 0 && ((kStepKeysMid / 8) & (kStepKeysMid / 8 - 1)) == 0,
+              "step keys: multiple of 16, power-of-two n8 fragments");
+static_assert(kPrefillStageKeysMid % kStepKeysMid == 0, "a prefill stage is whole softmax steps");
+static_assert(kPrefillWarpsMid * kPrefillFragsMid * 16 <= kPrefillWarpsMid * 32,
+              "one epilogue thread per prefill row");
+static_assert(kStepKeysMid == 32 && kPrefillWarpsMid == 4 && kPrefillFragsMid == 2 &&
+                  kPrefillStageKeysMid == 64 && kPrefillMinBlocks == 2,
+              "the tested prefill shape (changing it changes bits: step keys set the softmax order)");
+static_assert(kDecodeStageBytes == 32 * 1024 && kDecodeMinStages == 2 && kDecodeMaxStages == 6,
+              "the tested decode stage budget");
+static_assert(decode_stages(128, false) == 2 && decode_stages(32, false) == 4 &&
+                  decode_stages(256, true) == kDecodeMinStages,
+              "decode stages: head 32 gets 4, the others 2 (docs/cuda.md)");
+static_assert(prefill_rows(64) == 128 && prefill_rows(128) == 128 && prefill_rows(256) == 64 &&
+                  prefill_stage_keys(128) == 64 && prefill_stage_keys(256) == 32,
+              "prefill tiles: 128 x 64 up to head 128, 64 x 32 above");
 
 // ---- what calls the kernels accept -------------------------------------------------------------
 constexpr int kBlockSizeMultiple = 16;       // paged block sizes: positive multiples of this

@@ -25,7 +25,7 @@ done
 
 if [ "$mode" = build ]; then
     mkdir -p "$dir/obj"
-    nvcc_flags="-std=c++17 -O3 -lineinfo $gencode -I$root -I$root/backends/cuda -Xptxas -v"
+    nvcc_flags="-std=c++17 -O3 -lineinfo $gencode -I$root -I$root/backends/cuda -I$root/backends/common -Xptxas -v"
     srcs=$(ls backends/cuda/attention/instances/*.cu backends/cuda/attention/attention.cu \
               backends/cuda/fa_cuda.cu backends/cuda/cache_kernels.cu backends/cuda/merge_kernels.cu)
     start=$(date +%s)
@@ -33,7 +33,7 @@ if [ "$mode" = build ]; then
         'o='"$dir"'/obj/$(basename {} .cu).o; nvcc '"$nvcc_flags"' -c {} -o $o > $o.log 2>&1 || { echo "FAILED {}"; cat $o.log | grep -m5 error; }'
     cat "$dir"/obj/*.o.log > "$dir/ptxas.log"
     echo "nvcc ($arch, -j$jobs): $(( $(date +%s) - start )) s"
-    cc_flags="-std=c99 -O2 -D_GNU_SOURCE -I$root -I$root/backends/cpu -I$root/backends/cuda -I$root/tests/gpu"
+    cc_flags="-std=c99 -O2 -D_GNU_SOURCE -I$root -I$root/backends/cpu -I$root/backends/cuda -I$root/backends/common -I$root/tests/gpu"
     cc $cc_flags -c backends/cpu/fa_cpu.c -o "$dir/obj/fa_cpu.o" &&
     cc $cc_flags -c flashattn.c -o "$dir/obj/flashattn.o" &&
     cc $cc_flags -Wall -Wextra -c tests/gpu/test_gpu_attention.c -o "$dir/obj/test_gpu_attention.o" || exit 1
