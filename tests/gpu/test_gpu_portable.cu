@@ -494,7 +494,8 @@ std::vector<Case> make_cases(bool quick)
                  false,
                  true,
                  false,
-                 1});
+                 1,
+                 0});
     v.push_back({"decode GQA 8:1",
                  128,
                  16,
@@ -515,7 +516,8 @@ std::vector<Case> make_cases(bool quick)
                  false,
                  true,
                  false,
-                 1});
+                 1,
+                 0});
     v.push_back({"window softcap",
                  64,
                  4,
@@ -536,7 +538,8 @@ std::vector<Case> make_cases(bool quick)
                  false,
                  true,
                  false,
-                 1});
+                 1,
+                 0});
     v.push_back({"alibi [B,Hq] sinks",
                  256,
                  8,
@@ -557,7 +560,8 @@ std::vector<Case> make_cases(bool quick)
                  true,
                  true,
                  false,
-                 1});
+                 1,
+                 0});
     v.push_back({"non-causal window",
                  64,
                  6,
@@ -578,7 +582,8 @@ std::vector<Case> make_cases(bool quick)
                  false,
                  true,
                  false,
-                 1});
+                 1,
+                 0});
     v.push_back({"dense padded 80",
                  80,
                  8,
@@ -599,12 +604,13 @@ std::vector<Case> make_cases(bool quick)
                  true,
                  true,
                  false,
-                 1});
+                 1,
+                 0});
     v.push_back(
         {"padded 40 MQA", 40,    8,     1,     0,    BF,    BF, true, 16, {5, 70}, {600, 70}, true, -1, -1,
-         10.0f,           false, false, false, true, false, 1});
+         10.0f,           false, false, false, true, false, 1,  0});
     v.push_back({"head 200", 200, 4,  2,    0,     BF,    BF,   true, 32,    {33, 1}, {90, 513},
-                 true,       -1,  -1, 0.0f, false, false, true, true, false, 1});
+                 true,       -1,  -1, 0.0f, false, false, true, true, false, 1,       0});
     v.push_back({"q_head_group DCP",
                  128,
                  8,
@@ -625,7 +631,8 @@ std::vector<Case> make_cases(bool quick)
                  true,
                  true,
                  false,
-                 1});
+                 1,
+                 0});
     v.push_back({"fp8 e4m3 descale",
                  128,
                  8,
@@ -646,7 +653,8 @@ std::vector<Case> make_cases(bool quick)
                  false,
                  true,
                  true,
-                 1});
+                 1,
+                 0});
     v.push_back({"fp8 e5m2 scales",
                  64,
                  4,
@@ -667,7 +675,8 @@ std::vector<Case> make_cases(bool quick)
                  true,
                  true,
                  false,
-                 1});
+                 1,
+                 0});
     v.push_back({"fp8 e4m3 head 256",
                  256,
                  4,
@@ -688,7 +697,8 @@ std::vector<Case> make_cases(bool quick)
                  false,
                  true,
                  true,
-                 1});
+                 1,
+                 0});
     v.push_back({"split 4 plan",
                  128,
                  8,
@@ -709,7 +719,8 @@ std::vector<Case> make_cases(bool quick)
                  true,
                  true,
                  false,
-                 4});
+                 4,
+                 0});
     v.push_back({"split 3 window",
                  64,
                  4,
@@ -730,7 +741,8 @@ std::vector<Case> make_cases(bool quick)
                  false,
                  true,
                  false,
-                 3});
+                 3,
+                 0});
     v.push_back({"split 7 fp8 e5m2",
                  256,
                  8,
@@ -751,14 +763,15 @@ std::vector<Case> make_cases(bool quick)
                  true,
                  true,
                  true,
-                 7});
+                 7,
+                 0});
     v.push_back(
         {"split 2 dense", 128,   4,     2,    0,     BF, BF, false, 0, {30, 1}, {30, 400}, true, -1, -1, 0.0f,
-         false,           false, false, true, false, 2});
+         false,           false, false, true, false, 2,  0});
     v.push_back({"long prefill", 128, 4,  1,    0,     BF,    BF,   true, 64,    {700}, {2100},
-                 true,           -1,  -1, 0.0f, false, false, true, true, false, 1});
+                 true,           -1,  -1, 0.0f, false, false, true, true, false, 1,     0});
     v.push_back({"narrow window", 64, 2, 1,    0,     BF,    BF,    true, 16,    {8, 4}, {64, 400},
-                 false,           2,  0, 0.0f, false, false, false, true, false, 1});
+                 false,           2,  0, 0.0f, false, false, false, true, false, 1,      0});
     // NaN in a V row at a window edge (rows of one tile that may and may not see it)
     v.push_back({"nan at a mask edge",
                  128,
