@@ -248,15 +248,13 @@ struct fa_backend;
    the backend's capability block (head dims, dtypes, block sizes) and its device (compute
    capability 8.0 or newer when it reports one). Returns NULL when supported, else a constant
    reason string. */
-FLASHATTN_API const char *fa_check_combination(const struct fa_backend *be, int32_t head_size,
-                                               fa_dtype dtype, fa_cache_dtype cache_dtype,
-                                               int32_t block_size, int use_sinks,
+FLASHATTN_API const char *fa_check_combination(const struct fa_backend *be, int32_t head_size, fa_dtype dtype,
+                                               fa_cache_dtype cache_dtype, int32_t block_size, int use_sinks,
                                                int hybrid_mamba_f32);
 
 /* Logical KV-cache shape (2, num_blocks, block_size, num_heads_kv, head_size). */
-FLASHATTN_API fa_status fa_kv_cache_shape(int64_t num_blocks, int32_t block_size,
-                                          int32_t num_heads_kv, int32_t head_size,
-                                          int64_t shape_out[5]);
+FLASHATTN_API fa_status fa_kv_cache_shape(int64_t num_blocks, int32_t block_size, int32_t num_heads_kv,
+                                          int32_t head_size, int64_t shape_out[5]);
 
 /* Physical order of the logical dims (a permutation). Without the layer dim: rank 5,
    NHD (0,1,2,3,4), HND (0,1,3,2,4). With a leading num_layers dim (cross-layer cache): rank 6,
@@ -266,9 +264,8 @@ FLASHATTN_API fa_status fa_kv_cache_stride_order(fa_kv_layout layout, int includ
 
 /* Logical strides (in elements) of the rank-5 cache allocated contiguously in `layout`'s
    physical order: the view users pass to fa_forward. */
-FLASHATTN_API fa_status fa_kv_cache_strides(fa_kv_layout layout, int64_t num_blocks,
-                                            int32_t block_size, int32_t num_heads_kv,
-                                            int32_t head_size, int64_t strides_out[5]);
+FLASHATTN_API fa_status fa_kv_cache_strides(fa_kv_layout layout, int64_t num_blocks, int32_t block_size,
+                                            int32_t num_heads_kv, int32_t head_size, int64_t strides_out[5]);
 
 /* ------------------------------------------------------------------------------------------ */
 // >>plan  (pure: host arrays in, host arrays out; no allocation, no I/O)
@@ -284,17 +281,16 @@ FLASHATTN_API fa_window fa_sliding_window_config(int32_t sliding_window, fa_attn
 
 /* Model-wide window for ahead-of-time scheduling. One distinct window among the n layers ->
    *aot_enabled = 1 and *out = it; several -> *aot_enabled = 0 and *out = (-1,-1). */
-FLASHATTN_API fa_status fa_aot_sliding_window(const fa_window *layer_windows, int32_t n,
-                                              fa_window *out, int *aot_enabled);
+FLASHATTN_API fa_status fa_aot_sliding_window(const fa_window *layer_windows, int32_t n, fa_window *out,
+                                              int *aot_enabled);
 
 // >>cascade
 /* The cascade heuristic (1 = use cascade). Worked example (132 SMs): 64 decodes, Hq 32, Hkv 8,
    prefix 1024: cascade time cdiv(32*1,132)*8 = 8 < flash-decoding cdiv(64*8*1*8,132) = 32 -> 1.
    8 decodes, prefix 256: 2 > 1 -> 0. */
 FLASHATTN_API int fa_use_cascade_attention(int32_t common_prefix_len, const int32_t *query_lens,
-                                           int32_t num_reqs, int32_t num_heads_q,
-                                           int32_t num_heads_kv, int use_alibi,
-                                           int use_sliding_window, int use_local_attention,
+                                           int32_t num_reqs, int32_t num_heads_q, int32_t num_heads_kv,
+                                           int use_alibi, int use_sliding_window, int use_local_attention,
                                            int32_t num_sms, int32_t dcp_world_size);
 
 /* Inputs of the common-prefix choice. Flags: zero = no. block_size must be > 0; num_sms <= 0
@@ -317,8 +313,7 @@ FLASHATTN_API fa_status fa_cascade_prefix_len(const fa_cascade_query *q, int32_t
    uses the table offset by common_prefix_len / block_size columns with the same row stride. */
 FLASHATTN_API fa_status fa_cascade_block_tables(const int32_t *block_table, int64_t row_stride,
                                                 int32_t common_prefix_len, int32_t block_size,
-                                                const int32_t **prefix_table,
-                                                const int32_t **suffix_table);
+                                                const int32_t **prefix_table, const int32_t **suffix_table);
 
 // >>local
 /* Chunked local attention: each request is cut into virtual requests, one per chunk touched
@@ -334,17 +329,15 @@ typedef struct fa_local_batches {
 } fa_local_batches;
 
 /* Number of virtual requests for the batch (size query for the arrays). */
-FLASHATTN_API fa_status fa_local_virtual_batches_count(int32_t chunk_size,
-                                                       const int32_t *query_start_loc,
+FLASHATTN_API fa_status fa_local_virtual_batches_count(int32_t chunk_size, const int32_t *query_start_loc,
                                                        const int32_t *seq_lens, int32_t num_reqs,
                                                        int32_t *num_virtual_out);
 
 /* Fills `out` (its arrays sized by the count query). block_table is the host block table
    [num_reqs, row_stride] with max_blocks valid columns (indices clipped to max_blocks - 1). */
 FLASHATTN_API fa_status fa_make_local_virtual_batches(int32_t chunk_size, int32_t block_size,
-                                                      const int32_t *query_start_loc,
-                                                      const int32_t *seq_lens, int32_t num_reqs,
-                                                      const int32_t *block_table,
+                                                      const int32_t *query_start_loc, const int32_t *seq_lens,
+                                                      int32_t num_reqs, const int32_t *block_table,
                                                       int64_t row_stride, int32_t max_blocks,
                                                       int32_t capacity, fa_local_batches *out);
 
@@ -353,9 +346,8 @@ FLASHATTN_API fa_status fa_make_local_virtual_batches(int32_t chunk_size, int32_
    interleave I: the count of p < L with (p / I) % world_size == rank. */
 FLASHATTN_API int32_t fa_dcp_local_seq_len(int32_t seq_len, int32_t world_size, int32_t rank,
                                            int32_t interleave);
-FLASHATTN_API fa_status fa_dcp_local_seq_lens(const int32_t *seq_lens, int32_t n,
-                                              int32_t world_size, int32_t rank,
-                                              int32_t interleave, int32_t *out);
+FLASHATTN_API fa_status fa_dcp_local_seq_lens(const int32_t *seq_lens, int32_t n, int32_t world_size,
+                                              int32_t rank, int32_t interleave, int32_t *out);
 
 /* Slot mapping of one DCP rank: token p of request b is stored on rank (p / I) % N at
    slot block_table[b, p / (bs*N)] * bs + local offset; -1 on other ranks. positions [num_tokens]
@@ -369,8 +361,8 @@ FLASHATTN_API fa_status fa_dcp_slot_mapping(const int32_t *block_table, int64_t 
 // >>plan splits
 /* Split-KV heuristic: the smallest split count whose SM efficiency is within 85% of the best,
    1 when the grid already fills 80% of the SMs or keys span <= 4 tiles. */
-FLASHATTN_API int32_t fa_num_splits_heuristic(int64_t total_mblocks, int32_t num_sms,
-                                              int32_t num_n_blocks, int32_t max_splits);
+FLASHATTN_API int32_t fa_num_splits_heuristic(int64_t total_mblocks, int32_t num_sms, int32_t num_n_blocks,
+                                              int32_t max_splits);
 
 struct fa_backend_caps;
 
@@ -516,8 +508,7 @@ typedef struct fa_backend_ops {
        returns (the builder's staging is pageable); never captured in a graph by the header */
     fa_status (*copy)(void *ctx, void *dst, const void *src, size_t bytes, fa_copy_kind kind);
     /* rows x width_bytes at dst with row pitch, every byte = value */
-    fa_status (*fill)(void *ctx, void *dst, size_t pitch, int value, size_t width_bytes,
-                      size_t rows);
+    fa_status (*fill)(void *ctx, void *dst, size_t pitch, int value, size_t width_bytes, size_t rows);
     fa_status (*alloc)(void *ctx, size_t bytes, void **ptr);   /* creation time only */
     fa_status (*free)(void *ctx, void *ptr);
     fa_status (*synchronize)(void *ctx);                       /* NULL-able; tests and tools */
@@ -591,8 +582,7 @@ typedef struct fa_comm {
     int32_t world_size, rank;
     void *ctx;
     fa_status (*all_gather)(void *ctx, const void *send, void *recv, size_t count, fa_dtype dtype);
-    fa_status (*reduce_scatter)(void *ctx, const void *send, void *recv, size_t count,
-                                fa_dtype dtype);
+    fa_status (*reduce_scatter)(void *ctx, const void *send, void *recv, size_t count, fa_dtype dtype);
     const char *(*last_error)(void *ctx); /* NULL-able */
     /* NULL-able: fa_forward calls it when this rank fails a DCP step (a check or an op), so
        that peers waiting in a collective of the same step return an error instead of waiting
@@ -607,11 +597,7 @@ typedef struct fa_comm {
    cross-attention (ENCODER_DECODER) and the encoder types are not. ON / OFF override it for
    decoder and cross-attention layers; encoder layers are always bidirectional and chunked
    local attention always causal. */
-typedef enum fa_causal {
-    FA_CAUSAL_AUTO = 0,
-    FA_CAUSAL_ON = 1,
-    FA_CAUSAL_OFF = 2
-} fa_causal;
+typedef enum fa_causal { FA_CAUSAL_AUTO = 0, FA_CAUSAL_ON = 1, FA_CAUSAL_OFF = 2 } fa_causal;
 
 /* One scheduler step, as the engine knows it (mirrors CommonAttentionMetadata). */
 typedef struct fa_batch {
@@ -689,8 +675,8 @@ FLASHATTN_API fa_status fa_builder_workspace_size(const fa_config *cfg, size_t *
 /* Creates a builder for one KV-cache group. Allocates its host state and its device workspace
    (through be->ops.alloc) once; build() and forward() never allocate. comm: NULL unless
    dcp_world_size > 1 (then its world size and rank must match the config). */
-FLASHATTN_API fa_status fa_builder_create(const fa_backend *be, const fa_config *cfg,
-                                          const fa_comm *comm, fa_builder **out);
+FLASHATTN_API fa_status fa_builder_create(const fa_backend *be, const fa_config *cfg, const fa_comm *comm,
+                                          fa_builder **out);
 FLASHATTN_API void fa_builder_destroy(fa_builder *b);
 
 /* Resolved configuration of the builder. */
@@ -715,8 +701,8 @@ FLASHATTN_API fa_status fa_builder_cascade_prefix_len(fa_builder *b, const fa_ba
    selects cascade (must be a multiple of block_size and <= every request's context; the batch
    must not be FA_CAUSAL_OFF); the plain plan is built too, for the layers where cascade is not
    exact (a window, ALiBi, cross-attention), which then run plain paged attention. */
-FLASHATTN_API fa_status fa_builder_build(fa_builder *b, const fa_batch *batch,
-                                         int32_t common_prefix_len, fa_metadata *md_out);
+FLASHATTN_API fa_status fa_builder_build(fa_builder *b, const fa_batch *batch, int32_t common_prefix_len,
+                                         fa_metadata *md_out);
 
 /* A short description of a step's plan, for engine developers looking at speed: requests and
    tokens, the path each kind of layer takes (plain; cascade with its prefix, for the layers it
@@ -776,15 +762,13 @@ FLASHATTN_API fa_status fa_layer_init(fa_layer *layer, const fa_layer_desc *desc
    (fa_backend_ops.check) included, runs before the first op: on error nothing is written. A
    backend that fails while running (a device fault) returns its status naming backend and op;
    ids found out of the cache's range by a device kernel are reported by the next call. */
-FLASHATTN_API fa_status fa_forward(const fa_layer *layer, const fa_backend *be,
-                                   const fa_tensor *q, const fa_tensor *k, const fa_tensor *v,
-                                   const fa_tensor *kv_cache, const fa_metadata *md,
-                                   const fa_tensor *out);
+FLASHATTN_API fa_status fa_forward(const fa_layer *layer, const fa_backend *be, const fa_tensor *q,
+                                   const fa_tensor *k, const fa_tensor *v, const fa_tensor *kv_cache,
+                                   const fa_metadata *md, const fa_tensor *out);
 
 /* The profiling run of a layer (an engine's memory-profiling pass, before any metadata):
    zeroes every row of out [T_pad, Hq, D] (the layer's dtype). */
-FLASHATTN_API fa_status fa_forward_profile(const fa_layer *layer, const fa_backend *be,
-                                           const fa_tensor *out);
+FLASHATTN_API fa_status fa_forward_profile(const fa_layer *layer, const fa_backend *be, const fa_tensor *out);
 
 #ifdef __cplusplus
 }
@@ -836,7 +820,8 @@ static void fa__clear(void) { fa__err[0] = '\0'; }
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static fa_status fa__fail(fa_status s, const char *fmt, ...)
+static fa_status
+fa__fail(fa_status s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -855,7 +840,9 @@ static fa_status fa__refail(fa_status s, const char *fn, const char *inner_prefi
 }
 
 #define FA__CHECK_PTR(fn, p) \
-    do { if ((p) == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: %s is NULL", fn, #p); } while (0)
+    do { \
+        if ((p) == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: %s is NULL", fn, #p); \
+    } while (0)
 
 /* Ceiling division for a >= 0, b > 0 that cannot overflow (a + b - 1 can). */
 static int32_t fa__cdiv(int32_t a, int32_t b) { return a / b + (a % b != 0); }
@@ -899,9 +886,12 @@ FA__DEF const char *fa_version(void) { return FLASHATTN_VERSION_STRING; }
 FA__DEF size_t fa_dtype_size(fa_dtype t)
 {
     switch (t) {
-    case FA_DTYPE_F32: case FA_DTYPE_I32: return 4;
-    case FA_DTYPE_F16: case FA_DTYPE_BF16: return 2;
-    case FA_DTYPE_FP8_E4M3: case FA_DTYPE_FP8_E5M2: return 1;
+    case FA_DTYPE_F32:
+    case FA_DTYPE_I32: return 4;
+    case FA_DTYPE_F16:
+    case FA_DTYPE_BF16: return 2;
+    case FA_DTYPE_FP8_E4M3:
+    case FA_DTYPE_FP8_E5M2: return 1;
     case FA_DTYPE_I64: return 8;
     default: return 0;
     }
@@ -957,7 +947,8 @@ FA__DEF fa_tensor fa_tensor_make(void *data, fa_dtype dtype, int32_t rank, const
 // >>caps impl
 FA__DEF int fa_supports_head_size(int32_t head_size)
 {
-    return head_size >= FA_HEAD_SIZE_MIN && head_size <= FA_HEAD_SIZE_MAX && head_size % FA_HEAD_SIZE_MULTIPLE == 0;
+    return head_size >= FA_HEAD_SIZE_MIN && head_size <= FA_HEAD_SIZE_MAX &&
+           head_size % FA_HEAD_SIZE_MULTIPLE == 0;
 }
 
 FA__DEF fa_block_sizes fa_supported_kernel_block_sizes(int hybrid_mamba_f32)
@@ -966,7 +957,9 @@ FA__DEF fa_block_sizes fa_supported_kernel_block_sizes(int hybrid_mamba_f32)
     memset(&r, 0, sizeof r);
     if (hybrid_mamba_f32) {
         r.count = 3;
-        r.sizes[0] = 16; r.sizes[1] = 32; r.sizes[2] = 64;
+        r.sizes[0] = 16;
+        r.sizes[1] = 32;
+        r.sizes[2] = 64;
     } else {
         r.multiple_of = 16;
     }
@@ -993,7 +986,8 @@ FA__DEF int fa_supports_compute_capability(int32_t major, int32_t minor)
 FA__DEF fa_dtype fa_cache_storage_dtype(fa_cache_dtype cache_dtype, fa_dtype activation)
 {
     switch (cache_dtype) {
-    case FA_CACHE_FP8: case FA_CACHE_FP8_E4M3: return FA_DTYPE_FP8_E4M3;
+    case FA_CACHE_FP8:
+    case FA_CACHE_FP8_E4M3: return FA_DTYPE_FP8_E4M3;
     case FA_CACHE_FP8_E5M2: return FA_DTYPE_FP8_E5M2;
     default: return activation;
     }
@@ -1008,13 +1002,15 @@ FA__DEF const char *fa_check_combination(const struct fa_backend *be, int32_t he
     if (!fa__is_activation(dtype)) return "dtype must be f16, bf16 or f32";
     if (!fa_supports_kv_cache_dtype(cache_dtype)) return "unknown kv cache dtype";
     if (!fa_supports_block_size(block_size, hybrid_mamba_f32))
-        return hybrid_mamba_f32 ? "block_size must be 16, 32 or 64 for a hybrid model with float32 mamba state"
-                                : "block_size must be a positive multiple of 16";
+        return hybrid_mamba_f32
+                   ? "block_size must be 16, 32 or 64 for a hybrid model with float32 mamba state"
+                   : "block_size must be a positive multiple of 16";
     if (be != NULL) {
         const fa_backend_caps *cp = &be->caps;
         if (be->info.cc_major != 0 && !fa_supports_compute_capability(be->info.cc_major, be->info.cc_minor))
             return "compute capability must be 8.0 or newer";
-        if (cp->num_dims < 1 || cp->num_dims > FA_MAX_KERNEL_DIMS) return "the backend's capability block is empty";
+        if (cp->num_dims < 1 || cp->num_dims > FA_MAX_KERNEL_DIMS)
+            return "the backend's capability block is empty";
         if (head_size > cp->dims[cp->num_dims - 1].head_dim ||
             (cp->head_size_multiple > 0 && head_size % cp->head_size_multiple != 0))
             return "the backend has no kernel for this head_size (pruned or too wide)";
@@ -1033,28 +1029,36 @@ FA__DEF fa_status fa_kv_cache_shape(int64_t num_blocks, int32_t block_size, int3
     fa__clear();
     FA__CHECK_PTR("fa_kv_cache_shape", shape_out);
     if (num_blocks <= 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "fa_kv_cache_shape: num_blocks %lld must be > 0", (long long)num_blocks);
+        return fa__fail(FA_ERR_INVALID_ARG, "fa_kv_cache_shape: num_blocks %lld must be > 0",
+                        (long long)num_blocks);
     if (block_size <= 0 || block_size % 16 != 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "fa_kv_cache_shape: block_size %d is not a positive multiple of 16", block_size);
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "fa_kv_cache_shape: block_size %d is not a positive multiple of 16", block_size);
     if (num_heads_kv <= 0)
         return fa__fail(FA_ERR_INVALID_ARG, "fa_kv_cache_shape: num_heads_kv %d must be > 0", num_heads_kv);
     if (!fa_supports_head_size(head_size))
-        return fa__fail(FA_ERR_INVALID_ARG, "fa_kv_cache_shape: head_size %d is not a multiple of 8 in [8, 256]", head_size);
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "fa_kv_cache_shape: head_size %d is not a multiple of 8 in [8, 256]", head_size);
     {
         int64_t n = 2;
-        if (!fa__mul64(n, num_blocks, &n) || !fa__mul64(n, block_size, &n) || !fa__mul64(n, num_heads_kv, &n) ||
-            !fa__mul64(n, head_size, &n) || !fa__mul64(n, 8, &n)) /* bytes of the widest element fit too */
-            return fa__fail(FA_ERR_INVALID_ARG,
-                            "fa_kv_cache_shape: num_blocks %lld x block_size %d x %d heads x %d overflows 64-bit sizes",
-                            (long long)num_blocks, block_size, num_heads_kv, head_size);
+        if (!fa__mul64(n, num_blocks, &n) || !fa__mul64(n, block_size, &n) ||
+            !fa__mul64(n, num_heads_kv, &n) || !fa__mul64(n, head_size, &n) ||
+            !fa__mul64(n, 8, &n)) /* bytes of the widest element fit too */
+            return fa__fail(
+                FA_ERR_INVALID_ARG,
+                "fa_kv_cache_shape: num_blocks %lld x block_size %d x %d heads x %d overflows 64-bit sizes",
+                (long long)num_blocks, block_size, num_heads_kv, head_size);
     }
-    shape_out[0] = 2; shape_out[1] = num_blocks; shape_out[2] = block_size;
-    shape_out[3] = num_heads_kv; shape_out[4] = head_size;
+    shape_out[0] = 2;
+    shape_out[1] = num_blocks;
+    shape_out[2] = block_size;
+    shape_out[3] = num_heads_kv;
+    shape_out[4] = head_size;
     return FA_OK;
 }
 
-FA__DEF fa_status fa_kv_cache_stride_order(fa_kv_layout layout, int include_num_layers,
-                                           int32_t order_out[6], int32_t *rank_out)
+FA__DEF fa_status fa_kv_cache_stride_order(fa_kv_layout layout, int include_num_layers, int32_t order_out[6],
+                                           int32_t *rank_out)
 {
     static const int32_t nhd5[5] = {0, 1, 2, 3, 4}, hnd5[5] = {0, 1, 3, 2, 4};
     static const int32_t nhd6[6] = {2, 0, 1, 3, 4, 5}, hnd6[6] = {2, 4, 0, 1, 3, 5};
@@ -1064,9 +1068,15 @@ FA__DEF fa_status fa_kv_cache_stride_order(fa_kv_layout layout, int include_num_
     FA__CHECK_PTR("fa_kv_cache_stride_order", order_out);
     FA__CHECK_PTR("fa_kv_cache_stride_order", rank_out);
     if (layout != FA_LAYOUT_NHD && layout != FA_LAYOUT_HND)
-        return fa__fail(FA_ERR_INVALID_ARG, "fa_kv_cache_stride_order: layout %d is not NHD (0) or HND (1)", (int)layout);
-    if (include_num_layers) { src = layout == FA_LAYOUT_NHD ? nhd6 : hnd6; n = 6; }
-    else { src = layout == FA_LAYOUT_NHD ? nhd5 : hnd5; n = 5; }
+        return fa__fail(FA_ERR_INVALID_ARG, "fa_kv_cache_stride_order: layout %d is not NHD (0) or HND (1)",
+                        (int)layout);
+    if (include_num_layers) {
+        src = layout == FA_LAYOUT_NHD ? nhd6 : hnd6;
+        n = 6;
+    } else {
+        src = layout == FA_LAYOUT_NHD ? nhd5 : hnd5;
+        n = 5;
+    }
     for (i = 0; i < n; ++i) order_out[i] = src[i];
     *rank_out = n;
     return FA_OK;
@@ -1112,45 +1122,58 @@ FA__DEF fa_status fa_config_resolve(const fa_config *in, fa_config *out)
     if (c.model.num_heads_q <= 0)
         return fa__fail(FA_ERR_INVALID_ARG, "config: model.num_heads_q %d must be > 0", c.model.num_heads_q);
     if (c.model.num_heads_kv <= 0 || c.model.num_heads_q % c.model.num_heads_kv != 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "config: model.num_heads_q %d is not divisible by num_heads_kv %d",
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "config: model.num_heads_q %d is not divisible by num_heads_kv %d",
                         c.model.num_heads_q, c.model.num_heads_kv);
     if (!fa_supports_head_size(c.model.head_size))
-        return fa__fail(FA_ERR_INVALID_ARG, "config: model.head_size %d is not a multiple of 8 in [8, 256]", c.model.head_size);
+        return fa__fail(FA_ERR_INVALID_ARG, "config: model.head_size %d is not a multiple of 8 in [8, 256]",
+                        c.model.head_size);
     if (!fa__is_activation(c.model.dtype))
-        return fa__fail(FA_ERR_INVALID_ARG, "config: model.dtype %d is not f16, bf16 or f32", (int)c.model.dtype);
+        return fa__fail(FA_ERR_INVALID_ARG, "config: model.dtype %d is not f16, bf16 or f32",
+                        (int)c.model.dtype);
     if (!fa_supports_block_size(c.cache.block_size, c.model.hybrid_mamba_f32))
-        return fa__fail(FA_ERR_INVALID_ARG, c.model.hybrid_mamba_f32
-                        ? "config: cache.block_size %d must be 16, 32 or 64 (hybrid model, float32 mamba state)"
-                        : "config: cache.block_size %d is not a positive multiple of 16", c.cache.block_size);
+        return fa__fail(
+            FA_ERR_INVALID_ARG,
+            c.model.hybrid_mamba_f32
+                ? "config: cache.block_size %d must be 16, 32 or 64 (hybrid model, float32 mamba state)"
+                : "config: cache.block_size %d is not a positive multiple of 16",
+            c.cache.block_size);
     if (!fa_supports_kv_cache_dtype(c.cache.cache_dtype))
-        return fa__fail(FA_ERR_INVALID_ARG, "config: cache.cache_dtype %d is unknown", (int)c.cache.cache_dtype);
+        return fa__fail(FA_ERR_INVALID_ARG, "config: cache.cache_dtype %d is unknown",
+                        (int)c.cache.cache_dtype);
     if (c.cache.layout != FA_LAYOUT_NHD && c.cache.layout != FA_LAYOUT_HND)
         return fa__fail(FA_ERR_INVALID_ARG, "config: cache.layout %d is unknown", (int)c.cache.layout);
     if (c.parallel.dcp_world_size < 1)
-        return fa__fail(FA_ERR_INVALID_ARG, "config: parallel.dcp_world_size %d must be >= 1", c.parallel.dcp_world_size);
+        return fa__fail(FA_ERR_INVALID_ARG, "config: parallel.dcp_world_size %d must be >= 1",
+                        c.parallel.dcp_world_size);
     if (c.parallel.dcp_rank < 0 || c.parallel.dcp_rank >= c.parallel.dcp_world_size)
         return fa__fail(FA_ERR_INVALID_ARG, "config: parallel.dcp_rank %d is outside [0, %d)",
                         c.parallel.dcp_rank, c.parallel.dcp_world_size);
     if (c.parallel.cp_kv_cache_interleave_size < 1 ||
         c.cache.block_size % c.parallel.cp_kv_cache_interleave_size != 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "config: parallel.cp_kv_cache_interleave_size %d does not divide block_size %d",
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "config: parallel.cp_kv_cache_interleave_size %d does not divide block_size %d",
                         c.parallel.cp_kv_cache_interleave_size, c.cache.block_size);
     if (c.compilation.max_num_splits < 1 || c.compilation.max_num_splits > 128)
-        return fa__fail(FA_ERR_INVALID_ARG, "config: compilation.max_num_splits %d is outside [1, 128]", c.compilation.max_num_splits);
+        return fa__fail(FA_ERR_INVALID_ARG, "config: compilation.max_num_splits %d is outside [1, 128]",
+                        c.compilation.max_num_splits);
     if (c.compilation.max_num_splits_for_cuda_graph < 1)
-        return fa__fail(FA_ERR_INVALID_ARG, "config: compilation.max_num_splits_for_cuda_graph %d must be >= 1",
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "config: compilation.max_num_splits_for_cuda_graph %d must be >= 1",
                         c.compilation.max_num_splits_for_cuda_graph);
     if (c.compilation.max_cudagraph_capture_size < 0)
         return fa__fail(FA_ERR_INVALID_ARG, "config: compilation.max_cudagraph_capture_size %d must be >= 0",
                         c.compilation.max_cudagraph_capture_size);
     if (c.scheduler.max_num_seqs < 1)
-        return fa__fail(FA_ERR_INVALID_ARG, "config: scheduler.max_num_seqs %d must be >= 1", c.scheduler.max_num_seqs);
+        return fa__fail(FA_ERR_INVALID_ARG, "config: scheduler.max_num_seqs %d must be >= 1",
+                        c.scheduler.max_num_seqs);
     if (c.scheduler.max_num_batched_tokens < 1)
         return fa__fail(FA_ERR_INVALID_ARG, "config: scheduler.max_num_batched_tokens %d must be >= 1",
                         c.scheduler.max_num_batched_tokens);
     if (c.scheduler.attention_chunk_size < 0 ||
         (c.scheduler.attention_chunk_size > 0 && c.scheduler.attention_chunk_size % c.cache.block_size != 0))
-        return fa__fail(FA_ERR_INVALID_ARG, "config: scheduler.attention_chunk_size %d is not a multiple of block_size %d",
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "config: scheduler.attention_chunk_size %d is not a multiple of block_size %d",
                         c.scheduler.attention_chunk_size, c.cache.block_size);
     *out = c;
     return FA_OK;
@@ -1160,7 +1183,8 @@ FA__DEF fa_status fa_config_resolve(const fa_config *in, fa_config *out)
 FA__DEF fa_window fa_sliding_window_config(int32_t sliding_window, fa_attn_type type)
 {
     fa_window w;
-    w.left = -1; w.right = -1;
+    w.left = -1;
+    w.right = -1;
     if (sliding_window > 0) {
         w.left = sliding_window - 1;
         w.right = type == FA_ATTN_ENCODER_ONLY ? sliding_window - 1 : 0;
@@ -1177,7 +1201,8 @@ FA__DEF fa_status fa_aot_sliding_window(const fa_window *layer_windows, int32_t 
     FA__CHECK_PTR("fa_aot_sliding_window", aot_enabled);
     if (n < 0) return fa__fail(FA_ERR_INVALID_ARG, "fa_aot_sliding_window: n %d must be >= 0", n);
     if (n > 0) FA__CHECK_PTR("fa_aot_sliding_window", layer_windows);
-    out->left = -1; out->right = -1;
+    out->left = -1;
+    out->right = -1;
     *aot_enabled = 1;
     for (i = 1; i < n; ++i) {
         if (layer_windows[i].left != layer_windows[0].left ||
@@ -1191,10 +1216,10 @@ FA__DEF fa_status fa_aot_sliding_window(const fa_window *layer_windows, int32_t 
 }
 
 // >>cascade impl
-FA__DEF int fa_use_cascade_attention(int32_t common_prefix_len, const int32_t *query_lens,
-                                     int32_t num_reqs, int32_t num_heads_q, int32_t num_heads_kv,
-                                     int use_alibi, int use_sliding_window, int use_local_attention,
-                                     int32_t num_sms, int32_t dcp_world_size)
+FA__DEF int fa_use_cascade_attention(int32_t common_prefix_len, const int32_t *query_lens, int32_t num_reqs,
+                                     int32_t num_heads_q, int32_t num_heads_kv, int use_alibi,
+                                     int use_sliding_window, int use_local_attention, int32_t num_sms,
+                                     int32_t dcp_world_size)
 {
     int32_t i, g;
     int64_t cascade_waves, fd_ctas;
@@ -1234,7 +1259,8 @@ FA__DEF fa_status fa_cascade_prefix_len(const fa_cascade_query *q, int32_t *pref
         return fa__fail(FA_ERR_INVALID_ARG, "fa_cascade_prefix_len: num_common_prefix_blocks %d must be >= 0",
                         q->num_common_prefix_blocks);
     if (q->block_size <= 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "fa_cascade_prefix_len: block_size %d must be > 0", q->block_size);
+        return fa__fail(FA_ERR_INVALID_ARG, "fa_cascade_prefix_len: block_size %d must be > 0",
+                        q->block_size);
     if (q->num_reqs < 0)
         return fa__fail(FA_ERR_INVALID_ARG, "fa_cascade_prefix_len: num_reqs %d must be >= 0", q->num_reqs);
     if (q->num_common_prefix_blocks == 0 || q->encoder_only || q->num_reqs == 0) {
@@ -1244,18 +1270,20 @@ FA__DEF fa_status fa_cascade_prefix_len(const fa_cascade_query *q, int32_t *pref
     FA__CHECK_PTR("fa_cascade_prefix_len", q->num_computed_tokens);
     FA__CHECK_PTR("fa_cascade_prefix_len", q->query_lens);
     p = (int64_t)q->num_common_prefix_blocks * q->block_size > INT32_MAX
-            ? INT32_MAX : q->num_common_prefix_blocks * q->block_size;
+            ? INT32_MAX
+            : q->num_common_prefix_blocks * q->block_size;
     for (i = 0; i < q->num_reqs; ++i) {
         if (q->num_computed_tokens[i] < 0)
-            return fa__fail(FA_ERR_INVALID_ARG, "fa_cascade_prefix_len: num_computed_tokens[%d] = %d is negative",
-                            i, q->num_computed_tokens[i]);
+            return fa__fail(FA_ERR_INVALID_ARG,
+                            "fa_cascade_prefix_len: num_computed_tokens[%d] = %d is negative", i,
+                            q->num_computed_tokens[i]);
         p = fa__min(p, q->num_computed_tokens[i]);
     }
     *prefix_len_out = 0;
     p = p / q->block_size * q->block_size;
-    if (fa_use_cascade_attention(p, q->query_lens, q->num_reqs, q->num_heads_q, q->num_heads_kv,
-                                 q->use_alibi, q->use_sliding_window, q->use_local_attention,
-                                 q->num_sms, q->dcp_world_size))
+    if (fa_use_cascade_attention(p, q->query_lens, q->num_reqs, q->num_heads_q, q->num_heads_kv, q->use_alibi,
+                                 q->use_sliding_window, q->use_local_attention, q->num_sms,
+                                 q->dcp_world_size))
         *prefix_len_out = p;
     return FA_OK;
 }
@@ -1271,11 +1299,13 @@ FA__DEF fa_status fa_cascade_block_tables(const int32_t *block_table, int64_t ro
     if (block_size <= 0)
         return fa__fail(FA_ERR_INVALID_ARG, "fa_cascade_block_tables: block_size %d must be > 0", block_size);
     if (common_prefix_len <= 0 || common_prefix_len % block_size != 0)
-        return fa__fail(FA_ERR_INVALID_ARG,
-                        "fa_cascade_block_tables: common_prefix_len %d is not a positive multiple of block_size %d",
-                        common_prefix_len, block_size);
+        return fa__fail(
+            FA_ERR_INVALID_ARG,
+            "fa_cascade_block_tables: common_prefix_len %d is not a positive multiple of block_size %d",
+            common_prefix_len, block_size);
     if (row_stride < common_prefix_len / block_size)
-        return fa__fail(FA_ERR_INVALID_ARG, "fa_cascade_block_tables: row_stride %lld is narrower than the %d prefix blocks",
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "fa_cascade_block_tables: row_stride %lld is narrower than the %d prefix blocks",
                         (long long)row_stride, common_prefix_len / block_size);
     *prefix_table = block_table;
     *suffix_table = block_table + common_prefix_len / block_size;
@@ -1294,12 +1324,12 @@ static fa_status fa__check_qsl(const char *fn, const int32_t *query_start_loc, c
         int32_t ql;
         /* compared, not subtracted: from 0 and monotone every length fits int32 */
         if (query_start_loc[b + 1] < query_start_loc[b])
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: query_start_loc is not monotone at %d (%d > %d)",
-                            fn, b, query_start_loc[b], query_start_loc[b + 1]);
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: query_start_loc is not monotone at %d (%d > %d)", fn, b,
+                            query_start_loc[b], query_start_loc[b + 1]);
         ql = query_start_loc[b + 1] - query_start_loc[b];
         if (seq_lens != NULL && seq_lens[b] < ql)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: seq_lens[%d] = %d is less than its query length %d",
-                            fn, b, seq_lens[b], ql);
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: seq_lens[%d] = %d is less than its query length %d", fn,
+                            b, seq_lens[b], ql);
     }
     return FA_OK;
 }
@@ -1324,9 +1354,11 @@ FA__DEF fa_status fa_local_virtual_batches_count(int32_t chunk_size, const int32
     FA__CHECK_PTR("fa_local_virtual_batches_count", seq_lens);
     FA__CHECK_PTR("fa_local_virtual_batches_count", num_virtual_out);
     if (chunk_size <= 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "fa_local_virtual_batches_count: chunk_size %d must be > 0", chunk_size);
+        return fa__fail(FA_ERR_INVALID_ARG, "fa_local_virtual_batches_count: chunk_size %d must be > 0",
+                        chunk_size);
     if (num_reqs < 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "fa_local_virtual_batches_count: num_reqs %d must be >= 0", num_reqs);
+        return fa__fail(FA_ERR_INVALID_ARG, "fa_local_virtual_batches_count: num_reqs %d must be >= 0",
+                        num_reqs);
     s = fa__check_qsl("fa_local_virtual_batches_count", query_start_loc, seq_lens, num_reqs);
     if (s != FA_OK) return s;
     for (b = 0; b < num_reqs; ++b) {
@@ -1340,8 +1372,8 @@ FA__DEF fa_status fa_local_virtual_batches_count(int32_t chunk_size, const int32
 FA__DEF fa_status fa_make_local_virtual_batches(int32_t chunk_size, int32_t block_size,
                                                 const int32_t *query_start_loc, const int32_t *seq_lens,
                                                 int32_t num_reqs, const int32_t *block_table,
-                                                int64_t row_stride, int32_t max_blocks,
-                                                int32_t capacity, fa_local_batches *out)
+                                                int64_t row_stride, int32_t max_blocks, int32_t capacity,
+                                                fa_local_batches *out)
 {
     const char *fn = "fa_make_local_virtual_batches";
     int32_t b, v = 0, need = 0, pages;
@@ -1351,14 +1383,13 @@ FA__DEF fa_status fa_make_local_virtual_batches(int32_t chunk_size, int32_t bloc
     FA__CHECK_PTR(fn, seq_lens);
     FA__CHECK_PTR(fn, block_table);
     FA__CHECK_PTR(fn, out);
-    if (block_size <= 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: block_size %d must be > 0", fn, block_size);
+    if (block_size <= 0) return fa__fail(FA_ERR_INVALID_ARG, "%s: block_size %d must be > 0", fn, block_size);
     if (chunk_size <= 0 || chunk_size % block_size != 0)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: chunk_size %d is not a positive multiple of block_size %d",
                         fn, chunk_size, block_size);
     if (max_blocks <= 0 || row_stride < max_blocks)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: max_blocks %d must be in [1, row_stride %lld]",
-                        fn, max_blocks, (long long)row_stride);
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: max_blocks %d must be in [1, row_stride %lld]", fn,
+                        max_blocks, (long long)row_stride);
     FA__CHECK_PTR(fn, out->seqlens_q);
     FA__CHECK_PTR(fn, out->cu_seqlens_q);
     FA__CHECK_PTR(fn, out->seqused_k);
@@ -1366,8 +1397,8 @@ FA__DEF fa_status fa_make_local_virtual_batches(int32_t chunk_size, int32_t bloc
     s = fa_local_virtual_batches_count(chunk_size, query_start_loc, seq_lens, num_reqs, &need);
     if (s != FA_OK) return fa__refail(s, fn, "fa_local_virtual_batches_count: ");
     if (need > capacity)
-        return fa__fail(FA_ERR_WORKSPACE, "%s: capacity %d is less than the %d virtual batches needed",
-                        fn, capacity, need);
+        return fa__fail(FA_ERR_WORKSPACE, "%s: capacity %d is less than the %d virtual batches needed", fn,
+                        capacity, need);
     pages = chunk_size / block_size;
     out->pages_per_virtual = pages;
     out->max_query_len = 0;
@@ -1416,8 +1447,8 @@ FA__DEF int32_t fa_dcp_local_seq_len(int32_t seq_len, int32_t world_size, int32_
     }
 }
 
-FA__DEF fa_status fa_dcp_local_seq_lens(const int32_t *seq_lens, int32_t n, int32_t world_size,
-                                        int32_t rank, int32_t interleave, int32_t *out)
+FA__DEF fa_status fa_dcp_local_seq_lens(const int32_t *seq_lens, int32_t n, int32_t world_size, int32_t rank,
+                                        int32_t interleave, int32_t *out)
 {
     const char *fn = "fa_dcp_local_seq_lens";
     int32_t i;
@@ -1454,26 +1485,29 @@ FA__DEF fa_status fa_dcp_slot_mapping(const int32_t *block_table, int64_t row_st
     if (rank < 0 || rank >= world_size)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: rank %d is outside [0, %d)", fn, rank, world_size);
     if (interleave < 1 || block_size % interleave != 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: interleave %d does not divide block_size %d", fn, interleave, block_size);
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: interleave %d does not divide block_size %d", fn, interleave,
+                        block_size);
     if (max_blocks <= 0 || row_stride < max_blocks)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: max_blocks %d must be in [1, row_stride %lld]",
-                        fn, max_blocks, (long long)row_stride);
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: max_blocks %d must be in [1, row_stride %lld]", fn,
+                        max_blocks, (long long)row_stride);
     if (num_tokens < 0) return fa__fail(FA_ERR_INVALID_ARG, "%s: num_tokens %d must be >= 0", fn, num_tokens);
     vbs = (int64_t)block_size * world_size;
     for (t = 0; t < num_tokens; ++t) {
         int64_t p = positions[t];
         if (p < 0 || req_of_token[t] < 0)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: token %d has negative position %lld or request %d",
-                            fn, t, (long long)p, req_of_token[t]);
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: token %d has negative position %lld or request %d", fn,
+                            t, (long long)p, req_of_token[t]);
         if (p / vbs >= max_blocks)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: position %lld of token %d needs block column %lld >= max_blocks %d",
-                            fn, (long long)p, t, (long long)(p / vbs), max_blocks);
+            return fa__fail(FA_ERR_INVALID_ARG,
+                            "%s: position %lld of token %d needs block column %lld >= max_blocks %d", fn,
+                            (long long)p, t, (long long)(p / vbs), max_blocks);
     }
     for (t = 0; t < num_tokens; ++t) {
         int64_t p = positions[t], vb = p / vbs, vo = p % vbs;
         if ((vo / interleave) % world_size == rank) {
             int64_t local_off = vo / ((int64_t)world_size * interleave) * interleave + vo % interleave;
-            slot_mapping_out[t] = (int64_t)block_table[(int64_t)req_of_token[t] * row_stride + vb] * block_size + local_off;
+            slot_mapping_out[t] =
+                (int64_t)block_table[(int64_t)req_of_token[t] * row_stride + vb] * block_size + local_off;
         } else {
             slot_mapping_out[t] = -1;
         }
@@ -1574,7 +1608,8 @@ static void fa__plan_decode(const fa_split_params *p, const fa_kernel_dim *kd, i
             if (sp > sm) sm = sp;
             /* the split's steps, ceil(tiles / sp) <= min(tiles, share) unless capped: divide
                only when it can raise the maximum */
-            if ((sp == cap || n_max < fa__min(tiles, share)) && tiles > n_max) n_max = fa__max(n_max, fa__cdiv(tiles, sp));
+            if ((sp == cap || n_max < fa__min(tiles, share)) && tiles > n_max)
+                n_max = fa__max(n_max, fa__cdiv(tiles, sp));
         }
         cost = fa__decode_cost(p->caps, kd, ctas * p->num_heads_kv, n_max, sm, p->num_sms, p->head_size, kvb);
         if (lg == 0 || cost < best_cost) {
@@ -1597,7 +1632,8 @@ static void fa__plan_decode(const fa_split_params *p, const fa_kernel_dim *kd, i
    the launch, then per request its share of the tiles spread evenly over the SMs. */
 static void fa__plan_general(const fa_split_params *p, const fa_kernel_dim *kd, int32_t cap, int32_t *plan)
 {
-    const int32_t g = p->num_heads_q / p->num_heads_kv, tile_m = kd->prefill_tile_m, tile_n = kd->prefill_tile_n;
+    const int32_t g = p->num_heads_q / p->num_heads_kv, tile_m = kd->prefill_tile_m,
+                  tile_n = kd->prefill_tile_n;
     int64_t total_mblocks = 0, total_blocks = 0, blocks_per_sm;
     int32_t b, max_k = 0, s_static;
     for (b = 0; b < p->num_reqs; ++b) {
@@ -1607,10 +1643,13 @@ static void fa__plan_general(const fa_split_params *p, const fa_kernel_dim *kd, 
         max_k = fa__max(max_k, lk);
         int64_t x;
         /* saturating: huge heads x queries x keys are valid input; the sums only size a heuristic */
-        total_mblocks = fa__mul64(p->num_heads_kv, mblocks, &x) && fa__add64(total_mblocks, x, &x) ? x : INT64_MAX;
-        total_blocks = fa__mul64(mblocks, fa__cdiv(lk, tile_n), &x) && fa__add64(total_blocks, x, &x) ? x : INT64_MAX;
+        total_mblocks =
+            fa__mul64(p->num_heads_kv, mblocks, &x) && fa__add64(total_mblocks, x, &x) ? x : INT64_MAX;
+        total_blocks =
+            fa__mul64(mblocks, fa__cdiv(lk, tile_n), &x) && fa__add64(total_blocks, x, &x) ? x : INT64_MAX;
     }
-    s_static = cap <= 1 ? 1 : fa_num_splits_heuristic(total_mblocks, p->num_sms, fa__cdiv(max_k, tile_n), cap);
+    s_static =
+        cap <= 1 ? 1 : fa_num_splits_heuristic(total_mblocks, p->num_sms, fa__cdiv(max_k, tile_n), cap);
     plan[0] = s_static;
     if (s_static <= 1) {
         for (b = 0; b < p->num_reqs; ++b) plan[1 + b] = 1;
@@ -1643,14 +1682,16 @@ FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_
         return fa__fail(FA_ERR_WORKSPACE, "%s: plan_len %d is less than 1 + num_reqs (%lld)", fn, plan_len,
                         1 + (long long)p->num_reqs);
     if (p->num_heads_q <= 0 || p->num_heads_kv <= 0 || p->num_heads_q % p->num_heads_kv != 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: num_heads_q %d is not a positive multiple of num_heads_kv %d",
-                        fn, p->num_heads_q, p->num_heads_kv);
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "%s: num_heads_q %d is not a positive multiple of num_heads_kv %d", fn,
+                        p->num_heads_q, p->num_heads_kv);
     if (!fa_supports_head_size(p->head_size))
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: head_size %d is not a multiple of 8 in [8, 256]", fn, p->head_size);
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: head_size %d is not a multiple of 8 in [8, 256]", fn,
+                        p->head_size);
     kd = fa__kernel_dim(p->caps, p->head_size);
     if (kd == NULL || kd->prefill_tile_m < 1 || kd->prefill_tile_n < 1 || kd->decode_tile_n < 1)
-        return fa__fail(FA_ERR_UNSUPPORTED, "%s: caps has no kernel for head_size %d (num_dims %d)", fn, p->head_size,
-                        p->caps->num_dims);
+        return fa__fail(FA_ERR_UNSUPPORTED, "%s: caps has no kernel for head_size %d (num_dims %d)", fn,
+                        p->head_size, p->caps->num_dims);
     if (p->num_reqs > 0) {
         FA__CHECK_PTR(fn, p->cu_seqlens_q);
         FA__CHECK_PTR(fn, p->seqused_k);
@@ -1659,7 +1700,8 @@ FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_
         const int64_t lq = (int64_t)p->cu_seqlens_q[b + 1] - p->cu_seqlens_q[b];
         if (lq < 0) return fa__fail(FA_ERR_INVALID_ARG, "%s: cu_seqlens_q is not monotone at %d", fn, b);
         if (lq > INT32_MAX)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: query %d has %lld tokens (more than INT32_MAX)", fn, b, (long long)lq);
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: query %d has %lld tokens (more than INT32_MAX)", fn, b,
+                            (long long)lq);
         if (p->seqused_k[b] < 0)
             return fa__fail(FA_ERR_INVALID_ARG, "%s: seqused_k[%d] = %d is negative", fn, b, p->seqused_k[b]);
         max_q = fa__max(max_q, (int32_t)lq);
@@ -1670,7 +1712,8 @@ FA__DEF fa_status fa_plan_splits(const fa_split_params *p, int32_t *plan, int32_
     if (p->kv_bytes < 0 || p->kv_bytes > 8)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_bytes %d is outside [0, 8]", fn, p->kv_bytes);
     memset(plan, 0, (size_t)plan_len * sizeof *plan);
-    cap = p->batch_invariant ? 1 : fa__min(p->max_num_splits, p->caps->max_splits > 0 ? p->caps->max_splits : 1);
+    cap = p->batch_invariant ? 1
+                             : fa__min(p->max_num_splits, p->caps->max_splits > 0 ? p->caps->max_splits : 1);
     g = p->num_heads_q / p->num_heads_kv;
     if (cap > 1 && max_q > 0 && (int64_t)max_q * g <= p->caps->decode_max_rows)
         fa__plan_decode(p, kd, cap, max_q, plan);
@@ -1693,12 +1736,18 @@ static uint64_t fa__next_id;
 #if defined(_MSC_VER) && !defined(__clang__)
 #include <intrin.h>
 static uint64_t fa__atomic_load(uint64_t *p) { return (uint64_t)_InterlockedOr64((volatile __int64 *)p, 0); }
-static void fa__atomic_store(uint64_t *p, uint64_t v) { _InterlockedExchange64((volatile __int64 *)p, (__int64)v); }
+static void fa__atomic_store(uint64_t *p, uint64_t v)
+{
+    _InterlockedExchange64((volatile __int64 *)p, (__int64)v);
+}
 static int fa__atomic_claim(uint64_t *p, uint64_t v)
 {
     return _InterlockedCompareExchange64((volatile __int64 *)p, (__int64)v, 0) == 0;
 }
-static uint64_t fa__atomic_next(uint64_t *p) { return (uint64_t)_InterlockedIncrement64((volatile __int64 *)p); }
+static uint64_t fa__atomic_next(uint64_t *p)
+{
+    return (uint64_t)_InterlockedIncrement64((volatile __int64 *)p);
+}
 #elif defined(__GNUC__) || defined(__clang__)
 static uint64_t fa__atomic_load(uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 static void fa__atomic_store(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
@@ -1741,8 +1790,8 @@ struct fa_builder {
     /* int32 metadata: one host staging region mirrored by one device region (one upload) */
     int32_t *host_ints, *dev_ints;
     size_t n_ints;
-    size_t off_qsl, off_seq, off_plan, off_cu_prefix, off_prefix_kv, off_prefix_plan, off_suffix, off_suffix_plan,
-        off_dcp, off_local_cu, off_local_k, off_local_plan, off_local_bt;
+    size_t off_qsl, off_seq, off_plan, off_cu_prefix, off_prefix_kv, off_prefix_plan, off_suffix,
+        off_suffix_plan, off_dcp, off_local_cu, off_local_k, off_local_plan, off_local_bt;
     int32_t *host_local_q;           /* [max_virtual] host scratch */
     int32_t *host_check;             /* [FA__CHECK_CHUNK] host scratch of the validation mode */
     /* device float/activation workspace */
@@ -1804,12 +1853,14 @@ static fa_status fa__compute_layout(const char *fn, const fa_config *c, fa__layo
     memset(L, 0, sizeof *L);
     L->max_seqs = c->scheduler.max_num_seqs;
     L->max_tokens = c->scheduler.max_num_batched_tokens;
-    L->pages = c->scheduler.attention_chunk_size > 0 ? c->scheduler.attention_chunk_size / c->cache.block_size : 0;
+    L->pages =
+        c->scheduler.attention_chunk_size > 0 ? c->scheduler.attention_chunk_size / c->cache.block_size : 0;
     /* every virtual batch holds >= 1 query token; a request adds at most 2 + q / chunk */
     L->max_virtual = c->scheduler.attention_chunk_size > 0
-        ? (int32_t)(T < 2 * S + T / c->scheduler.attention_chunk_size + 1 ? T
-                                                                         : 2 * S + T / c->scheduler.attention_chunk_size + 1)
-        : 0;
+                         ? (int32_t)(T < 2 * S + T / c->scheduler.attention_chunk_size + 1
+                                         ? T
+                                         : 2 * S + T / c->scheduler.attention_chunk_size + 1)
+                         : 0;
     L->max_splits = c->compilation.batch_invariant ? 1 : c->compilation.max_num_splits;
     L->heads_all = (int32_t)(H * N > INT32_MAX ? INT32_MAX : H * N);
     /* splits pay only when the grid is small; size partials for max_num_seqs rows */
@@ -1849,8 +1900,8 @@ static fa_status fa__compute_layout(const char *fn, const fa_config *c, fa__layo
         L->ws_suffix_out = fa__take(&ws, "suffix_out", x, act);
     } else {       /* DCP buffers */
         int64_t nx = 0, nnx = 0, nxd = 0, xd = 0, glob = 0;
-        if (!fa__mul64(x, N, &nx) || !fa__mul64(nx, N, &nnx) || !fa__mul64(nx, D, &nxd) || !fa__mul64(x, D, &xd) ||
-            !fa__add64(nx, x, &glob))
+        if (!fa__mul64(x, N, &nx) || !fa__mul64(nx, N, &nnx) || !fa__mul64(nx, D, &nxd) ||
+            !fa__mul64(x, D, &xd) || !fa__add64(nx, x, &glob))
             ws.overflow = "dcp buffers";
         L->ws_dcp_ctx_lse = fa__take(&ws, "dcp ctx_lse [N*H, T]", nx, f32);
         L->ws_dcp_lse_all = fa__take(&ws, "dcp lse_all [N, N*H, T]", nnx, f32);
@@ -1861,8 +1912,10 @@ static fa_status fa__compute_layout(const char *fn, const fa_config *c, fa__layo
         L->ws_dcp_qpart_out = fa__take(&ws, "dcp qpart_out [T, H, D]", xd, act);
     }
     if (ws.overflow != NULL)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: the workspace region %s overflows size_t (max_num_batched_tokens %d, "
-                        "max_num_seqs %d, max_num_splits %d)", fn, ws.overflow, L->max_tokens, L->max_seqs, L->max_splits);
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "%s: the workspace region %s overflows size_t (max_num_batched_tokens %d, "
+                        "max_num_seqs %d, max_num_splits %d)",
+                        fn, ws.overflow, L->max_tokens, L->max_seqs, L->max_splits);
     L->ws_bytes = ws.used;
     return FA_OK;
 }
@@ -1888,18 +1941,20 @@ static fa_status fa__check_backend(const char *fn, const fa_backend *be)
     if (be == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: backend is NULL", fn);
     if (be->api_version != FA_BACKEND_API_VERSION)
         return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' has api_version %u, this header needs %u", fn,
-                        be->name ? be->name : "?", (unsigned)be->api_version, (unsigned)FA_BACKEND_API_VERSION);
+                        be->name ? be->name : "?", (unsigned)be->api_version,
+                        (unsigned)FA_BACKEND_API_VERSION);
     if (be->caps.num_dims < 1 || be->caps.num_dims > FA_MAX_KERNEL_DIMS)
-        return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' has caps.num_dims %d (its capability block is not filled)",
-                        fn, be->name ? be->name : "?", be->caps.num_dims);
+        return fa__fail(FA_ERR_UNSUPPORTED,
+                        "%s: backend '%s' has caps.num_dims %d (its capability block is not filled)", fn,
+                        be->name ? be->name : "?", be->caps.num_dims);
     return FA_OK;
 }
 
-#define FA__NEED_OP(fn, be, op)                                                                  \
-    do {                                                                                         \
-        if ((be)->ops.op == NULL)                                                                \
-            return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' does not implement op '%s'",  \
-                            fn, (be)->name ? (be)->name : "?", #op);                             \
+#define FA__NEED_OP(fn, be, op) \
+    do { \
+        if ((be)->ops.op == NULL) \
+            return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' does not implement op '%s'", fn, \
+                            (be)->name ? (be)->name : "?", #op); \
     } while (0)
 
 /* Wraps a backend op's failure with the backend's own detail message. */
@@ -1910,10 +1965,10 @@ static fa_status fa__backend_fail(const fa_backend *be, const char *op, fa_statu
                     fa_status_string(s), detail ? detail : "");
 }
 
-#define FA__CALL(be, op, ...)                                                                    \
-    do {                                                                                         \
-        fa_status fa__s = (be)->ops.op((be)->ctx, __VA_ARGS__);                                  \
-        if (fa__s != FA_OK) return fa__backend_fail((be), #op, fa__s);                           \
+#define FA__CALL(be, op, ...) \
+    do { \
+        fa_status fa__s = (be)->ops.op((be)->ctx, __VA_ARGS__); \
+        if (fa__s != FA_OK) return fa__backend_fail((be), #op, fa__s); \
     } while (0)
 
 static fa_status fa__check_comm(const char *fn, const fa_config *c, const fa_comm *comm)
@@ -1926,7 +1981,8 @@ static fa_status fa__check_comm(const char *fn, const fa_config *c, const fa_com
         return fa__fail(FA_ERR_UNSUPPORTED, "%s: comm api_version %u, this header needs %u", fn,
                         (unsigned)comm->api_version, (unsigned)FA_BACKEND_API_VERSION);
     if (comm->world_size != c->parallel.dcp_world_size || comm->rank != c->parallel.dcp_rank)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: comm world_size %d / rank %d differ from the config's %d / %d", fn,
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "%s: comm world_size %d / rank %d differ from the config's %d / %d", fn,
                         comm->world_size, comm->rank, c->parallel.dcp_world_size, c->parallel.dcp_rank);
     if (comm->all_gather == NULL || comm->reduce_scatter == NULL)
         return fa__fail(FA_ERR_UNSUPPORTED, "%s: comm lacks all_gather or reduce_scatter", fn);
@@ -1938,10 +1994,19 @@ static void fa__place(fa_builder *b, const fa__layout *L)
 {
     char *base = (char *)b->dev_ws;
     b->n_ints = L->n_ints;
-    b->off_qsl = L->qsl; b->off_seq = L->seq; b->off_plan = L->plan; b->off_cu_prefix = L->cu_prefix;
-    b->off_prefix_kv = L->prefix_kv; b->off_prefix_plan = L->prefix_plan; b->off_suffix = L->suffix;
-    b->off_suffix_plan = L->suffix_plan; b->off_dcp = L->dcp; b->off_local_cu = L->local_cu;
-    b->off_local_k = L->local_k; b->off_local_plan = L->local_plan; b->off_local_bt = L->local_bt;
+    b->off_qsl = L->qsl;
+    b->off_seq = L->seq;
+    b->off_plan = L->plan;
+    b->off_cu_prefix = L->cu_prefix;
+    b->off_prefix_kv = L->prefix_kv;
+    b->off_prefix_plan = L->prefix_plan;
+    b->off_suffix = L->suffix;
+    b->off_suffix_plan = L->suffix_plan;
+    b->off_dcp = L->dcp;
+    b->off_local_cu = L->local_cu;
+    b->off_local_k = L->local_k;
+    b->off_local_plan = L->local_plan;
+    b->off_local_bt = L->local_bt;
     b->dev_ints = (int32_t *)(base + L->ws_ints);
     if (L->max_splits > 1) {
         b->split_out = (float *)(base + L->ws_split_out);
@@ -1960,8 +2025,8 @@ static void fa__place(fa_builder *b, const fa__layout *L)
         b->dcp_ctx_lse = (float *)(base + L->ws_dcp_ctx_lse);
         b->dcp_lse_all = (float *)(base + L->ws_dcp_lse_all);
         b->dcp_lse_glob = (float *)(base + L->ws_dcp_lse_glob);
-        b->dcp_qpart_lse = b->dcp_lse_glob + (int64_t)b->cfg.parallel.dcp_world_size * b->cfg.model.num_heads_q *
-                                                 L->max_tokens;
+        b->dcp_qpart_lse = b->dcp_lse_glob +
+                           (int64_t)b->cfg.parallel.dcp_world_size * b->cfg.model.num_heads_q * L->max_tokens;
     }
 }
 
@@ -1975,7 +2040,8 @@ static fa_status fa__register(const char *fn, fa_builder *b)
             return FA_OK;
         }
     b->slot = -1;
-    return fa__fail(FA_ERR_OUT_OF_MEMORY, "%s: %d builders are alive (the most at once)", fn, FA__MAX_BUILDERS);
+    return fa__fail(FA_ERR_OUT_OF_MEMORY, "%s: %d builders are alive (the most at once)", fn,
+                    FA__MAX_BUILDERS);
 }
 
 FA__DEF fa_status fa_builder_create(const fa_backend *be, const fa_config *cfg, const fa_comm *comm,
@@ -2020,7 +2086,8 @@ FA__DEF fa_status fa_builder_create(const fa_backend *be, const fa_config *cfg, 
     b->pages_per_virtual = L.pages;
     b->max_splits = L.max_splits;
     b->split_elastic = cfg->compilation.max_num_splits == 0 && L.max_splits > 1;
-    b->split_floats = L.max_splits > 1 ? (int64_t)L.max_splits * L.split_tokens * L.heads_all * c.model.head_size : 0;
+    b->split_floats =
+        L.max_splits > 1 ? (int64_t)L.max_splits * L.split_tokens * L.heads_all * c.model.head_size : 0;
     b->heads_all = L.heads_all;
     b->aot_window.left = -1;
     b->aot_window.right = -1;
@@ -2092,8 +2159,9 @@ FA__DEF fa_status fa_builder_set_layers(fa_builder *b, const struct fa_layer *la
         const fa_layer_desc *d = &layers[i].desc;
         if (d->num_heads_q != b->cfg.model.num_heads_q || d->num_heads_kv != b->cfg.model.num_heads_kv ||
             d->head_size != b->cfg.model.head_size)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: layers[%d] heads %d/%d head_size %d differ from the builder's %d/%d %d",
-                            fn, i, d->num_heads_q, d->num_heads_kv, d->head_size, b->cfg.model.num_heads_q,
+            return fa__fail(FA_ERR_INVALID_ARG,
+                            "%s: layers[%d] heads %d/%d head_size %d differ from the builder's %d/%d %d", fn,
+                            i, d->num_heads_q, d->num_heads_kv, d->head_size, b->cfg.model.num_heads_q,
                             b->cfg.model.num_heads_kv, b->cfg.model.head_size);
         if (i > 0 && (layers[i].window.left != w.left || layers[i].window.right != w.right)) en = 0;
         w = layers[i].window;
@@ -2118,9 +2186,11 @@ static fa_status fa__check_batch(const char *fn, const fa_builder *b, const fa_b
     int32_t n = batch->num_reqs, t, i, max_blocks;
     fa_status s;
     if (n < 1 || n > b->max_seqs)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: batch.num_reqs %d is outside [1, max_num_seqs %d]", fn, n, b->max_seqs);
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: batch.num_reqs %d is outside [1, max_num_seqs %d]", fn, n,
+                        b->max_seqs);
     if ((int)batch->causal < 0 || batch->causal > FA_CAUSAL_OFF)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: batch.causal %d is not AUTO (0), ON (1) or OFF (2)", fn, (int)batch->causal);
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: batch.causal %d is not AUTO (0), ON (1) or OFF (2)", fn,
+                        (int)batch->causal);
     FA__CHECK_PTR(fn, batch->query_start_loc);
     FA__CHECK_PTR(fn, batch->seq_lens);
     /* more queries than keys is for non-causal layers; fa_forward checks the layer */
@@ -2128,28 +2198,33 @@ static fa_status fa__check_batch(const char *fn, const fa_builder *b, const fa_b
     if (s != FA_OK) return s;
     for (i = 0; i < n; ++i)
         if (batch->seq_lens[i] < 0)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: seq_lens[%d] = %d is negative", fn, i, batch->seq_lens[i]);
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: seq_lens[%d] = %d is negative", fn, i,
+                            batch->seq_lens[i]);
     if (batch->causal == FA_CAUSAL_ON) {
         s = fa__check_qsl(fn, batch->query_start_loc, batch->seq_lens, n);
         if (s != FA_OK) return s;
     }
     t = batch->query_start_loc[n];
     if (batch->num_actual_tokens != 0 && batch->num_actual_tokens != t)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: batch.num_actual_tokens %d differs from query_start_loc[%d] = %d",
-                        fn, batch->num_actual_tokens, n, t);
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "%s: batch.num_actual_tokens %d differs from query_start_loc[%d] = %d", fn,
+                        batch->num_actual_tokens, n, t);
     if (t < 1 || t > b->max_tokens)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: %d tokens is outside [1, max_num_batched_tokens %d]", fn, t, b->max_tokens);
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: %d tokens is outside [1, max_num_batched_tokens %d]", fn, t,
+                        b->max_tokens);
     max_blocks = fa__batch_max_blocks(batch);
     if (batch->block_table != NULL) {
         int64_t cap;
         if (batch->block_table_stride <= 0 || max_blocks <= 0 || max_blocks > batch->block_table_stride)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: batch.block_table_stride %lld / max_blocks %d are inconsistent",
-                            fn, (long long)batch->block_table_stride, batch->max_blocks);
+            return fa__fail(FA_ERR_INVALID_ARG,
+                            "%s: batch.block_table_stride %lld / max_blocks %d are inconsistent", fn,
+                            (long long)batch->block_table_stride, batch->max_blocks);
         cap = (int64_t)max_blocks * b->cfg.cache.block_size * b->cfg.parallel.dcp_world_size;
         for (i = 0; i < n; ++i)
             if (batch->seq_lens[i] > cap)
-                return fa__fail(FA_ERR_INVALID_ARG, "%s: seq_lens[%d] = %d exceeds the block table's %lld tokens",
-                                fn, i, batch->seq_lens[i], (long long)cap);
+                return fa__fail(FA_ERR_INVALID_ARG,
+                                "%s: seq_lens[%d] = %d exceeds the block table's %lld tokens", fn, i,
+                                batch->seq_lens[i], (long long)cap);
     }
     *num_tokens_out = t;
     return FA_OK;
@@ -2206,7 +2281,8 @@ FA__DEF fa_status fa_builder_cascade_prefix_len(fa_builder *b, const fa_batch *b
     FA__CHECK_PTR(fn, batch);
     FA__CHECK_PTR(fn, prefix_len_out);
     if (num_common_prefix_blocks < 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: num_common_prefix_blocks %d must be >= 0", fn, num_common_prefix_blocks);
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: num_common_prefix_blocks %d must be >= 0", fn,
+                        num_common_prefix_blocks);
     s = fa__check_batch(fn, b, batch, &t);
     if (s != FA_OK) return s;
     n = batch->num_reqs;
@@ -2242,27 +2318,31 @@ static fa_status fa__check_cascade(const char *fn, const fa_builder *b, const fa
 {
     int32_t i;
     if (P < 0 || P % b->cfg.cache.block_size != 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: common_prefix_len %d is not a non-negative multiple of block_size %d",
-                        fn, P, b->cfg.cache.block_size);
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "%s: common_prefix_len %d is not a non-negative multiple of block_size %d", fn, P,
+                        b->cfg.cache.block_size);
     if (b->cfg.parallel.dcp_world_size > 1)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: common_prefix_len %d with dcp_world_size %d (cascade is off under DCP)",
-                        fn, P, b->cfg.parallel.dcp_world_size);
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "%s: common_prefix_len %d with dcp_world_size %d (cascade is off under DCP)", fn, P,
+                        b->cfg.parallel.dcp_world_size);
     if (batch->causal == FA_CAUSAL_OFF)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: common_prefix_len %d with batch.causal OFF (cascade attends causally)",
-                        fn, P);
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "%s: common_prefix_len %d with batch.causal OFF (cascade attends causally)", fn, P);
     if (batch->block_table == NULL)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: common_prefix_len %d needs batch.block_table", fn, P);
     for (i = 0; i < batch->num_reqs; ++i) {
         int32_t ctx = batch->seq_lens[i] - (batch->query_start_loc[i + 1] - batch->query_start_loc[i]);
         if (P > ctx)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: common_prefix_len %d exceeds request %d's context of %d tokens",
-                            fn, P, i, ctx);
+            return fa__fail(FA_ERR_INVALID_ARG,
+                            "%s: common_prefix_len %d exceeds request %d's context of %d tokens", fn, P, i,
+                            ctx);
     }
     return FA_OK;
 }
 
 /* The cascade part of a build: prefix call (one row of the block table) and suffix plan. */
-static fa_status fa__build_cascade(fa_builder *b, const fa_batch *batch, int32_t P, int32_t t, fa_metadata *md)
+static fa_status fa__build_cascade(fa_builder *b, const fa_batch *batch, int32_t P, int32_t t,
+                                   fa_metadata *md)
 {
     int32_t *h = b->host_ints, *d = b->dev_ints, *suf = h + b->off_suffix, i, splits = 1;
     fa_status s;
@@ -2289,7 +2369,8 @@ static fa_status fa__build_cascade(fa_builder *b, const fa_batch *batch, int32_t
 
 /* The chunked-local part of a build: the virtual batches and their plan. Returns the ints to
    upload. */
-static fa_status fa__build_local(fa_builder *b, const fa_batch *batch, int32_t t, fa_metadata *md, size_t *upload)
+static fa_status fa__build_local(fa_builder *b, const fa_batch *batch, int32_t t, fa_metadata *md,
+                                 size_t *upload)
 {
     int32_t *h = b->host_ints, *d = b->dev_ints, lsplits = 1;
     fa_local_batches lb;
@@ -2301,8 +2382,8 @@ static fa_status fa__build_local(fa_builder *b, const fa_batch *batch, int32_t t
     lb.block_table = h + b->off_local_bt;
     s = fa_make_local_virtual_batches(b->cfg.scheduler.attention_chunk_size, b->cfg.cache.block_size,
                                       batch->query_start_loc, batch->seq_lens, batch->num_reqs,
-                                      batch->block_table_host, batch->block_table_stride, fa__batch_max_blocks(batch),
-                                      b->max_virtual, &lb);
+                                      batch->block_table_host, batch->block_table_stride,
+                                      fa__batch_max_blocks(batch), b->max_virtual, &lb);
     if (s != FA_OK) return fa__refail(s, "fa_builder_build", "fa_make_local_virtual_batches: ");
     s = fa__plan_call(b, lb.num_virtual, lb.cu_seqlens_q, lb.seqused_k, b->cfg.model.num_heads_q, 1, t,
                       h + b->off_local_plan, b->max_virtual, &lsplits);
@@ -2344,7 +2425,8 @@ FA__DEF fa_status fa_builder_build(fa_builder *b, const fa_batch *batch, int32_t
         if (s != FA_OK) return s;
     }
     if (c->scheduler.attention_chunk_size > 0 && batch->block_table_host == NULL)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: batch.block_table_host is NULL but chunked local attention is on", fn);
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "%s: batch.block_table_host is NULL but chunked local attention is on", fn);
 
     memset(&md, 0, sizeof md);
     n = batch->num_reqs;
@@ -2381,11 +2463,13 @@ FA__DEF fa_status fa_builder_build(fa_builder *b, const fa_batch *batch, int32_t
         int32_t *ctx = h + b->off_dcp;
         const int32_t I = c->parallel.cp_kv_cache_interleave_size;
         for (i = 0; i < n; ++i)
-            ctx[i] = fa_dcp_local_seq_len(batch->seq_lens[i] - (batch->query_start_loc[i + 1] - batch->query_start_loc[i]),
+            ctx[i] = fa_dcp_local_seq_len(batch->seq_lens[i] -
+                                              (batch->query_start_loc[i + 1] - batch->query_start_loc[i]),
                                           N, c->parallel.dcp_rank, I);
         md.dcp_context_kv_lens = d + b->off_dcp;
         md.max_dcp_context_kv_len = (int32_t)(fa__cdiv64(max_s, (int64_t)N * I) * I);
-        s = fa__plan_call(b, n, batch->query_start_loc, ctx, b->heads_all, 0, t, h + b->off_plan, b->max_seqs, &splits);
+        s = fa__plan_call(b, n, batch->query_start_loc, ctx, b->heads_all, 0, t, h + b->off_plan, b->max_seqs,
+                          &splits);
     } else {
         s = fa__plan_call(b, n, batch->query_start_loc, batch->seq_lens, c->model.num_heads_q,
                           batch->causal != FA_CAUSAL_OFF, t, h + b->off_plan, b->max_seqs, &splits);
@@ -2408,12 +2492,15 @@ FA__DEF fa_status fa_builder_build(fa_builder *b, const fa_batch *batch, int32_t
 static fa_status fa__live_metadata(const char *fn, const fa_metadata *md, const fa_builder **out)
 {
     const fa_builder *b;
-    if (md->builder == NULL || md->builder_slot < 0 || md->builder_slot >= FA__MAX_BUILDERS || md->builder_id == 0)
+    if (md->builder == NULL || md->builder_slot < 0 || md->builder_slot >= FA__MAX_BUILDERS ||
+        md->builder_id == 0)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: md is not from fa_builder_build (builder %p, slot %d)", fn,
                         (const void *)md->builder, md->builder_slot);
     if (md->registry != (const void *)fa__live_ids)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: md was built by another copy of the implementation (a file that "
-                        "defines FLASHATTN_IMPLEMENTATION with FLASHATTN_STATIC): use it through that file", fn);
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "%s: md was built by another copy of the implementation (a file that "
+                        "defines FLASHATTN_IMPLEMENTATION with FLASHATTN_STATIC): use it through that file",
+                        fn);
     if (fa__atomic_load(&fa__live_ids[md->builder_slot]) != md->builder_id)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: md's builder (id %llu) was destroyed", fn,
                         (unsigned long long)md->builder_id);
@@ -2422,9 +2509,10 @@ static fa_status fa__live_metadata(const char *fn, const fa_metadata *md, const 
         return fa__fail(FA_ERR_INVALID_ARG, "%s: md names builder id %llu but points to builder %llu", fn,
                         (unsigned long long)md->builder_id, (unsigned long long)b->id);
     if (md->generation != b->generation)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: md is from build %llu of its builder, which is at build %llu now "
-                        "(metadata is valid until the next build)", fn, (unsigned long long)md->generation,
-                        (unsigned long long)b->generation);
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "%s: md is from build %llu of its builder, which is at build %llu now "
+                        "(metadata is valid until the next build)",
+                        fn, (unsigned long long)md->generation, (unsigned long long)b->generation);
     *out = b;
     return FA_OK;
 }
@@ -2438,12 +2526,14 @@ typedef struct fa__text {
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static void fa__put(fa__text *t, const char *fmt, ...)
+static void
+fa__put(fa__text *t, const char *fmt, ...)
 {
     va_list ap;
     int n;
     va_start(ap, fmt);
-    n = vsnprintf(t->len < t->size ? t->buf + t->len : NULL, t->len < t->size ? t->size - t->len : 0, fmt, ap);
+    n = vsnprintf(t->len < t->size ? t->buf + t->len : NULL, t->len < t->size ? t->size - t->len : 0, fmt,
+                  ap);
     va_end(ap);
     if (n > 0) t->len += (size_t)n;
 }
@@ -2465,22 +2555,27 @@ FA__DEF fa_status fa_metadata_describe(const fa_metadata *md, char *buf, size_t 
     fa_status s;
     fa__clear();
     FA__CHECK_PTR(fn, md);
-    if (buf == NULL && size > 0) return fa__fail(FA_ERR_INVALID_ARG, "%s: buf is NULL but size is %zu", fn, size);
+    if (buf == NULL && size > 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: buf is NULL but size is %zu", fn, size);
     s = fa__live_metadata(fn, md, &b);
     if (s != FA_OK) return s;
     h = b->host_ints; /* the host staging of this (the latest) build */
-    t.buf = buf; t.size = size; t.len = 0;
+    t.buf = buf;
+    t.size = size;
+    t.len = 0;
     if (size > 0) buf[0] = '\0';
-    fa__put(&t, "%d requests, %d tokens (query %d..%d, keys up to %d), causal %s", md->num_reqs, md->num_actual_tokens,
-            md->min_query_len, md->max_query_len, md->max_seq_len,
-            md->causal == FA_CAUSAL_AUTO ? "per layer" : md->causal == FA_CAUSAL_ON ? "on" : "off");
+    fa__put(&t, "%d requests, %d tokens (query %d..%d, keys up to %d), causal %s", md->num_reqs,
+            md->num_actual_tokens, md->min_query_len, md->max_query_len, md->max_seq_len,
+            md->causal == FA_CAUSAL_AUTO ? "per layer"
+            : md->causal == FA_CAUSAL_ON ? "on"
+                                         : "off");
     if (md->dcp_world_size > 1) {
         fa__put(&t, "; DCP rank %d of %d, context keys up to %d", md->dcp_rank, md->dcp_world_size,
                 md->max_dcp_context_kv_len);
         fa__put_plan(&t, "context call", h + b->off_plan, md->num_reqs);
     } else {
-        fa__put_plan(&t, md->use_cascade ? "plain (layers cascade is not exact for)" : "plain", h + b->off_plan,
-                     md->num_reqs);
+        fa__put_plan(&t, md->use_cascade ? "plain (layers cascade is not exact for)" : "plain",
+                     h + b->off_plan, md->num_reqs);
     }
     if (md->use_cascade) {
         fa__put(&t, "; cascade: shared prefix %d tokens, prefix call %d split%s", md->common_prefix_len,
@@ -2506,7 +2601,8 @@ FA__DEF fa_status fa_layer_init(fa_layer *layer, const fa_layer_desc *desc)
     d = *desc;
     if (d.num_heads_kv == 0) d.num_heads_kv = d.num_heads_q;
     if (d.dcp_world_size == 0) d.dcp_world_size = 1;
-    if (d.scale == 0.f && fa_supports_head_size(d.head_size)) d.scale = (float)(1.0 / sqrt((double)d.head_size));
+    if (d.scale == 0.f && fa_supports_head_size(d.head_size))
+        d.scale = (float)(1.0 / sqrt((double)d.head_size));
     if (d.k_scale == 0.f) d.k_scale = 1.f;
     if (d.v_scale == 0.f) d.v_scale = 1.f;
     if (d.num_heads_q <= 0)
@@ -2515,7 +2611,8 @@ FA__DEF fa_status fa_layer_init(fa_layer *layer, const fa_layer_desc *desc)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: num_heads_q %d is not divisible by num_heads_kv %d", fn,
                         d.num_heads_q, d.num_heads_kv);
     if (!fa_supports_head_size(d.head_size))
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: head_size %d is not a multiple of 8 in [8, 256]", fn, d.head_size);
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: head_size %d is not a multiple of 8 in [8, 256]", fn,
+                        d.head_size);
     if (!fa__is_activation(d.dtype))
         return fa__fail(FA_ERR_INVALID_ARG, "%s: dtype %d is not f16, bf16 or f32", fn, (int)d.dtype);
     if ((int)d.attn_type < 0 || d.attn_type > FA_ATTN_ENCODER_DECODER)
@@ -2524,36 +2621,44 @@ FA__DEF fa_status fa_layer_init(fa_layer *layer, const fa_layer_desc *desc)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: scale %g must be finite and > 0", fn, (double)d.scale);
     if (d.sliding_window == -1) d.sliding_window = 0; /* the engines' usual "none" */
     if (d.sliding_window < 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: sliding_window %d must be >= 0 (or -1: none)", fn, d.sliding_window);
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: sliding_window %d must be >= 0 (or -1: none)", fn,
+                        d.sliding_window);
     if (!(d.logits_soft_cap >= 0.f) || !isfinite(d.logits_soft_cap))
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: logits_soft_cap %g must be finite and >= 0", fn, (double)d.logits_soft_cap);
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: logits_soft_cap %g must be finite and >= 0", fn,
+                        (double)d.logits_soft_cap);
     if ((d.alibi_slopes != NULL) != (d.num_alibi_slopes != 0) ||
         (d.alibi_slopes != NULL && d.num_alibi_slopes != d.num_heads_q))
         return fa__fail(FA_ERR_INVALID_ARG, "%s: alibi_slopes has length %d, expected num_heads_q %d", fn,
                         d.num_alibi_slopes, d.alibi_slopes ? d.num_heads_q : 0);
     if ((d.sinks != NULL) != (d.num_sinks != 0) || (d.sinks != NULL && d.num_sinks != d.num_heads_q))
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: sinks has length %d, expected num_heads_q %d", fn, d.num_sinks,
-                        d.sinks ? d.num_heads_q : 0);
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: sinks has length %d, expected num_heads_q %d", fn,
+                        d.num_sinks, d.sinks ? d.num_heads_q : 0);
     if (!fa_supports_kv_cache_dtype(d.kv_cache_dtype))
         return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache_dtype %d is unknown", fn, (int)d.kv_cache_dtype);
     if (!(d.k_scale > 0.f) || !(d.v_scale > 0.f) || !isfinite(d.k_scale) || !isfinite(d.v_scale))
         return fa__fail(FA_ERR_INVALID_ARG, "%s: k_scale %g / v_scale %g must be finite and > 0", fn,
                         (double)d.k_scale, (double)d.v_scale);
     if (d.attention_chunk_size < 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: attention_chunk_size %d must be >= 0", fn, d.attention_chunk_size);
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: attention_chunk_size %d must be >= 0", fn,
+                        d.attention_chunk_size);
     if (d.dcp_world_size < 1)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: dcp_world_size %d must be >= 1", fn, d.dcp_world_size);
-    if (d.dcp_world_size > 1 && (d.sliding_window > 0 || d.alibi_slopes != NULL || d.attention_chunk_size > 0))
+    if (d.dcp_world_size > 1 &&
+        (d.sliding_window > 0 || d.alibi_slopes != NULL || d.attention_chunk_size > 0))
         return fa__fail(FA_ERR_UNSUPPORTED,
                         "%s: dcp_world_size %d with sliding_window %d / alibi %s / attention_chunk_size %d "
-                        "(positions are rank-local under DCP)", fn, d.dcp_world_size, d.sliding_window,
-                        d.alibi_slopes ? "on" : "off", d.attention_chunk_size);
+                        "(positions are rank-local under DCP)",
+                        fn, d.dcp_world_size, d.sliding_window, d.alibi_slopes ? "on" : "off",
+                        d.attention_chunk_size);
     if (d.dcp_world_size > 1 && d.kv_sharing)
-        return fa__fail(FA_ERR_UNSUPPORTED, "%s: kv_sharing with dcp_world_size %d (DCP attends the new tokens' own k/v)",
-                        fn, d.dcp_world_size);
-    if ((d.attn_type == FA_ATTN_ENCODER || d.attn_type == FA_ATTN_ENCODER_ONLY) && d.kv_cache_dtype != FA_CACHE_AUTO)
-        return fa__fail(FA_ERR_UNSUPPORTED, "%s: kv_cache_dtype %d with attn_type %d (encoder attention has no cache)",
-                        fn, (int)d.kv_cache_dtype, (int)d.attn_type);
+        return fa__fail(FA_ERR_UNSUPPORTED,
+                        "%s: kv_sharing with dcp_world_size %d (DCP attends the new tokens' own k/v)", fn,
+                        d.dcp_world_size);
+    if ((d.attn_type == FA_ATTN_ENCODER || d.attn_type == FA_ATTN_ENCODER_ONLY) &&
+        d.kv_cache_dtype != FA_CACHE_AUTO)
+        return fa__fail(FA_ERR_UNSUPPORTED,
+                        "%s: kv_cache_dtype %d with attn_type %d (encoder attention has no cache)", fn,
+                        (int)d.kv_cache_dtype, (int)d.attn_type);
     if ((d.attn_type == FA_ATTN_ENCODER || d.attn_type == FA_ATTN_ENCODER_ONLY) && d.attention_chunk_size > 0)
         return fa__fail(FA_ERR_UNSUPPORTED, "%s: attention_chunk_size %d with encoder attn_type %d", fn,
                         d.attention_chunk_size, (int)d.attn_type);
@@ -2634,25 +2739,29 @@ static const char *fa__op_name(fa_op op)
     return "?";
 }
 
-static fa_status fa__check_rows(const char *name, const fa_tensor *x, int32_t rows, int32_t heads,
-                                int32_t d, fa_dtype dt)
+static fa_status fa__check_rows(const char *name, const fa_tensor *x, int32_t rows, int32_t heads, int32_t d,
+                                fa_dtype dt)
 {
     const char *fn = "fa_forward";
     if (x->data == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: %s.data is NULL", fn, name);
     if (x->rank != 3)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: %s has rank %d, expected 3 [tokens, heads, head_size]", fn, name, x->rank);
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: %s has rank %d, expected 3 [tokens, heads, head_size]", fn,
+                        name, x->rank);
     if (x->dtype != dt)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: %s dtype %s (%d), expected %s", fn, name, fa_dtype_name(x->dtype),
-                        (int)x->dtype, fa_dtype_name(dt));
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: %s dtype %s (%d), expected %s", fn, name,
+                        fa_dtype_name(x->dtype), (int)x->dtype, fa_dtype_name(dt));
     if (x->shape[0] < rows || x->shape[1] != heads || x->shape[2] != d)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: %s shape [%lld, %lld, %lld], expected [>= %d, %d, %d]", fn, name,
-                        (long long)x->shape[0], (long long)x->shape[1], (long long)x->shape[2], rows, heads, d);
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: %s shape [%lld, %lld, %lld], expected [>= %d, %d, %d]", fn,
+                        name, (long long)x->shape[0], (long long)x->shape[1], (long long)x->shape[2], rows,
+                        heads, d);
     if (x->stride[2] != 1 || x->stride[1] < d || x->stride[0] < 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: %s strides (%lld, %lld, %lld): head_size dim must be contiguous", fn,
-                        name, (long long)x->stride[0], (long long)x->stride[1], (long long)x->stride[2]);
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "%s: %s strides (%lld, %lld, %lld): head_size dim must be contiguous", fn, name,
+                        (long long)x->stride[0], (long long)x->stride[1], (long long)x->stride[2]);
     if (rows > 1 && x->stride[0] < (int64_t)heads * x->stride[1] && x->stride[0] < d)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: %s token stride %lld makes tokens overlap (head stride %lld, head_size %d)",
-                        fn, name, (long long)x->stride[0], (long long)x->stride[1], d);
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "%s: %s token stride %lld makes tokens overlap (head stride %lld, head_size %d)", fn,
+                        name, (long long)x->stride[0], (long long)x->stride[1], d);
     return FA_OK;
 }
 
@@ -2661,12 +2770,12 @@ static fa_status fa__zero_rows(const fa_backend *be, const fa_tensor *out)
     size_t es = fa_dtype_size(out->dtype);
     int64_t h;
     if (out->stride[1] == out->shape[2]) {
-        FA__CALL(be, fill, out->data, (size_t)out->stride[0] * es, 0, (size_t)(out->shape[1] * out->shape[2]) * es,
-                 (size_t)out->shape[0]);
+        FA__CALL(be, fill, out->data, (size_t)out->stride[0] * es, 0,
+                 (size_t)(out->shape[1] * out->shape[2]) * es, (size_t)out->shape[0]);
     } else {
         for (h = 0; h < out->shape[1]; ++h)
-            FA__CALL(be, fill, (char *)out->data + (size_t)(h * out->stride[1]) * es, (size_t)out->stride[0] * es, 0,
-                     (size_t)out->shape[2] * es, (size_t)out->shape[0]);
+            FA__CALL(be, fill, (char *)out->data + (size_t)(h * out->stride[1]) * es,
+                     (size_t)out->stride[0] * es, 0, (size_t)out->shape[2] * es, (size_t)out->shape[0]);
     }
     return FA_OK;
 }
@@ -2751,7 +2860,8 @@ static void fa__attn_dense(fa_attn_args *a, const fa_tensor *k, const fa_tensor 
 }
 
 /* The request rows of a paged call over the metadata's batch. */
-static void fa__attn_rows(fa_attn_args *a, const fa_metadata *md, const int32_t *seqused_k, int32_t max_seqlen_k)
+static void fa__attn_rows(fa_attn_args *a, const fa_metadata *md, const int32_t *seqused_k,
+                          int32_t max_seqlen_k)
 {
     a->cu_seqlens_q = md->query_start_loc;
     a->seqused_k = seqused_k;
@@ -2774,17 +2884,28 @@ static void fa__attn_splits(fa_attn_args *a, const fa_builder *b, int32_t num_sp
 }
 
 /* out = merge(prefix, suffix): both partials [T, H, D] packed with LSE [H, T]. */
-static void fa__push_merge(fa__program *p, const fa_tensor *out, const void *pre, const float *plse, const void *suf,
-                           const float *slse, int64_t pre_token_stride, int64_t pre_head_stride, int32_t T, int32_t H,
-                           int32_t D)
+static void fa__push_merge(fa__program *p, const fa_tensor *out, const void *pre, const float *plse,
+                           const void *suf, const float *slse, int64_t pre_token_stride,
+                           int64_t pre_head_stride, int32_t T, int32_t H, int32_t D)
 {
     fa_merge_args *m = &fa__push(p, FA__STEP_OP, FA_OP_MERGE_STATES)->u.m;
-    m->out = out->data; m->out_token_stride = out->stride[0]; m->out_head_stride = out->stride[1];
-    m->prefix_out = pre; m->prefix_token_stride = pre_token_stride; m->prefix_head_stride = pre_head_stride;
-    m->prefix_lse = plse; m->prefix_lse_head_stride = T;
-    m->suffix_out = suf; m->suffix_token_stride = (int64_t)H * D; m->suffix_head_stride = D;
-    m->suffix_lse = slse; m->suffix_lse_head_stride = T;
-    m->dtype = out->dtype; m->num_tokens = T; m->num_heads = H; m->head_size = D;
+    m->out = out->data;
+    m->out_token_stride = out->stride[0];
+    m->out_head_stride = out->stride[1];
+    m->prefix_out = pre;
+    m->prefix_token_stride = pre_token_stride;
+    m->prefix_head_stride = pre_head_stride;
+    m->prefix_lse = plse;
+    m->prefix_lse_head_stride = T;
+    m->suffix_out = suf;
+    m->suffix_token_stride = (int64_t)H * D;
+    m->suffix_head_stride = D;
+    m->suffix_lse = slse;
+    m->suffix_lse_head_stride = T;
+    m->dtype = out->dtype;
+    m->num_tokens = T;
+    m->num_heads = H;
+    m->head_size = D;
 }
 
 /* Everything fa_forward is given, resolved once. */
@@ -2890,7 +3011,8 @@ static void fa__describe_cascade(const fa__call *c, fa__program *p)
     a->block_table = md->block_table + P / b->cfg.cache.block_size;
     a->causal = 1;
     fa__attn_splits(a, b, md->suffix_num_splits, md->suffix_split_plan);
-    fa__push_merge(p, c->out, b->prefix_out, b->prefix_lse, b->suffix_out, b->suffix_lse, HD, c->D, T, c->Hq, c->D);
+    fa__push_merge(p, c->out, b->prefix_out, b->prefix_lse, b->suffix_out, b->suffix_lse, HD, c->D, T, c->Hq,
+                   c->D);
 }
 
 /* plain paged attention */
@@ -2937,7 +3059,10 @@ static void fa__describe_dcp(const fa__call *c, fa__program *p)
         qpack = cp->dst;
     }
     s = fa__push(p, FA__STEP_ALL_GATHER, FA_OP_ATTENTION);
-    s->u.coll.send = qpack; s->u.coll.recv = b->dcp_q_all; s->u.coll.count = (size_t)HT * D; s->u.coll.dtype = c->dt;
+    s->u.coll.send = qpack;
+    s->u.coll.recv = b->dcp_q_all;
+    s->u.coll.count = (size_t)HT * D;
+    s->u.coll.dtype = c->dt;
     /* 2. context part over all N*H heads: non-causal, LSE, no sink */
     a = &fa__push(p, FA__STEP_OP, FA_OP_ATTENTION)->u.a;
     fa__attn_base(a, c->L, q, T);
@@ -2955,7 +3080,9 @@ static void fa__describe_dcp(const fa__call *c, fa__program *p)
     fa__attn_splits(a, b, md->num_splits, md->split_plan);
     /* 3. gather every rank's LSE [N*H, T] -> [N, N*H, T]; correct; reduce-scatter heads */
     s = fa__push(p, FA__STEP_ALL_GATHER, FA_OP_ATTENTION);
-    s->u.coll.send = b->dcp_ctx_lse; s->u.coll.recv = b->dcp_lse_all; s->u.coll.count = (size_t)N * HT;
+    s->u.coll.send = b->dcp_ctx_lse;
+    s->u.coll.recv = b->dcp_lse_all;
+    s->u.coll.count = (size_t)N * HT;
     s->u.coll.dtype = FA_DTYPE_F32;
     cr = &fa__push(p, FA__STEP_OP, FA_OP_DCP_CORRECT)->u.c;
     cr->out = b->dcp_ctx_out;
@@ -2970,7 +3097,9 @@ static void fa__describe_dcp(const fa__call *c, fa__program *p)
     cr->num_heads = N * H;
     cr->head_size = D;
     s = fa__push(p, FA__STEP_REDUCE_SCATTER, FA_OP_ATTENTION);
-    s->u.coll.send = b->dcp_ctx_out; s->u.coll.recv = b->dcp_rs_out; s->u.coll.count = (size_t)HT * D;
+    s->u.coll.send = b->dcp_ctx_out;
+    s->u.coll.recv = b->dcp_rs_out;
+    s->u.coll.count = (size_t)HT * D;
     s->u.coll.dtype = c->dt;
     /* 4. the new tokens among themselves: dense, causal per the layer, LSE, the sink (once) */
     a = &fa__push(p, FA__STEP_OP, FA_OP_ATTENTION)->u.a;
@@ -2996,14 +3125,17 @@ static fa_status fa__check_metadata(const char *fn, const fa__call *c)
     const fa_status s = fa__live_metadata(fn, md, &b);
     if (s != FA_OK) return s;
     if (b->be != c->be)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: backend '%s' is not the one the builder was created with ('%s')", fn,
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "%s: backend '%s' is not the one the builder was created with ('%s')", fn,
                         c->be->name ? c->be->name : "?", b->be->name ? b->be->name : "?");
     if (c->dt != b->cfg.model.dtype)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: layer dtype %s differs from the builder's %s", fn, fa_dtype_name(c->dt),
-                        fa_dtype_name(b->cfg.model.dtype));
-    if (c->Hq != b->cfg.model.num_heads_q || c->Hkv != b->cfg.model.num_heads_kv || c->D != b->cfg.model.head_size)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: layer heads %d/%d head_size %d differ from the builder's %d/%d %d", fn,
-                        c->Hq, c->Hkv, c->D, b->cfg.model.num_heads_q, b->cfg.model.num_heads_kv,
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: layer dtype %s differs from the builder's %s", fn,
+                        fa_dtype_name(c->dt), fa_dtype_name(b->cfg.model.dtype));
+    if (c->Hq != b->cfg.model.num_heads_q || c->Hkv != b->cfg.model.num_heads_kv ||
+        c->D != b->cfg.model.head_size)
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "%s: layer heads %d/%d head_size %d differ from the builder's %d/%d %d", fn, c->Hq,
+                        c->Hkv, c->D, b->cfg.model.num_heads_q, b->cfg.model.num_heads_kv,
                         b->cfg.model.head_size);
     if (md->dcp_world_size != c->L->desc.dcp_world_size)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: layer dcp_world_size %d differs from the metadata's %d", fn,
@@ -3018,28 +3150,36 @@ static fa_status fa__check_cache_tensor(const char *fn, const fa__call *c)
     int i;
     if (kv == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache is NULL", fn);
     if (kv->data == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache.data is NULL", fn);
-    if (kv->rank != 5 || kv->shape[0] != 2 || kv->shape[2] != bs || kv->shape[3] != c->Hkv || kv->shape[4] != c->D ||
-        kv->shape[1] <= 0)
-        return fa__fail(FA_ERR_INVALID_ARG,
-                        "%s: kv_cache shape (rank %d) [%lld, %lld, %lld, %lld, %lld], expected [2, blocks, %d, %d, %d]",
-                        fn, kv->rank, (long long)kv->shape[0], (long long)kv->shape[1], (long long)kv->shape[2],
-                        (long long)kv->shape[3], (long long)kv->shape[4], bs, c->Hkv, c->D);
+    if (kv->rank != 5 || kv->shape[0] != 2 || kv->shape[2] != bs || kv->shape[3] != c->Hkv ||
+        kv->shape[4] != c->D || kv->shape[1] <= 0)
+        return fa__fail(
+            FA_ERR_INVALID_ARG,
+            "%s: kv_cache shape (rank %d) [%lld, %lld, %lld, %lld, %lld], expected [2, blocks, %d, %d, %d]",
+            fn, kv->rank, (long long)kv->shape[0], (long long)kv->shape[1], (long long)kv->shape[2],
+            (long long)kv->shape[3], (long long)kv->shape[4], bs, c->Hkv, c->D);
     if (kv->stride[4] != 1)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache last-dim stride %lld, expected 1 (contiguous)", fn,
                         (long long)kv->stride[4]);
     for (i = 0; i < 4; ++i)
         if (kv->stride[i] < 0)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache stride[%d] %lld is negative", fn, i, (long long)kv->stride[i]);
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache stride[%d] %lld is negative", fn, i,
+                            (long long)kv->stride[i]);
     if (kv->dtype != c->cache_dt)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache dtype %s (%d), expected %s for kv_cache_dtype %d", fn,
-                        fa_dtype_name(kv->dtype), (int)kv->dtype, fa_dtype_name(c->cache_dt),
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: kv_cache dtype %s (%d), expected %s for kv_cache_dtype %d",
+                        fn, fa_dtype_name(kv->dtype), (int)kv->dtype, fa_dtype_name(c->cache_dt),
                         (int)c->L->desc.kv_cache_dtype);
     if (c->md->block_table == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: md->block_table is NULL", fn);
     return FA_OK;
 }
 
 /* Which path a layer takes, and whether the metadata serves it. */
-typedef enum fa__path { FA__PATH_ENCODER, FA__PATH_DCP, FA__PATH_LOCAL, FA__PATH_CASCADE, FA__PATH_PLAIN } fa__path;
+typedef enum fa__path {
+    FA__PATH_ENCODER,
+    FA__PATH_DCP,
+    FA__PATH_LOCAL,
+    FA__PATH_CASCADE,
+    FA__PATH_PLAIN
+} fa__path;
 
 static fa_status fa__choose_path(const char *fn, const fa__call *c, fa__path *path)
 {
@@ -3048,23 +3188,29 @@ static fa_status fa__choose_path(const char *fn, const fa__call *c, fa__path *pa
     const fa_attn_type ty = L->desc.attn_type;
     *path = FA__PATH_PLAIN;
     if (ty == FA_ATTN_ENCODER || ty == FA_ATTN_ENCODER_ONLY) {
-        if (c->k == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: encoder attention needs k and v (got NULL)", fn);
+        if (c->k == NULL)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: encoder attention needs k and v (got NULL)", fn);
         *path = FA__PATH_ENCODER;
         return FA_OK;
     }
     if (c->k == NULL && !L->desc.kv_sharing && ty != FA_ATTN_ENCODER_DECODER)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: k and v are NULL but the layer writes its cache (only kv_sharing and "
-                        "cross-attention layers may run without new keys)", fn);
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "%s: k and v are NULL but the layer writes its cache (only kv_sharing and "
+                        "cross-attention layers may run without new keys)",
+                        fn);
     if (c->causal && md->query_exceeds_keys)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: a request has more queries than keys, which a causal layer cannot attend "
-                        "(attn_type %d, batch.causal %d)", fn, (int)ty, (int)md->causal);
+        return fa__fail(FA_ERR_INVALID_ARG,
+                        "%s: a request has more queries than keys, which a causal layer cannot attend "
+                        "(attn_type %d, batch.causal %d)",
+                        fn, (int)ty, (int)md->causal);
     if (md->dcp_world_size > 1) {
-        if (c->k == NULL) return fa__fail(FA_ERR_INVALID_ARG, "%s: DCP needs the new tokens' k and v (got NULL)", fn);
+        if (c->k == NULL)
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: DCP needs the new tokens' k and v (got NULL)", fn);
         *path = FA__PATH_DCP;
     } else if (L->desc.attention_chunk_size > 0) {
         if (!md->has_local || c->b->cfg.scheduler.attention_chunk_size != L->desc.attention_chunk_size)
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: layer attention_chunk_size %d but the builder's is %d", fn,
-                            L->desc.attention_chunk_size, c->b->cfg.scheduler.attention_chunk_size);
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: layer attention_chunk_size %d but the builder's is %d",
+                            fn, L->desc.attention_chunk_size, c->b->cfg.scheduler.attention_chunk_size);
         *path = FA__PATH_LOCAL;
     } else if (md->use_cascade && fa__cascade_exact(L) && c->causal) {
         *path = FA__PATH_CASCADE;
@@ -3124,8 +3270,10 @@ static fa_status fa__check_caps(const char *fn, const fa_backend *be, const fa__
         const size_t qe = fa_dtype_size(a->q_dtype), ke = fa_dtype_size(a->kv_dtype);
         if (a->head_size > cp->dims[cp->num_dims - 1].head_dim ||
             (cp->head_size_multiple > 0 && a->head_size % cp->head_size_multiple != 0))
-            return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' has no attention kernel for head_size %d (widest %d, "
-                            "multiples of %d)", fn, name, a->head_size, cp->dims[cp->num_dims - 1].head_dim,
+            return fa__fail(FA_ERR_UNSUPPORTED,
+                            "%s: backend '%s' has no attention kernel for head_size %d (widest %d, "
+                            "multiples of %d)",
+                            fn, name, a->head_size, cp->dims[cp->num_dims - 1].head_dim,
                             cp->head_size_multiple);
         if (!(cp->act_dtypes >> a->q_dtype & 1u))
             return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' does not run q dtype %s", fn, name,
@@ -3133,16 +3281,20 @@ static fa_status fa__check_caps(const char *fn, const fa_backend *be, const fa__
         if (!((a->block_table != NULL ? cp->cache_dtypes : cp->act_dtypes) >> a->kv_dtype & 1u))
             return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' does not read k/v dtype %s", fn, name,
                             fa_dtype_name(a->kv_dtype));
-        if (a->block_table != NULL && cp->block_size_multiple > 0 && a->block_size % cp->block_size_multiple != 0)
-            return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' needs block sizes that are multiples of %d, not %d", fn,
-                            name, cp->block_size_multiple, a->block_size);
+        if (a->block_table != NULL && cp->block_size_multiple > 0 &&
+            a->block_size % cp->block_size_multiple != 0)
+            return fa__fail(FA_ERR_UNSUPPORTED,
+                            "%s: backend '%s' needs block sizes that are multiples of %d, not %d", fn, name,
+                            cp->block_size_multiple, a->block_size);
         if (a->num_splits > cp->max_splits)
-            return fa__fail(FA_ERR_UNSUPPORTED, "%s: %d splits is more than backend '%s' runs (%d)", fn, a->num_splits,
-                            name, cp->max_splits);
+            return fa__fail(FA_ERR_UNSUPPORTED, "%s: %d splits is more than backend '%s' runs (%d)", fn,
+                            a->num_splits, name, cp->max_splits);
         if (!fa__aligned(a->q, qe, al, qs, 3) || !fa__aligned(a->out, qe, al, os, 2) ||
             !fa__aligned(a->k, ke, al, ks, 3) || !fa__aligned(a->v, ke, al, vs, 3))
-            return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' needs %d-byte aligned q/k/v/out data and token, head "
-                            "and block strides", fn, name, al);
+            return fa__fail(FA_ERR_UNSUPPORTED,
+                            "%s: backend '%s' needs %d-byte aligned q/k/v/out data and token, head "
+                            "and block strides",
+                            fn, name, al);
     } else if (st->op == FA_OP_RESHAPE_AND_CACHE) {
         const fa_cache_write_args *w = &st->u.w;
         const int64_t ks[2] = {w->key_token_stride, w->value_token_stride};
@@ -3154,11 +3306,13 @@ static fa_status fa__check_caps(const char *fn, const fa_backend *be, const fa__
             !fa__aligned(w->value, fa_dtype_size(w->kv_dtype), al, ks, 2) ||
             !fa__aligned(w->key_cache, fa_dtype_size(w->cache_dtype), al, cs, 3) ||
             !fa__aligned(w->value_cache, fa_dtype_size(w->cache_dtype), al, cs, 3))
-            return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' needs %d-byte aligned k/v and cache rows", fn, name, al);
+            return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' needs %d-byte aligned k/v and cache rows",
+                            fn, name, al);
     } else if (st->op == FA_OP_MERGE_STATES) {
         const int64_t os[2] = {st->u.m.out_token_stride, st->u.m.out_head_stride};
         if (!fa__aligned(st->u.m.out, fa_dtype_size(st->u.m.dtype), al, os, 2))
-            return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' needs %d-byte aligned out data and strides", fn, name, al);
+            return fa__fail(FA_ERR_UNSUPPORTED, "%s: backend '%s' needs %d-byte aligned out data and strides",
+                            fn, name, al);
     }
     return FA_OK;
 }
@@ -3175,9 +3329,10 @@ static fa_status fa__check_program(const char *fn, const fa__call *c, const fa__
         if (st->kind == FA__STEP_COPY_2D) {
             FA__NEED_OP(fn, be, copy_2d);
             if (st->u.copy.spitch < st->u.copy.width && st->u.copy.rows > 1)
-                return fa__fail(FA_ERR_INVALID_ARG, "%s: q token stride %lld is shorter than the %zu bytes of a row it "
-                                "packs (DCP gathers q as [tokens, heads, head_size])", fn,
-                                (long long)c->q->stride[0], st->u.copy.width);
+                return fa__fail(FA_ERR_INVALID_ARG,
+                                "%s: q token stride %lld is shorter than the %zu bytes of a row it "
+                                "packs (DCP gathers q as [tokens, heads, head_size])",
+                                fn, (long long)c->q->stride[0], st->u.copy.width);
             continue;
         }
         if (st->kind != FA__STEP_OP) continue; /* collectives: the comm was checked at creation */
@@ -3190,8 +3345,8 @@ static fa_status fa__check_program(const char *fn, const fa__call *c, const fa__
         if (st->op == FA_OP_RESHAPE_AND_CACHE && st->u.w.slot_mapping == NULL)
             return fa__fail(FA_ERR_INVALID_ARG, "%s: md->slot_mapping is NULL", fn);
         if (st->op == FA_OP_RESHAPE_AND_CACHE && (c->k->stride[1] != c->D || c->v->stride[1] != c->D))
-            return fa__fail(FA_ERR_INVALID_ARG, "%s: k/v head strides %lld/%lld, expected %d (heads packed)", fn,
-                            (long long)c->k->stride[1], (long long)c->v->stride[1], c->D);
+            return fa__fail(FA_ERR_INVALID_ARG, "%s: k/v head strides %lld/%lld, expected %d (heads packed)",
+                            fn, (long long)c->k->stride[1], (long long)c->v->stride[1], c->D);
         s = fa__check_caps(fn, be, st);
         if (s != FA_OK) return s;
         if (be->ops.check != NULL) {
@@ -3229,8 +3384,8 @@ static fa_status fa__run_program(const fa__call *c, const fa__program *p)
             what = "copy_2d";
             for (j = 0; j < st->u.copy.count && s == FA_OK; ++j)
                 s = be->ops.copy_2d(be->ctx, st->u.copy.dst + j * st->u.copy.dst_step, st->u.copy.dpitch,
-                                    st->u.copy.src + j * st->u.copy.src_step, st->u.copy.spitch, st->u.copy.width,
-                                    st->u.copy.rows, FA_COPY_DEVICE_TO_DEVICE);
+                                    st->u.copy.src + j * st->u.copy.src_step, st->u.copy.spitch,
+                                    st->u.copy.width, st->u.copy.rows, FA_COPY_DEVICE_TO_DEVICE);
             break;
         case FA__STEP_ALL_GATHER:
         case FA__STEP_REDUCE_SCATTER: {
@@ -3240,8 +3395,9 @@ static fa_status fa__run_program(const fa__call *c, const fa__program *p)
                        : cm->reduce_scatter(cm->ctx, x->send, x->recv, x->count, x->dtype);
             if (s != FA_OK) {
                 const char *detail = cm->last_error ? cm->last_error(cm->ctx) : NULL;
-                return fa__fail(s, "fa_forward: comm op '%s' failed (%s): %s", gather ? "all_gather" : "reduce_scatter",
-                                fa_status_string(s), detail ? detail : "");
+                return fa__fail(s, "fa_forward: comm op '%s' failed (%s): %s",
+                                gather ? "all_gather" : "reduce_scatter", fa_status_string(s),
+                                detail ? detail : "");
             }
             continue;
         }
@@ -3267,13 +3423,17 @@ static fa_status fa__validate_ids(const char *fn, const fa__call *c)
         for (t0 = 0; t0 < c->T; t0 += FA__CHECK_CHUNK / 2) {
             const int64_t n = c->T - t0 < FA__CHECK_CHUNK / 2 ? c->T - t0 : FA__CHECK_CHUNK / 2;
             const int64_t *slots = (const int64_t *)(void *)buf;
-            FA__CALL(be, copy, buf, md->slot_mapping + t0, (size_t)n * sizeof(int64_t), FA_COPY_DEVICE_TO_HOST);
+            FA__CALL(be, copy, buf, md->slot_mapping + t0, (size_t)n * sizeof(int64_t),
+                     FA_COPY_DEVICE_TO_HOST);
             s = be->ops.synchronize(be->ctx);
             if (s != FA_OK) return fa__backend_fail(be, "synchronize", s);
             for (i = 0; i < n; ++i)
                 if (slots[i] >= nb * bs)
-                    return fa__fail(FA_ERR_INVALID_ARG, "%s: slot_mapping[%lld] = %lld is outside the cache (%lld blocks "
-                                    "x %lld)", fn, (long long)(t0 + i), (long long)slots[i], (long long)nb, (long long)bs);
+                    return fa__fail(FA_ERR_INVALID_ARG,
+                                    "%s: slot_mapping[%lld] = %lld is outside the cache (%lld blocks "
+                                    "x %lld)",
+                                    fn, (long long)(t0 + i), (long long)slots[i], (long long)nb,
+                                    (long long)bs);
         }
     }
     if (md->has_local) { /* the virtual batches' table, built on the host from block_table_host */
@@ -3282,9 +3442,11 @@ static fa_status fa__validate_ids(const char *fn, const fa__call *c)
             for (i = 0; i < fa__cdiv64(lk[r], bs); ++i) {
                 const int32_t id = lbt[(int64_t)r * b->pages_per_virtual + i];
                 if (id < 0 || id >= nb)
-                    return fa__fail(FA_ERR_INVALID_ARG, "%s: the chunked-local block table (from block_table_host) "
-                                    "holds block %d at virtual batch %d, page %lld, outside the cache's %lld blocks",
-                                    fn, id, r, (long long)i, (long long)nb);
+                    return fa__fail(
+                        FA_ERR_INVALID_ARG,
+                        "%s: the chunked-local block table (from block_table_host) "
+                        "holds block %d at virtual batch %d, page %lld, outside the cache's %lld blocks",
+                        fn, id, r, (long long)i, (long long)nb);
             }
     }
     for (r = 0; r < md->num_reqs; ++r) {
@@ -3293,14 +3455,15 @@ static fa_status fa__validate_ids(const char *fn, const fa__call *c)
         int64_t c0;
         for (c0 = 0; c0 < cols; c0 += FA__CHECK_CHUNK) {
             const int64_t n = cols - c0 < FA__CHECK_CHUNK ? cols - c0 : FA__CHECK_CHUNK;
-            FA__CALL(be, copy, buf, md->block_table + r * md->block_table_stride + c0, (size_t)n * sizeof(int32_t),
-                     FA_COPY_DEVICE_TO_HOST);
+            FA__CALL(be, copy, buf, md->block_table + r * md->block_table_stride + c0,
+                     (size_t)n * sizeof(int32_t), FA_COPY_DEVICE_TO_HOST);
             s = be->ops.synchronize(be->ctx);
             if (s != FA_OK) return fa__backend_fail(be, "synchronize", s);
             for (i = 0; i < n; ++i)
                 if (buf[i] < 0 || buf[i] >= nb)
-                    return fa__fail(FA_ERR_INVALID_ARG, "%s: block_table[%d][%lld] = %d is outside the cache's %lld blocks",
-                                    fn, r, (long long)(c0 + i), buf[i], (long long)nb);
+                    return fa__fail(FA_ERR_INVALID_ARG,
+                                    "%s: block_table[%d][%lld] = %d is outside the cache's %lld blocks", fn,
+                                    r, (long long)(c0 + i), buf[i], (long long)nb);
         }
     }
     return FA_OK;
@@ -3310,17 +3473,17 @@ static fa_status fa__validate_ids(const char *fn, const fa__call *c)
 static void fa__abort_peers(const fa_metadata *md)
 {
     const fa_builder *b;
-    if (md == NULL || md->dcp_world_size <= 1 || md->registry != (const void *)fa__live_ids || md->builder == NULL ||
-        md->builder_slot < 0 || md->builder_slot >= FA__MAX_BUILDERS || md->builder_id == 0 ||
-        fa__atomic_load(&fa__live_ids[md->builder_slot]) != md->builder_id)
+    if (md == NULL || md->dcp_world_size <= 1 || md->registry != (const void *)fa__live_ids ||
+        md->builder == NULL || md->builder_slot < 0 || md->builder_slot >= FA__MAX_BUILDERS ||
+        md->builder_id == 0 || fa__atomic_load(&fa__live_ids[md->builder_slot]) != md->builder_id)
         return;
     b = md->builder;
     if (b->comm != NULL && b->comm->abort != NULL) b->comm->abort(b->comm->ctx);
 }
 
-static fa_status fa__forward(const fa_layer *layer, const fa_backend *be, const fa_tensor *q, const fa_tensor *k,
-                             const fa_tensor *v, const fa_tensor *kv_cache, const fa_metadata *md,
-                             const fa_tensor *out)
+static fa_status fa__forward(const fa_layer *layer, const fa_backend *be, const fa_tensor *q,
+                             const fa_tensor *k, const fa_tensor *v, const fa_tensor *kv_cache,
+                             const fa_metadata *md, const fa_tensor *out)
 {
     const char *fn = "fa_forward";
     fa__call c;
@@ -3334,27 +3497,36 @@ static fa_status fa__forward(const fa_layer *layer, const fa_backend *be, const 
     s = fa__check_backend(fn, be);
     if (s != FA_OK) return s;
     memset(&c, 0, sizeof c);
-    c.L = layer; c.be = be; c.md = md; c.q = q; c.k = k; c.v = v; c.kv_cache = kv_cache; c.out = out;
+    c.L = layer;
+    c.be = be;
+    c.md = md;
+    c.q = q;
+    c.k = k;
+    c.v = v;
+    c.kv_cache = kv_cache;
+    c.out = out;
     c.Hq = layer->desc.num_heads_q;
     c.Hkv = layer->desc.num_heads_kv;
     c.D = layer->desc.head_size;
     c.dt = layer->desc.dtype;
     if (c.Hq <= 0 || c.D <= 0)
-        return fa__fail(FA_ERR_INVALID_ARG, "%s: layer is not initialised (num_heads_q %d, head_size %d)", fn, c.Hq, c.D);
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: layer is not initialised (num_heads_q %d, head_size %d)", fn,
+                        c.Hq, c.D);
     s = fa__check_metadata(fn, &c);
     if (s != FA_OK) return s;
     c.b = md->builder;
     c.T = md->num_actual_tokens;
     c.cache_dt = fa_cache_storage_dtype(layer->desc.kv_cache_dtype, c.dt);
-    c.causal = md->causal == FA_CAUSAL_ON ? 1 : md->causal == FA_CAUSAL_OFF ? 0
-                                                 : layer->desc.attn_type == FA_ATTN_DECODER;
+    c.causal = md->causal == FA_CAUSAL_ON    ? 1
+               : md->causal == FA_CAUSAL_OFF ? 0
+                                             : layer->desc.attn_type == FA_ATTN_DECODER;
     s = fa__check_rows("q", q, c.T, c.Hq, c.D, c.dt);
     if (s == FA_OK) s = fa__check_rows("out", out, c.T, c.Hq, c.D, c.dt);
     if (s == FA_OK && k != NULL) s = fa__check_rows("k", k, c.T, c.Hkv, c.D, c.dt);
     if (s == FA_OK && v != NULL) s = fa__check_rows("v", v, c.T, c.Hkv, c.D, c.dt);
     if (s == FA_OK && (k == NULL) != (v == NULL))
-        s = fa__fail(FA_ERR_INVALID_ARG, "%s: k is %s but v is %s (give both or neither)", fn, k ? "set" : "NULL",
-                     v ? "set" : "NULL");
+        s = fa__fail(FA_ERR_INVALID_ARG, "%s: k is %s but v is %s (give both or neither)", fn,
+                     k ? "set" : "NULL", v ? "set" : "NULL");
     if (s == FA_OK) s = fa__describe(fn, &c, &p);
     if (s == FA_OK && c.b->cfg.debug.validate && kv_cache != NULL && p.n > 0 &&
         layer->desc.attn_type != FA_ATTN_ENCODER && layer->desc.attn_type != FA_ATTN_ENCODER_ONLY)
@@ -3364,9 +3536,9 @@ static fa_status fa__forward(const fa_layer *layer, const fa_backend *be, const 
     return s;
 }
 
-FA__DEF fa_status fa_forward(const fa_layer *layer, const fa_backend *be, const fa_tensor *q, const fa_tensor *k,
-                             const fa_tensor *v, const fa_tensor *kv_cache, const fa_metadata *md,
-                             const fa_tensor *out)
+FA__DEF fa_status fa_forward(const fa_layer *layer, const fa_backend *be, const fa_tensor *q,
+                             const fa_tensor *k, const fa_tensor *v, const fa_tensor *kv_cache,
+                             const fa_metadata *md, const fa_tensor *out)
 {
     const fa_status s = fa__forward(layer, be, q, k, v, kv_cache, md, out);
     if (s != FA_OK) fa__abort_peers(md); /* the peers must not wait for this rank */

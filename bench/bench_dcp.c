@@ -43,21 +43,21 @@ static struct {
     int reqs, ctx, world, interleave, iters, warmup;
 } opt;
 
-#define DIE(...)                                                                                   \
-    do {                                                                                           \
-        fprintf(stderr, "bench_dcp: " __VA_ARGS__);                                                \
-        fprintf(stderr, "\n");                                                                     \
-        exit(1);                                                                                   \
+#define DIE(...) \
+    do { \
+        fprintf(stderr, "bench_dcp: " __VA_ARGS__); \
+        fprintf(stderr, "\n"); \
+        exit(1); \
     } while (0)
 
-#define CK_FA(expr, what)                                                                          \
-    do {                                                                                           \
-        if ((expr) != FA_OK) DIE("%s failed: %s", (what), fa_last_error());                        \
+#define CK_FA(expr, what) \
+    do { \
+        if ((expr) != FA_OK) DIE("%s failed: %s", (what), fa_last_error()); \
     } while (0)
-#define CK_CUDA(expr, what)                                                                        \
-    do {                                                                                           \
-        cudaError_t e_ = (expr);                                                                   \
-        if (e_ != cudaSuccess) DIE("%s failed: %s", (what), cudaGetErrorString(e_));               \
+#define CK_CUDA(expr, what) \
+    do { \
+        cudaError_t e_ = (expr); \
+        if (e_ != cudaSuccess) DIE("%s failed: %s", (what), cudaGetErrorString(e_)); \
     } while (0)
 
 static int cmp_float(const void *a, const void *b)
@@ -205,8 +205,12 @@ static void job_setup(rank_job *j)
     fill_random_bf16(j->stream, j->cache, cache_bytes, 11);   /* the same data on every rank */
     j->tcache = fa_tensor_make(j->cache, FA_DTYPE_BF16, 5, shape);
 
-    qs[0] = T; qs[1] = j->hloc; qs[2] = HEAD;
-    ks[0] = T; ks[1] = HKV; ks[2] = HEAD;
+    qs[0] = T;
+    qs[1] = j->hloc;
+    qs[2] = HEAD;
+    ks[0] = T;
+    ks[1] = HKV;
+    ks[2] = HEAD;
     CK_CUDA(cudaMalloc(&j->q, (size_t)T * j->hloc * HEAD * 2), "cudaMalloc");
     CK_CUDA(cudaMalloc(&j->out, (size_t)T * j->hloc * HEAD * 2), "cudaMalloc");
     CK_CUDA(cudaMalloc(&j->k, (size_t)T * HKV * HEAD * 2), "cudaMalloc");
@@ -236,7 +240,8 @@ static void job_setup(rank_job *j)
         qsl[i + 1] = i + 1;
         seqs[i] = (int32_t)seq;
     }
-    CK_FA(fa_dcp_slot_mapping(bt, j->cols, j->cols, BS, req, pos, T, N, j->rank, I, slots), "fa_dcp_slot_mapping");
+    CK_FA(fa_dcp_slot_mapping(bt, j->cols, j->cols, BS, req, pos, T, N, j->rank, I, slots),
+          "fa_dcp_slot_mapping");
     CK_CUDA(cudaMalloc((void **)&j->bt, sizeof(int32_t) * (size_t)j->num_blocks), "cudaMalloc");
     CK_CUDA(cudaMalloc((void **)&j->slots, sizeof(int64_t) * (size_t)T), "cudaMalloc");
     CK_CUDA(cudaMemcpy(j->bt, bt, sizeof(int32_t) * (size_t)j->num_blocks, cudaMemcpyHostToDevice), "upload");
@@ -253,7 +258,8 @@ static void job_setup(rank_job *j)
     batch.causal = 1;
     /* the metadata stays valid: each builder builds once, forwards replay the same step */
     CK_FA(fa_builder_build(j->b, &batch, 0, &j->md), "fa_builder_build");
-    if (j->b_noop) CK_FA(fa_builder_build(j->b_noop, &batch, 0, &j->md_noop), "fa_builder_build (no-op comm)");
+    if (j->b_noop)
+        CK_FA(fa_builder_build(j->b_noop, &batch, 0, &j->md_noop), "fa_builder_build (no-op comm)");
 
     if (N > 1) {   /* the step's exchanges: q [T,H,D] bf16, LSE [N*H,T] f32, out N x [H,T,D] bf16 */
         CK_CUDA(cudaMalloc(&j->ag_q, (size_t)N * T * j->hloc * HEAD * 2), "cudaMalloc");
@@ -295,7 +301,8 @@ enum { WHAT_STEP = 0, WHAT_NOOP = 1, WHAT_COLL = 2 };
 static void job_once(rank_job *j, int what)
 {
     if (what == WHAT_STEP) {
-        CK_FA(fa_forward(&j->layer, j->be, &j->tq, &j->tk, &j->tv, &j->tcache, &j->md, &j->tout), "fa_forward");
+        CK_FA(fa_forward(&j->layer, j->be, &j->tq, &j->tk, &j->tv, &j->tcache, &j->md, &j->tout),
+              "fa_forward");
     } else if (what == WHAT_NOOP) {
         CK_FA(fa_forward(&j->layer, j->be, &j->tq, &j->tk, &j->tv, &j->tcache, &j->md_noop, &j->tout),
               "fa_forward (no-op comm)");
@@ -305,7 +312,8 @@ static void job_once(rank_job *j, int what)
         if (s == FA_OK)   /* in place, as in the step: send is this rank's slot of recv */
             s = j->comm->all_gather(j->comm->ctx, (float *)j->ag_lse + (size_t)j->rank * N * H * T, j->ag_lse,
                                     N * H * T, FA_DTYPE_F32);
-        if (s == FA_OK) s = j->comm->reduce_scatter(j->comm->ctx, j->rs_out, j->ag_q, H * T * HEAD, FA_DTYPE_BF16);
+        if (s == FA_OK)
+            s = j->comm->reduce_scatter(j->comm->ctx, j->rs_out, j->ag_q, H * T * HEAD, FA_DTYPE_BF16);
         if (s != FA_OK) DIE("collective failed: %s", j->comm->last_error(j->comm->ctx));
     }
 }
@@ -369,7 +377,9 @@ static float median_of_max(rank_job *jobs, int N, int what)
     if (!m) DIE("out of host memory");
     for (it = 0; it < opt.iters; ++it)
         for (q = 0; q < N; ++q) {
-            const float *t = what == WHAT_STEP ? jobs[q].t_step : what == WHAT_NOOP ? jobs[q].t_noop : jobs[q].t_coll;
+            const float *t = what == WHAT_STEP   ? jobs[q].t_step
+                             : what == WHAT_NOOP ? jobs[q].t_noop
+                                                 : jobs[q].t_coll;
             if (t[it] > m[it]) m[it] = t[it];
         }
     r = median(m, opt.iters);
@@ -397,32 +407,44 @@ int main(int argc, char **argv)
     opt.warmup = 10;
     for (i = 1; i < argc; ++i) {
         int *dst = NULL;
-        if (!strcmp(argv[i], "--reqs")) dst = &opt.reqs;
-        else if (!strcmp(argv[i], "--ctx")) dst = &opt.ctx;
-        else if (!strcmp(argv[i], "--world")) dst = &opt.world;
-        else if (!strcmp(argv[i], "--interleave")) dst = &opt.interleave;
-        else if (!strcmp(argv[i], "--iters")) dst = &opt.iters;
-        else if (!strcmp(argv[i], "--warmup")) dst = &opt.warmup;
+        if (!strcmp(argv[i], "--reqs"))
+            dst = &opt.reqs;
+        else if (!strcmp(argv[i], "--ctx"))
+            dst = &opt.ctx;
+        else if (!strcmp(argv[i], "--world"))
+            dst = &opt.world;
+        else if (!strcmp(argv[i], "--interleave"))
+            dst = &opt.interleave;
+        else if (!strcmp(argv[i], "--iters"))
+            dst = &opt.iters;
+        else if (!strcmp(argv[i], "--warmup"))
+            dst = &opt.warmup;
         if (!dst || i + 1 >= argc) {
-            fprintf(stderr, "usage: %s [--reqs 8] [--ctx 131072] [--world 2] [--interleave 1] [--iters 50] "
-                    "[--warmup 10]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--reqs 8] [--ctx 131072] [--world 2] [--interleave 1] [--iters 50] "
+                    "[--warmup 10]\n",
+                    argv[0]);
             return 2;
         }
         *dst = atoi(argv[++i]);
     }
     if (opt.reqs < 1 || opt.ctx < 1 || opt.world < 2 || opt.world > MAX_WORLD || HQ % opt.world != 0 ||
         opt.iters < 20 || opt.warmup < 1 || opt.interleave < 1 || BS % opt.interleave != 0) {
-        fprintf(stderr, "bench_dcp: need reqs, ctx >= 1, world in [2, %d] dividing %d, iters >= 20, warmup >= 1, "
-                "interleave dividing %d\n", MAX_WORLD, HQ, BS);
+        fprintf(stderr,
+                "bench_dcp: need reqs, ctx >= 1, world in [2, %d] dividing %d, iters >= 20, warmup >= 1, "
+                "interleave dividing %d\n",
+                MAX_WORLD, HQ, BS);
         return 2;
     }
     N = opt.world;
     CK_CUDA(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
     kv_gb = 2.0 * opt.reqs * ((double)opt.ctx + 1) * HKV * HEAD * 2 / 1e9;
-    printf("bench_dcp: decode, %d requests x %d context, Hq %d / Hkv %d, head %d, bf16, block %d (KV %.2f GB); "
-           "DCP %d: %d query heads and 1/%d of the KV per GPU, interleave %d; NCCL %d; median of %d after %d "
-           "warm-up\n", opt.reqs, opt.ctx, HQ, HKV, HEAD, BS, kv_gb, N, HQ / N, N, opt.interleave, fa_nccl_version(),
-           opt.iters, opt.warmup);
+    printf(
+        "bench_dcp: decode, %d requests x %d context, Hq %d / Hkv %d, head %d, bf16, block %d (KV %.2f GB); "
+        "DCP %d: %d query heads and 1/%d of the KV per GPU, interleave %d; NCCL %d; median of %d after %d "
+        "warm-up\n",
+        opt.reqs, opt.ctx, HQ, HKV, HEAD, BS, kv_gb, N, HQ / N, N, opt.interleave, fa_nccl_version(),
+        opt.iters, opt.warmup);
 
     /* 1 GPU: the whole model */
     memset(&single, 0, sizeof single);
@@ -487,10 +509,14 @@ int main(int argc, char **argv)
         for (i = 0; i < N; ++i) finite = finite && jobs[i].finite;
         printf("%d GPUs: step %.3f ms%s\n", N, tN, finite ? "" : "  (WARNING: non-finite outputs)");
         printf("speedup: %.2fx (%d GPUs vs 1)\n", t1 / tN, N);
-        printf("exchanged per step and rank: all_gather q %.1f KB, all_gather LSE %.1f KB, reduce_scatter out "
-               "%.1f KB (sent)\n", q_b / 1024, lse_b / 1024, rs_b / 1024);
-        printf("comm: collectives alone %.3f ms = %.1f%% of the %d-GPU step; step with a no-op comm %.3f ms -> "
-               "comm share %.1f%%\n", tcoll, 100.0 * tcoll / tN, N, tnoop, 100.0 * (1.0 - tnoop / tN));
+        printf(
+            "exchanged per step and rank: all_gather q %.1f KB, all_gather LSE %.1f KB, reduce_scatter out "
+            "%.1f KB (sent)\n",
+            q_b / 1024, lse_b / 1024, rs_b / 1024);
+        printf(
+            "comm: collectives alone %.3f ms = %.1f%% of the %d-GPU step; step with a no-op comm %.3f ms -> "
+            "comm share %.1f%%\n",
+            tcoll, 100.0 * tcoll / tN, N, tnoop, 100.0 * (1.0 - tnoop / tN));
     }
     if (fa_nccl_comm_destroy(comms) != FA_OK) fprintf(stderr, "bench_dcp: %s\n", fa_nccl_last_error());
     for (i = 0; i < N; ++i) {

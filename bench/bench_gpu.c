@@ -84,8 +84,14 @@
 /* options */
 
 enum {
-    C_DECODE = 1, C_SPLITS = 2, C_PREFILL = 4, C_MIXED = 8, C_CASCADE = 16, C_CACHE = 32,
-    C_MERGE = 64, C_ALL = 127
+    C_DECODE = 1,
+    C_SPLITS = 2,
+    C_PREFILL = 4,
+    C_MIXED = 8,
+    C_CASCADE = 16,
+    C_CACHE = 32,
+    C_MERGE = 64,
+    C_ALL = 127
 };
 
 #define MAX_LIST 16
@@ -338,7 +344,8 @@ static void *arena_get(size_t need, int kind)
         printf("# cache arena: %.1f GB (of %.1f GB free)\n", (double)want / 1e9, (double)freeb / 1e9);
     }
     if (need > g_arena_bytes) {
-        seterr("needs %.1f GB of cache, the arena holds %.1f GB", (double)need / 1e9, (double)g_arena_bytes / 1e9);
+        seterr("needs %.1f GB of cache, the arena holds %.1f GB", (double)need / 1e9,
+               (double)g_arena_bytes / 1e9);
         return NULL;
     }
     if (g_arena_kind != kind) {
@@ -390,8 +397,14 @@ static void row_init(row *r, const char *cat)
     r->max_abs = -1.0;
 }
 
-static double row_gbs(const row *r) { return r->us > 0 && r->bytes > 0 ? r->bytes / (r->us * 1e-6) / 1e9 : 0.0; }
-static double row_tfs(const row *r) { return r->us > 0 && r->flops > 0 ? r->flops / (r->us * 1e-6) / 1e12 : 0.0; }
+static double row_gbs(const row *r)
+{
+    return r->us > 0 && r->bytes > 0 ? r->bytes / (r->us * 1e-6) / 1e9 : 0.0;
+}
+static double row_tfs(const row *r)
+{
+    return r->us > 0 && r->flops > 0 ? r->flops / (r->us * 1e-6) / 1e12 : 0.0;
+}
 static double row_fcopy(const row *r) { return g_copy_gbs > 0 ? row_gbs(r) / g_copy_gbs : 0.0; }
 static double row_fgemm(const row *r) { return g_gemm_tfs > 0 ? row_tfs(r) / g_gemm_tfs : 0.0; }
 
@@ -468,10 +481,12 @@ static void emit_row(const row *r)
     if (g_csv) {
         fprintf(g_csv, "%s,", r->cat);
         csv_field(g_csv, r->name);
-        fprintf(g_csv, ",%d,%d,%d,%d,%d,%s,%d,%d,", r->batch, r->ctx, r->hq, r->hkv, r->d, r->kv, r->splits, r->copies);
+        fprintf(g_csv, ",%d,%d,%d,%d,%d,%s,%d,%d,", r->batch, r->ctx, r->hq, r->hkv, r->d, r->kv, r->splits,
+                r->copies);
         if (r->us > 0)
-            fprintf(g_csv, "%.3f,%.6g,%.6g,%.3f,%.4f,%.4f,%.4f,", r->us, r->bytes, r->flops, row_gbs(r), row_tfs(r),
-                    g_copy_gbs > 0 && r->bytes > 0 ? row_fcopy(r) : 0.0, g_gemm_tfs > 0 && r->flops > 0 ? row_fgemm(r) : 0.0);
+            fprintf(g_csv, "%.3f,%.6g,%.6g,%.3f,%.4f,%.4f,%.4f,", r->us, r->bytes, r->flops, row_gbs(r),
+                    row_tfs(r), g_copy_gbs > 0 && r->bytes > 0 ? row_fcopy(r) : 0.0,
+                    g_gemm_tfs > 0 && r->flops > 0 ? row_fgemm(r) : 0.0);
         else
             fprintf(g_csv, ",%.6g,%.6g,,,,,", r->bytes, r->flops);
         csv_field(g_csv, r->checked ? (r->check_ok ? "ok" : "FAIL") : "");
@@ -663,8 +678,8 @@ static void ref_free(ref_sample *s)
 
 /* CPU reference: dense causal attention of m query rows (bottom-right aligned) over Lk keys of
    one KV head; q [m][G][D] bf16, k / v [Lk][D] of kvdt, out [m][G][D] bf16. */
-static int cpu_ref(const uint16_t *q, const void *k, const void *v, fa_dtype kvdt, int m, int G, int D, int Lk,
-                   float scale, float ks, float vs, uint16_t *out)
+static int cpu_ref(const uint16_t *q, const void *k, const void *v, fa_dtype kvdt, int m, int G, int D,
+                   int Lk, float scale, float ks, float vs, uint16_t *out)
 {
     fa_attn_args a;
     int32_t cuq[2], cuk[2];
@@ -706,7 +721,8 @@ static int cpu_ref(const uint16_t *q, const void *k, const void *v, fa_dtype kvd
     a.num_splits = 1;
     st = g_cpu->ops.attention(g_cpu->ctx, &a);
     if (st != FA_OK) {
-        seterr("CPU reference attention: %s", g_cpu->ops.last_error ? g_cpu->ops.last_error(g_cpu->ctx) : "?");
+        seterr("CPU reference attention: %s",
+               g_cpu->ops.last_error ? g_cpu->ops.last_error(g_cpu->ctx) : "?");
         return -1;
     }
     return 0;
@@ -714,7 +730,8 @@ static int cpu_ref(const uint16_t *q, const void *k, const void *v, fa_dtype kvd
 
 /* Runs copy 0 once with its output poisoned, reads the output back ([out_elems] bf16), scans it
    and compares the samples. Fills the row's check fields. */
-static void check_attention(row *r, launch_fn fn, void *ctx, void *out0, int64_t out_elems, ref_sample *s, int ns)
+static void check_attention(row *r, launch_fn fn, void *ctx, void *out0, int64_t out_elems, ref_sample *s,
+                            int ns)
 {
     uint16_t *host;
     int64_t i, bad = 0;
@@ -722,8 +739,8 @@ static void check_attention(row *r, launch_fn fn, void *ctx, void *out0, int64_t
     int k;
     if (O.no_check) return;
     host = (uint16_t *)xmalloc(sizeof(uint16_t) * (size_t)out_elems);
-    if (dpoison(out0, sizeof(uint16_t) * (size_t)out_elems) || fn(ctx, 0) || CU(cudaStreamSynchronize(g_stream)) ||
-        d2h(host, out0, sizeof(uint16_t) * (size_t)out_elems)) {
+    if (dpoison(out0, sizeof(uint16_t) * (size_t)out_elems) || fn(ctx, 0) ||
+        CU(cudaStreamSynchronize(g_stream)) || d2h(host, out0, sizeof(uint16_t) * (size_t)out_elems)) {
         r->checked = 1;
         r->check_ok = 0;
         snprintf(r->check, sizeof r->check, "FAIL check run: %.70s", g_err);
@@ -739,8 +756,8 @@ static void check_attention(row *r, launch_fn fn, void *ctx, void *out0, int64_t
             for (g = 0; g < s[k].G; ++g)
                 for (d = 0; d < s[k].D; ++d) {
                     double want = fa_cpu_bf16_to_float(s[k].ref[((int64_t)t * s[k].G + g) * s[k].D + d]);
-                    double got = fa_cpu_bf16_to_float(
-                        host[((s[k].row0 + t) * s[k].hq + s[k].h0 + g) * s[k].D + d]);
+                    double got =
+                        fa_cpu_bf16_to_float(host[((s[k].row0 + t) * s[k].hq + s[k].h0 + g) * s[k].D + d]);
                     double e = fabs(got - want);
                     if (!(e == e)) e = INFINITY;
                     num += (got - want) * (got - want);
@@ -757,7 +774,8 @@ static void check_attention(row *r, launch_fn fn, void *ctx, void *out0, int64_t
         snprintf(r->check, sizeof r->check, "FAIL %lld of %lld outputs not finite", (long long)bad,
                  (long long)out_elems);
     else if (ns > 0)
-        snprintf(r->check, sizeof r->check, "%s rel %.1e max %.1e", r->check_ok ? "ok" : "FAIL", r->rel_err, mx);
+        snprintf(r->check, sizeof r->check, "%s rel %.1e max %.1e", r->check_ok ? "ok" : "FAIL", r->rel_err,
+                 mx);
     else
         snprintf(r->check, sizeof r->check, "ok finite");
     free(host);
@@ -799,8 +817,8 @@ static void pworld_free(pworld *w)
 }
 
 /* Bytes and FLOPs of a batch (P tokens of shared prefix counted once). */
-static void batch_counts(int nreq, const int32_t *qlen, const int32_t *seq, int P, int hq, int hkv, int D, size_t es,
-                         double *bytes, double *flops)
+static void batch_counts(int nreq, const int32_t *qlen, const int32_t *seq, int P, int hq, int hkv, int D,
+                         size_t es, double *bytes, double *flops)
 {
     int i;
     double kv_tokens = P, T = 0, fl = 0;
@@ -816,8 +834,8 @@ static void batch_counts(int nreq, const int32_t *qlen, const int32_t *seq, int 
 
 /* Sets up the world (w zeroed by the caller). qlen / seq: host arrays of nreq; P: shared prefix
    tokens (multiple of 16, every request's block-table row starts with the same P/16 blocks). */
-static int pworld_setup(pworld *w, int nreq, const int32_t *qlen, const int32_t *seq, int P, int hq, int hkv, int D,
-                        int fp8)
+static int pworld_setup(pworld *w, int nreq, const int32_t *qlen, const int32_t *seq, int P, int hq, int hkv,
+                        int D, int fp8)
 {
     fa_config cfg;
     fa_layer_desc ld;
@@ -1111,8 +1129,8 @@ static void bench_gemm(void)
         }
         for (i = 0; i < 5 + reps && ok; ++i) {
             if (i >= 5 && CU(cudaEventRecord(g_ev[2 * (i - 5)], g_stream))) ok = 0;
-            cs = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &alpha, A, CUDA_R_16BF, N, B, CUDA_R_16BF, N,
-                              &beta, C, CUDA_R_16BF, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+            cs = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &alpha, A, CUDA_R_16BF, N, B, CUDA_R_16BF,
+                              N, &beta, C, CUDA_R_16BF, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
             if (cs != CUBLAS_STATUS_SUCCESS) {
                 seterr("cublasGemmEx failed (status %d)", (int)cs);
                 ok = 0;
@@ -1133,8 +1151,9 @@ static void bench_gemm(void)
         r.us = 0.5 * ((double)ms[reps / 2 - 1] + (double)ms[reps / 2]) * 1e3;
         r.copies = 1;
         g_gemm_tfs = r.flops / (r.us * 1e-6) / 1e12;
-        snprintf(r.extra, sizeof r.extra, "min %.1f us, max %.1f us, %d reps back to back (burst, not sustained)",
-                 (double)ms[0] * 1e3, (double)ms[reps - 1] * 1e3, reps);
+        snprintf(r.extra, sizeof r.extra,
+                 "min %.1f us, max %.1f us, %d reps back to back (burst, not sustained)", (double)ms[0] * 1e3,
+                 (double)ms[reps - 1] * 1e3, reps);
         emit_row(&r);
     gout:
         if (h) cublasDestroy(h);
@@ -1217,8 +1236,9 @@ static void split_sweep(pworld *w, const row *planner, ref_sample *ref)
     memset(&sc, 0, sizeof sc);
     for (i = 0; i < ns; ++i) {
         row_init(&rows_sel[i], "decode-split");
-        snprintf(rows_sel[i].name, sizeof rows_sel[i].name, "decode-split b=%d ctx=%d h=%d/%d d=%d kv=%s s=%d",
-                 w->nreq, w->seq[0], w->hq, w->hkv, w->D, w->fp8 ? "fp8" : "bf16", k_splits[i]);
+        snprintf(rows_sel[i].name, sizeof rows_sel[i].name,
+                 "decode-split b=%d ctx=%d h=%d/%d d=%d kv=%s s=%d", w->nreq, w->seq[0], w->hq, w->hkv, w->D,
+                 w->fp8 ? "fp8" : "bf16", k_splits[i]);
         sel[i] = row_selected(&rows_sel[i], C_SPLITS);
         any |= sel[i];
     }
@@ -1278,8 +1298,8 @@ static void split_sweep(pworld *w, const row *planner, ref_sample *ref)
     if (best_s > 0 && planner && planner->us > 0) {
         row r;
         row_init(&r, "split-choice");
-        snprintf(r.name, sizeof r.name, "split-choice b=%d ctx=%d h=%d/%d d=%d kv=%s", w->nreq, w->seq[0], w->hq,
-                 w->hkv, w->D, w->fp8 ? "fp8" : "bf16");
+        snprintf(r.name, sizeof r.name, "split-choice b=%d ctx=%d h=%d/%d d=%d kv=%s", w->nreq, w->seq[0],
+                 w->hq, w->hkv, w->D, w->fp8 ? "fp8" : "bf16");
         r.batch = w->nreq;
         r.ctx = w->seq[0];
         r.hq = w->hq;
@@ -1311,7 +1331,8 @@ static void bench_decode(int B, int ctx, int hq, int hkv, int D, int fp8, int sw
     int i;
     unsigned want = C_DECODE | (sweep ? C_SPLITS : 0);
     row_init(&r, "decode");
-    snprintf(r.name, sizeof r.name, "decode b=%d ctx=%d h=%d/%d d=%d kv=%s", B, ctx, hq, hkv, D, fp8 ? "fp8" : "bf16");
+    snprintf(r.name, sizeof r.name, "decode b=%d ctx=%d h=%d/%d d=%d kv=%s", B, ctx, hq, hkv, D,
+             fp8 ? "fp8" : "bf16");
     r.batch = B;
     r.ctx = ctx;
     r.hq = hq;
@@ -1326,8 +1347,8 @@ static void bench_decode(int B, int ctx, int hq, int hkv, int D, int fp8, int sw
             for (i = 0; i < K_NSPLITS; ++i) {
                 row t;
                 row_init(&t, "decode-split");
-                snprintf(t.name, sizeof t.name, "decode-split b=%d ctx=%d h=%d/%d d=%d kv=%s s=%d", B, ctx, hq, hkv, D,
-                         fp8 ? "fp8" : "bf16", k_splits[i]);
+                snprintf(t.name, sizeof t.name, "decode-split b=%d ctx=%d h=%d/%d d=%d kv=%s s=%d", B, ctx,
+                         hq, hkv, D, fp8 ? "fp8" : "bf16", k_splits[i]);
                 row_selected(&t, C_SPLITS);
             }
         }
@@ -1339,8 +1360,8 @@ static void bench_decode(int B, int ctx, int hq, int hkv, int D, int fp8, int sw
             for (i = 0; i < K_NSPLITS && !run_sweep; ++i) {
                 row t;
                 row_init(&t, "decode-split");
-                snprintf(t.name, sizeof t.name, "decode-split b=%d ctx=%d h=%d/%d d=%d kv=%s s=%d", B, ctx, hq, hkv,
-                         D, fp8 ? "fp8" : "bf16", k_splits[i]);
+                snprintf(t.name, sizeof t.name, "decode-split b=%d ctx=%d h=%d/%d d=%d kv=%s s=%d", B, ctx,
+                         hq, hkv, D, fp8 ? "fp8" : "bf16", k_splits[i]);
                 run_sweep = row_selected(&t, C_SPLITS);
             }
         }
@@ -1367,7 +1388,8 @@ static void bench_decode(int B, int ctx, int hq, int hkv, int D, int fp8, int sw
     if (!O.no_check && pworld_ref(&w, B - 1, 1, (B + ctx / 16 + D) % hkv, &ref)) {
         snprintf(r.check, sizeof r.check, "ref n/a: %.60s", g_err);
     }
-    if (time_row(&r, launch_fwd, &w, w.ncopies) == 0) pworld_check(&r, &w, launch_fwd, &w, &ref, ref.ref ? 1 : 0);
+    if (time_row(&r, launch_fwd, &w, w.ncopies) == 0)
+        pworld_check(&r, &w, launch_fwd, &w, &ref, ref.ref ? 1 : 0);
     if (r.cat[0]) emit_row(&r);
     if (sweep && !g_dead) split_sweep(&w, &r, &ref);
     ref_free(&ref);
@@ -1477,7 +1499,8 @@ static void bench_prefill_dense(int nseq, int L, int D)
     /* reference: the last 4 rows of the last sequence, KV head 3 */
     if (!O.no_check) {
         const int m = 4, hk = 3 % hkv, G = hq / hkv;
-        int64_t tok0 = (int64_t)(nseq - 1) * L, row0 = tok0 + L - m, vofs = (int64_t)w.ncopies * w.T * hkv * D;
+        int64_t tok0 = (int64_t)(nseq - 1) * L, row0 = tok0 + L - m,
+                vofs = (int64_t)w.ncopies * w.T * hkv * D;
         uint16_t *q = (uint16_t *)xmalloc(sizeof(uint16_t) * (size_t)m * G * D);
         uint16_t *k = (uint16_t *)xmalloc(sizeof(uint16_t) * (size_t)L * D);
         uint16_t *v = (uint16_t *)xmalloc(sizeof(uint16_t) * (size_t)L * D);
@@ -1658,7 +1681,8 @@ static void bench_cascade(int P, int B)
         snprintf(rc.check, sizeof rc.check, "ref n/a: %.60s", g_err);
     if (pworld_build(&w, P) == 0) {
         rc.splits = w.md[0].num_splits;
-        if (time_row(&rc, launch_fwd, &w, w.ncopies) == 0) pworld_check(&rc, &w, launch_fwd, &w, &ref, ref.ref ? 1 : 0);
+        if (time_row(&rc, launch_fwd, &w, w.ncopies) == 0)
+            pworld_check(&rc, &w, launch_fwd, &w, &ref, ref.ref ? 1 : 0);
     } else {
         snprintf(rc.note, sizeof rc.note, "n/a: %.300s", g_err);
     }
@@ -1666,16 +1690,18 @@ static void bench_cascade(int P, int B)
         snprintf(rp.note, sizeof rp.note, "n/a: CUDA context lost");
     } else if (pworld_build(&w, 0) == 0) {
         rp.splits = w.md[0].num_splits;
-        if (time_row(&rp, launch_fwd, &w, w.ncopies) == 0) pworld_check(&rp, &w, launch_fwd, &w, &ref, ref.ref ? 1 : 0);
+        if (time_row(&rp, launch_fwd, &w, w.ncopies) == 0)
+            pworld_check(&rp, &w, launch_fwd, &w, &ref, ref.ref ? 1 : 0);
     } else {
         snprintf(rp.note, sizeof rp.note, "n/a: %.300s", g_err);
     }
-    snprintf(rc.extra, sizeof rc.extra, "heuristic %s cascade (prefix_len %d)", plen == P ? "picks" : "rejects",
-             (int)plen);
+    snprintf(rc.extra, sizeof rc.extra, "heuristic %s cascade (prefix_len %d)",
+             plen == P ? "picks" : "rejects", (int)plen);
     if (rc.us > 0 && rp.us > 0)
-        snprintf(rc.extra + strlen(rc.extra), sizeof rc.extra - strlen(rc.extra), "; speedup %.2fx over plain",
-                 rp.us / rc.us);
-    snprintf(rp.extra, sizeof rp.extra, "bytes count the shared prefix once (plain re-reads it, partly from L2)");
+        snprintf(rc.extra + strlen(rc.extra), sizeof rc.extra - strlen(rc.extra),
+                 "; speedup %.2fx over plain", rp.us / rc.us);
+    snprintf(rp.extra, sizeof rp.extra,
+             "bytes count the shared prefix once (plain re-reads it, partly from L2)");
     if (sel_c) emit_row(&rc);
     if (sel_p) emit_row(&rp);
     ref_free(&ref);
@@ -1691,7 +1717,8 @@ out:
 /* ctx: the [copies] argument array */
 static int launch_cw(void *ctx, int c)
 {
-    return op_status(g_be->ops.reshape_and_cache(g_be->ctx, (fa_cache_write_args *)ctx + c), "reshape_and_cache");
+    return op_status(g_be->ops.reshape_and_cache(g_be->ctx, (fa_cache_write_args *)ctx + c),
+                     "reshape_and_cache");
 }
 
 static void bench_cache(int T, int fp8)
@@ -1734,7 +1761,8 @@ static void bench_cache(int T, int fp8)
     slots_host = (int64_t *)xmalloc(sizeof(int64_t) * (size_t)n * T);
     for (c = 0; c < n; ++c)
         for (i = 0; i < T; ++i)
-            slots_host[(int64_t)c * T + i] = (int64_t)perm[(int64_t)c * per_copy_blocks + i / bs] * bs + i % bs;
+            slots_host[(int64_t)c * T + i] =
+                (int64_t)perm[(int64_t)c * per_copy_blocks + i / bs] * bs + i % bs;
     if (h2d(slots_dev, slots_host, sizeof(int64_t) * (size_t)n * T)) {
         emit_na(&r, g_err);
         goto out;
@@ -1812,8 +1840,8 @@ static void bench_cache(int T, int fp8)
         if (!ok)
             snprintf(r.check, sizeof r.check, "FAIL check run: %.60s", g_err);
         else
-            snprintf(r.check, sizeof r.check, "%s %lld mismatches in 64 slots, max %.1e", mism ? "FAIL" : "ok",
-                     (long long)mism, mx);
+            snprintf(r.check, sizeof r.check, "%s %lld mismatches in 64 slots, max %.1e",
+                     mism ? "FAIL" : "ok", (long long)mism, mx);
         free(got);
     }
     emit_row(&r);
@@ -1931,7 +1959,8 @@ static void bench_merge(int T)
         free(pl);
         free(sl);
     }
-    if (time_row(&r, launch_mg, args, n) == 0) check_attention(&r, launch_mg, args, out, tel, &ref, ref.ref ? 1 : 0);
+    if (time_row(&r, launch_mg, args, n) == 0)
+        check_attention(&r, launch_mg, args, out, tel, &ref, ref.ref ? 1 : 0);
     emit_row(&r);
 out:
     ref_free(&ref);
@@ -1978,8 +2007,9 @@ static void summary(double wall_s)
 {
     int i, checked = 0, failed = 0, timed = 0, na = 0, kvk;
     printf("\n==================================== summary ====================================\n");
-    printf("device: %s (%d SMs, cc %d.%d); wall %.0f s\n", g_be ? g_be->info.name : "?", g_be ? g_be->info.num_sms : 0,
-           g_be ? g_be->info.cc_major : 0, g_be ? g_be->info.cc_minor : 0, wall_s);
+    printf("device: %s (%d SMs, cc %d.%d); wall %.0f s\n", g_be ? g_be->info.name : "?",
+           g_be ? g_be->info.num_sms : 0, g_be ? g_be->info.cc_major : 0, g_be ? g_be->info.cc_minor : 0,
+           wall_s);
     if (g_copy_gbs > 0)
         printf("ceilings: copy %.0f GB/s (1 GiB d2d, read + write)", g_copy_gbs);
     else
@@ -1988,10 +2018,11 @@ static void summary(double wall_s)
         printf(", GEMM %.0f TFLOP/s (cublasGemmEx bf16 8192^3)\n", g_gemm_tfs);
     else
         printf(", GEMM n/a\n");
-    printf("timing: CUDA events, median of >= 20 reps, CUDA-graph replay of n rotated copies (>= %.0f MB a rep)\n",
+    printf("timing: CUDA events, median of >= 20 reps, CUDA-graph replay of n rotated copies (>= %.0f MB a "
+           "rep)\n",
            O.rot_mb);
-    printf("\n%-52s %10s %8s %8s %8s\n", "workload (32/8 heads, head 128 unless said)", "time_us", "copy", "TFLOP/s",
-           "target");
+    printf("\n%-52s %10s %8s %8s %8s\n", "workload (32/8 heads, head 128 unless said)", "time_us", "copy",
+           "TFLOP/s", "target");
     summary_frac("decode b=64 ctx=8192 bf16", "decode b=64 ctx=8192 h=32/8 d=128 kv=bf16", 0.92);
     summary_frac("decode b=256 ctx=8192 bf16", "decode b=256 ctx=8192 h=32/8 d=128 kv=bf16", 0.92);
     summary_frac("decode b=256 ctx=1024 bf16", "decode b=256 ctx=1024 h=32/8 d=128 kv=bf16", 0.88);
@@ -2007,7 +2038,8 @@ static void summary(double wall_s)
             for (f = 0; f < 2; ++f)
                 for (k = 0; k < 3; ++k) {
                     char label[96], name[128];
-                    snprintf(label, sizeof label, "decode b=%d ctx=%d d=%d %s", bb[k], cc[k], dd[i], f ? "fp8" : "bf16");
+                    snprintf(label, sizeof label, "decode b=%d ctx=%d d=%d %s", bb[k], cc[k], dd[i],
+                             f ? "fp8" : "bf16");
                     snprintf(name, sizeof name, "decode b=%d ctx=%d h=32/8 d=%d kv=%s", bb[k], cc[k], dd[i],
                              f ? "fp8" : "bf16");
                     summary_frac(label, name, tt[k]);
@@ -2032,7 +2064,8 @@ static void summary(double wall_s)
         if (nf > 0) {
             qsort(fr, (size_t)nf, sizeof(double), cmp_double);
             printf("decode grid %-4s: %3d rows, fraction of copy median %.3f, min %.3f (%s), max %.3f (%s)\n",
-                   kvk ? "fp8" : "bf16", nf, fr[nf / 2], row_fcopy(lo), lo->name + 7, row_fcopy(hi), hi->name + 7);
+                   kvk ? "fp8" : "bf16", nf, fr[nf / 2], row_fcopy(lo), lo->name + 7, row_fcopy(hi),
+                   hi->name + 7);
         }
     }
     /* prefill */
@@ -2050,7 +2083,8 @@ static void summary(double wall_s)
                 b = find_row(n2);
                 if (!a && !b) continue;
                 if (!any)
-                    printf("\n%-30s %14s %14s %10s   (target: >= 300 TFLOP/s at head 128; paged >= 0.95x dense)\n",
+                    printf("\n%-30s %14s %14s %10s   (target: >= 300 TFLOP/s at head 128; paged >= 0.95x "
+                           "dense)\n",
                            "prefill causal, 16k tokens", "dense TFLOP/s", "paged TFLOP/s", "paged/dense");
                 any = 1;
                 snprintf(lab, sizeof lab, "%s d=%d", shapes[s], dims[d]);
@@ -2067,8 +2101,9 @@ static void summary(double wall_s)
             char pn[200];
             const row *p;
             if (strcmp(r->cat, "cascade")) continue;
-            if (!any) printf("\n%-44s %12s %12s %8s  (target: >= 3x at 256 x 16k)\n", "cascade", "cascade_us",
-                             "plain_us", "speedup");
+            if (!any)
+                printf("\n%-44s %12s %12s %8s  (target: >= 3x at 256 x 16k)\n", "cascade", "cascade_us",
+                       "plain_us", "speedup");
             any = 1;
             snprintf(pn, sizeof pn, "cascade-plain%s", r->name + 7);
             p = find_row(pn);
@@ -2088,8 +2123,10 @@ static void summary(double wall_s)
         }
     }
     for (i = 0; i < g_nrows; ++i) {
-        if (g_rows[i].us > 0) timed++;
-        else na++;
+        if (g_rows[i].us > 0)
+            timed++;
+        else
+            na++;
         if (g_rows[i].checked) {
             checked++;
             if (!g_rows[i].check_ok) failed++;
@@ -2097,7 +2134,8 @@ static void summary(double wall_s)
     }
     printf("\nrows: %d timed, %d n/a or skipped; checks: %d run, %d FAILED\n", timed, na, checked, failed);
     for (i = 0; i < g_nrows; ++i)
-        if (g_rows[i].checked && !g_rows[i].check_ok) printf("  FAILED: %s: %s\n", g_rows[i].name, g_rows[i].check);
+        if (g_rows[i].checked && !g_rows[i].check_ok)
+            printf("  FAILED: %s: %s\n", g_rows[i].name, g_rows[i].check);
     if (g_dead) printf("NOTE: a sticky CUDA error stopped the run early (%s)\n", g_err);
 }
 
@@ -2170,20 +2208,26 @@ static int parse_args(int argc, char **argv)
     for (i = 1; i < argc; ++i) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEEDV                                                                   \
-    do {                                                                        \
-        if (!v) {                                                               \
-            fprintf(stderr, "bench_gpu: %s needs a value\n", a);                \
-            return -1;                                                          \
-        }                                                                       \
-        ++i;                                                                    \
+#define NEEDV \
+    do { \
+        if (!v) { \
+            fprintf(stderr, "bench_gpu: %s needs a value\n", a); \
+            return -1; \
+        } \
+        ++i; \
     } while (0)
-        if (!strcmp(a, "--quick")) O.quick = 1;
-        else if (!strcmp(a, "--list")) O.list = 1;
-        else if (!strcmp(a, "--no-check")) O.no_check = 1;
-        else if (!strcmp(a, "--no-graph")) O.no_graph = 1;
-        else if (!strcmp(a, "--full-graph")) O.full_graph = 1;
-        else if (!strcmp(a, "--no-ceilings")) O.no_ceilings = 1;
+        if (!strcmp(a, "--quick"))
+            O.quick = 1;
+        else if (!strcmp(a, "--list"))
+            O.list = 1;
+        else if (!strcmp(a, "--no-check"))
+            O.no_check = 1;
+        else if (!strcmp(a, "--no-graph"))
+            O.no_graph = 1;
+        else if (!strcmp(a, "--full-graph"))
+            O.full_graph = 1;
+        else if (!strcmp(a, "--no-ceilings"))
+            O.no_ceilings = 1;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage();
             exit(0);
@@ -2193,14 +2237,22 @@ static int parse_args(int argc, char **argv)
             O.cats = 0;
             snprintf(buf, sizeof buf, "%s", v);
             for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-                if (!strcmp(tok, "decode")) O.cats |= C_DECODE;
-                else if (!strcmp(tok, "splits") || !strcmp(tok, "decode-split")) O.cats |= C_SPLITS;
-                else if (!strcmp(tok, "prefill")) O.cats |= C_PREFILL;
-                else if (!strcmp(tok, "mixed")) O.cats |= C_MIXED;
-                else if (!strcmp(tok, "cascade")) O.cats |= C_CASCADE;
-                else if (!strcmp(tok, "cache")) O.cats |= C_CACHE;
-                else if (!strcmp(tok, "merge")) O.cats |= C_MERGE;
-                else if (!strcmp(tok, "ceiling") || !strcmp(tok, "ceilings")) ;
+                if (!strcmp(tok, "decode"))
+                    O.cats |= C_DECODE;
+                else if (!strcmp(tok, "splits") || !strcmp(tok, "decode-split"))
+                    O.cats |= C_SPLITS;
+                else if (!strcmp(tok, "prefill"))
+                    O.cats |= C_PREFILL;
+                else if (!strcmp(tok, "mixed"))
+                    O.cats |= C_MIXED;
+                else if (!strcmp(tok, "cascade"))
+                    O.cats |= C_CASCADE;
+                else if (!strcmp(tok, "cache"))
+                    O.cats |= C_CACHE;
+                else if (!strcmp(tok, "merge"))
+                    O.cats |= C_MERGE;
+                else if (!strcmp(tok, "ceiling") || !strcmp(tok, "ceilings"))
+                    ;
                 else {
                     fprintf(stderr, "bench_gpu: unknown category '%s' in --only\n", tok);
                     return -1;
@@ -2315,7 +2367,8 @@ static void run_all(void)
                         if (O.quick) {
                             int tgt = (bl[b] == 64 && cl[c] == 8192) || (bl[b] == 256 && cl[c] == 1024) ||
                                       (bl[b] == 1 && cl[c] == 32768);
-                            if (!tgt || !(heads[h][0] == 32 && heads[h][1] == 8)) continue;   /* every head size */
+                            if (!tgt || !(heads[h][0] == 32 && heads[h][1] == 8))
+                                continue;   /* every head size */
                         }
                         bench_decode(bl[b], cl[c], heads[h][0], heads[h][1], dims[d], kv, sweep);
                     }
@@ -2335,7 +2388,8 @@ static void run_all(void)
     {
         /* the issue's grid {1k, 16k} x {64, 256}, plus few requests on a 1k prefix, where the
            heuristic declines cascade (quick: the target row and one declined row) */
-        static const int cs[][2] = {{1024, 8}, {1024, 16}, {1024, 64}, {1024, 256}, {16384, 64}, {16384, 256}};
+        static const int cs[][2] = {{1024, 8},   {1024, 16},  {1024, 64},
+                                    {1024, 256}, {16384, 64}, {16384, 256}};
         int k;
         for (k = 0; k < (int)(sizeof cs / sizeof cs[0]); ++k)
             if (!O.quick || (cs[k][0] == 16384 && cs[k][1] == 256) || (cs[k][0] == 1024 && cs[k][1] == 8))

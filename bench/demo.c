@@ -244,15 +244,27 @@ static double run_layer(world *w, const fa_layer *layer, int l, const fa_metadat
 #define G_HKV 2
 #define G_D 128
 #define G_BS 16
-#define G_R 32             /* decode requests = T_pad */
-#define G_MAXB 128         /* 2048 tokens per request */
+#define G_R 32 /* decode requests = T_pad */
+#define G_MAXB 128 /* 2048 tokens per request */
 #define G_LAYERS 3
 #define G_STEPS 50
-#define GCK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
-    printf("graph: %s:%d: %s -> %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); return 1; } } while (0)
-#define GOK(call) do { fa_status s_ = (call); if (s_ != FA_OK) { \
-    printf("graph: %s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, fa_status_string(s_), fa_last_error()); \
-    return 1; } } while (0)
+#define GCK(call) \
+    do { \
+        cudaError_t e_ = (call); \
+        if (e_ != cudaSuccess) { \
+            printf("graph: %s:%d: %s -> %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            return 1; \
+        } \
+    } while (0)
+#define GOK(call) \
+    do { \
+        fa_status s_ = (call); \
+        if (s_ != FA_OK) { \
+            printf("graph: %s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, fa_status_string(s_), \
+                   fa_last_error()); \
+            return 1; \
+        } \
+    } while (0)
 
 static int graph_mode(void)
 {
@@ -340,7 +352,8 @@ static int graph_mode(void)
             qsl[i] = i;
             seq[i] = step < 0 ? G_MAXB * G_BS : 1 + (int32_t)((frand() + 1.f) * 0.5f * (G_MAXB * G_BS - 1));
             if (seq[i] > G_MAXB * G_BS) seq[i] = G_MAXB * G_BS;
-            slots[i] = step < 0 ? -1 : (int64_t)bt[i * G_MAXB + (seq[i] - 1) / G_BS] * G_BS + (seq[i] - 1) % G_BS;
+            slots[i] =
+                step < 0 ? -1 : (int64_t)bt[i * G_MAXB + (seq[i] - 1) / G_BS] * G_BS + (seq[i] - 1) % G_BS;
         }
         qsl[G_R] = G_R;
         for (i = 0; i < G_R * G_HQ * G_D; ++i) ha[i] = fa_cpu_float_to_bf16(frand());
@@ -351,10 +364,12 @@ static int graph_mode(void)
         GOK(fa_builder_build(b, &batch, 0, &md)); /* outside the graph, every step */
         if (step < 0) {
             cap_splits = md.num_splits;
-            for (l = 0; l < G_LAYERS; ++l) GOK(fa_forward(&layers[l], be, &tq, &tk, &tv, &tc[l], &md, &to[l]));
+            for (l = 0; l < G_LAYERS; ++l)
+                GOK(fa_forward(&layers[l], be, &tq, &tk, &tv, &tc[l], &md, &to[l]));
             GCK(cudaStreamSynchronize(st));
             GCK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-            for (l = 0; l < G_LAYERS; ++l) GOK(fa_forward(&layers[l], be, &tq, &tk, &tv, &tc[l], &md, &to[l]));
+            for (l = 0; l < G_LAYERS; ++l)
+                GOK(fa_forward(&layers[l], be, &tq, &tk, &tv, &tc[l], &md, &to[l]));
             GCK(cudaStreamEndCapture(st, &graph));
             GCK(cudaGraphInstantiate(&exec, graph, 0));
             GCK(cudaGraphLaunch(exec, st)); /* first replay uploads the graph */
@@ -383,17 +398,31 @@ static int graph_mode(void)
             if (memcmp(ha, hb, qb) != 0) ++mismatches;
         }
     }
-    printf("graph: %d decode requests, %d layers, static splits %d: eager %.1f us/step, graph replay %.1f us/step "
-           "(launch + sync, builds excluded); replay == eager: %s (%d layer outputs differ)\n", G_R, G_LAYERS,
-           cap_splits, t_eager / G_STEPS, t_graph / G_STEPS, mismatches ? "NO" : "yes", mismatches);
+    printf("graph: %d decode requests, %d layers, static splits %d: eager %.1f us/step, graph replay %.1f "
+           "us/step "
+           "(launch + sync, builds excluded); replay == eager: %s (%d layer outputs differ)\n",
+           G_R, G_LAYERS, cap_splits, t_eager / G_STEPS, t_graph / G_STEPS, mismatches ? "NO" : "yes",
+           mismatches);
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
-    for (l = 0; l < G_LAYERS; ++l) { cudaFree(cache[l]); cudaFree(cache_e[l]); cudaFree(out[l]); cudaFree(out_e[l]); }
-    cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dbt); cudaFree(dslots);
+    for (l = 0; l < G_LAYERS; ++l) {
+        cudaFree(cache[l]);
+        cudaFree(cache_e[l]);
+        cudaFree(out[l]);
+        cudaFree(out_e[l]);
+    }
+    cudaFree(dq);
+    cudaFree(dk);
+    cudaFree(dv);
+    cudaFree(dbt);
+    cudaFree(dslots);
     fa_builder_destroy(b);
     fa_cuda_backend_destroy(be);
     cudaStreamDestroy(st);
-    free(bt); free(h); free(ha); free(hb);
+    free(bt);
+    free(h);
+    free(ha);
+    free(hb);
     return mismatches ? 1 : 0;
 }
 #endif

@@ -22,10 +22,34 @@ typedef struct counters {
 } counters;
 static counters CNT;
 
-static fa_status cb_cache(void *c, const fa_cache_write_args *a) { (void)c; (void)a; CNT.cache++; return FA_OK; }
-static fa_status cb_attn(void *c, const fa_attn_args *a) { (void)c; (void)a; CNT.attn++; return FA_OK; }
-static fa_status cb_merge(void *c, const fa_merge_args *a) { (void)c; (void)a; CNT.merge++; return FA_OK; }
-static fa_status cb_dcp(void *c, const fa_dcp_correct_args *a) { (void)c; (void)a; CNT.dcp++; return FA_OK; }
+static fa_status cb_cache(void *c, const fa_cache_write_args *a)
+{
+    (void)c;
+    (void)a;
+    CNT.cache++;
+    return FA_OK;
+}
+static fa_status cb_attn(void *c, const fa_attn_args *a)
+{
+    (void)c;
+    (void)a;
+    CNT.attn++;
+    return FA_OK;
+}
+static fa_status cb_merge(void *c, const fa_merge_args *a)
+{
+    (void)c;
+    (void)a;
+    CNT.merge++;
+    return FA_OK;
+}
+static fa_status cb_dcp(void *c, const fa_dcp_correct_args *a)
+{
+    (void)c;
+    (void)a;
+    CNT.dcp++;
+    return FA_OK;
+}
 static fa_status cb_copy(void *c, void *d, const void *s, size_t n, fa_copy_kind k)
 {
     (void)c;
@@ -47,11 +71,24 @@ static fa_status cb_alloc(void *c, size_t n, void **p)
     CNT.alloc++;
     CNT.alloc_bytes += n;
     *p = malloc(n ? n : 1);
-    if (*p) memset(*p, 0x5c, n < (1u << 20) ? n : (1u << 20)); /* not zero: the builder must write what it relies on */
+    if (*p)
+        memset(*p, 0x5c,
+               n < (1u << 20) ? n : (1u << 20)); /* not zero: the builder must write what it relies on */
     return *p ? FA_OK : FA_ERR_OUT_OF_MEMORY;
 }
-static fa_status cb_free(void *c, void *p) { (void)c; CNT.free++; free(p); return FA_OK; }
-static fa_status cb_sync(void *c) { (void)c; CNT.sync++; return FA_OK; }
+static fa_status cb_free(void *c, void *p)
+{
+    (void)c;
+    CNT.free++;
+    free(p);
+    return FA_OK;
+}
+static fa_status cb_sync(void *c)
+{
+    (void)c;
+    CNT.sync++;
+    return FA_OK;
+}
 
 static fa_backend BE;
 
@@ -125,7 +162,8 @@ static void check_plan(const int32_t *plan, int32_t n, int32_t S, int32_t len, c
 {
     cr_assert_eq(plan[0], S, "%s: plan[0] = %d, num_splits %d", what, plan[0], S);
     for (int32_t i = 0; i < n; ++i)
-        cr_assert(plan[1 + i] >= 1 && plan[1 + i] <= S, "%s: plan[1+%d] = %d not in [1, %d]", what, i, plan[1 + i], S);
+        cr_assert(plan[1 + i] >= 1 && plan[1 + i] <= S, "%s: plan[1+%d] = %d not in [1, %d]", what, i,
+                  plan[1 + i], S);
     for (int32_t i = 1 + n; i < len; ++i)
         cr_assert_eq(plan[i], 0, "%s: tail plan[%d] = %d (not zeroed)", what, i, plan[i]);
 }
@@ -208,23 +246,29 @@ Test(workspace, monotone_in_limits)
     const int32_t spl[4] = {1, 8, 32, 128};
     size_t prev = 0;
     for (int i = 0; i < 4; ++i) {
-        c = base_cfg(); c.scheduler.max_num_seqs = seqs[i];
+        c = base_cfg();
+        c.scheduler.max_num_seqs = seqs[i];
         size_t w = ws(&c);
         cr_assert_geq(w, prev, "max_num_seqs %d: %zu < %zu", seqs[i], w, prev);
-        if (i) cr_assert_gt(w, prev, "max_num_seqs %d -> %d does not grow the workspace", seqs[i - 1], seqs[i]);
+        if (i)
+            cr_assert_gt(w, prev, "max_num_seqs %d -> %d does not grow the workspace", seqs[i - 1], seqs[i]);
         prev = w;
     }
     prev = 0;
     for (int i = 0; i < 4; ++i) {
-        c = base_cfg(); c.scheduler.max_num_batched_tokens = toks[i];
+        c = base_cfg();
+        c.scheduler.max_num_batched_tokens = toks[i];
         size_t w = ws(&c);
         cr_assert_geq(w, prev, "max_num_batched_tokens %d", toks[i]);
-        if (i) cr_assert_gt(w, prev, "max_num_batched_tokens %d -> %d does not grow the workspace", toks[i - 1], toks[i]);
+        if (i)
+            cr_assert_gt(w, prev, "max_num_batched_tokens %d -> %d does not grow the workspace", toks[i - 1],
+                         toks[i]);
         prev = w;
     }
     prev = 0;
     for (int i = 0; i < 4; ++i) {
-        c = base_cfg(); c.compilation.max_num_splits = spl[i];
+        c = base_cfg();
+        c.compilation.max_num_splits = spl[i];
         size_t w = ws(&c);
         cr_assert_geq(w, prev, "max_num_splits %d", spl[i]);
         prev = w;
@@ -233,11 +277,15 @@ Test(workspace, monotone_in_limits)
     fa_config a = base_cfg(), b = base_cfg();
     b.model.num_heads_q = 64;
     cr_assert_geq(ws(&b), ws(&a));
-    b = base_cfg(); b.model.head_size = 256;
+    b = base_cfg();
+    b.model.head_size = 256;
     cr_assert_geq(ws(&b), ws(&a));
-    b = base_cfg(); b.parallel.dcp_world_size = 4; b.parallel.dcp_rank = 1;
+    b = base_cfg();
+    b.parallel.dcp_world_size = 4;
+    b.parallel.dcp_rank = 1;
     cr_assert_geq(ws(&b), ws(&a));
-    b = base_cfg(); b.scheduler.attention_chunk_size = 64;
+    b = base_cfg();
+    b.scheduler.attention_chunk_size = 64;
     cr_assert_geq(ws(&b), ws(&a));
 }
 
@@ -250,7 +298,8 @@ Test(workspace, create_allocates_the_reported_size, .init = setup)
     fa_builder *b;
     ASSERT_OK(fa_builder_create(&BE, &c, NULL, &b));
     cr_assert_geq(CNT.alloc, 1);
-    cr_assert_eq(CNT.alloc_bytes, w, "allocated %zu bytes, fa_builder_workspace_size says %zu", CNT.alloc_bytes, w);
+    cr_assert_eq(CNT.alloc_bytes, w, "allocated %zu bytes, fa_builder_workspace_size says %zu",
+                 CNT.alloc_bytes, w);
     const fa_config *rc = fa_builder_config(b);
     cr_assert_not_null(rc);
     cr_assert_eq(rc->cache.block_size, 16, "resolved config: defaults applied");
@@ -296,7 +345,8 @@ Test(build, plain_batch, .init = setup)
         cr_assert_eq(md.min_query_len, minq, "min_query_len %d, expected %d", md.min_query_len, minq);
         cr_assert_eq(md.max_seq_len, maxs);
         cr_assert_eq(md.causal, 1);
-        for (int i = 0; i <= r.n; ++i) cr_assert_eq(md.query_start_loc[i], r.qsl[i], "query_start_loc[%d]", i);
+        for (int i = 0; i <= r.n; ++i)
+            cr_assert_eq(md.query_start_loc[i], r.qsl[i], "query_start_loc[%d]", i);
         for (int i = 0; i < r.n; ++i) cr_assert_eq(md.seq_lens[i], r.seq[i], "seq_lens[%d]", i);
         cr_assert_eq(md.block_table, r.bt, "the batch's block table");
         cr_assert_eq(md.block_table_stride, BTS);
@@ -353,11 +403,18 @@ Test(build, splits_follow_the_batch, .init = setup)
     static int32_t qsl[65], seq[64], bt64[64 * 600];
     static int64_t sl[64];
     for (int i = 0; i <= 64; ++i) qsl[i] = i;
-    for (int i = 0; i < 64; ++i) { seq[i] = 8192; sl[i] = (int64_t)i * 600 * 16 + 8191; }
+    for (int i = 0; i < 64; ++i) {
+        seq[i] = 8192;
+        sl[i] = (int64_t)i * 600 * 16 + 8191;
+    }
     for (int i = 0; i < 64 * 600; ++i) bt64[i] = i;
     fa_batch bb = r.b;
-    bb.num_reqs = 64; bb.num_actual_tokens = 64; bb.query_start_loc = qsl; bb.seq_lens = seq;
-    bb.block_table = bb.block_table_host = bt64; bb.slot_mapping = sl;
+    bb.num_reqs = 64;
+    bb.num_actual_tokens = 64;
+    bb.query_start_loc = qsl;
+    bb.seq_lens = seq;
+    bb.block_table = bb.block_table_host = bt64;
+    bb.slot_mapping = sl;
     ASSERT_OK(fa_builder_build(b, &bb, 0, &md));
     /* decode rule: equal requests get equal splits, within [1, the cap] */
     for (int i = 0; i < 64; ++i) {
@@ -378,9 +435,16 @@ Test(build, elastic_split_cap, .init = setup)
     for (int i = 0; i < 2048; ++i) bt[i] = i;
     fa_batch bb;
     memset(&bb, 0, sizeof bb);
-    bb.num_reqs = 1; bb.num_actual_tokens = 1;
-    bb.query_start_loc = qsl; bb.seq_lens = seq; bb.block_table = bt; bb.block_table_host = bt;
-    bb.block_table_stride = 2048; bb.max_blocks = 2048; bb.slot_mapping = sl; bb.causal = 1;
+    bb.num_reqs = 1;
+    bb.num_actual_tokens = 1;
+    bb.query_start_loc = qsl;
+    bb.seq_lens = seq;
+    bb.block_table = bt;
+    bb.block_table_host = bt;
+    bb.block_table_stride = 2048;
+    bb.max_blocks = 2048;
+    bb.slot_mapping = sl;
+    bb.causal = 1;
     const int32_t set[3] = {0, 32, 0}, seqs[3] = {64, 64, 1}, want[3] = {64, 32, 32};
     for (int k = 0; k < 3; ++k) {
         fa_config c = base_cfg();
@@ -447,13 +511,22 @@ Test(build, cascade_prefix_len_from_builder, .init = setup)
     int32_t qsl[11], seq[10], bt[10 * 100];
     int64_t sl[10];
     for (int i = 0; i <= 10; ++i) qsl[i] = i;
-    for (int i = 0; i < 10; ++i) { seq[i] = 1000 + 37 * i; sl[i] = 0; }
+    for (int i = 0; i < 10; ++i) {
+        seq[i] = 1000 + 37 * i;
+        sl[i] = 0;
+    }
     seq[4] = 701; /* context 700 -> P = min(64 blocks * 16, 700) = 700 -> 688 */
     for (int i = 0; i < 1000; ++i) bt[i] = i % 100;
     fa_batch bb;
     memset(&bb, 0, sizeof bb);
-    bb.num_reqs = 10; bb.query_start_loc = qsl; bb.seq_lens = seq; bb.block_table = bt;
-    bb.block_table_host = bt; bb.block_table_stride = 100; bb.slot_mapping = sl; bb.causal = 1;
+    bb.num_reqs = 10;
+    bb.query_start_loc = qsl;
+    bb.seq_lens = seq;
+    bb.block_table = bt;
+    bb.block_table_host = bt;
+    bb.block_table_stride = 100;
+    bb.slot_mapping = sl;
+    bb.causal = 1;
     int32_t p = -1;
     ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, &p));
     cr_assert_eq(p, 688, "P = %d, expected min(1024, 700) rounded down to 688", p);
@@ -466,7 +539,8 @@ Test(build, cascade_prefix_len_from_builder, .init = setup)
         static const float slopes[16] = {0.5f};
         fa_layer_desc d = test_desc(16, 16, 32, c.model.dtype);
         fa_layer lay[3];
-        d.alibi_slopes = slopes; d.num_alibi_slopes = 16;
+        d.alibi_slopes = slopes;
+        d.num_alibi_slopes = 16;
         ASSERT_OK(fa_layer_init(&lay[0], &d));
         d = test_desc(16, 16, 32, c.model.dtype);
         d.sliding_window = 128;
@@ -481,7 +555,8 @@ Test(build, cascade_prefix_len_from_builder, .init = setup)
         ASSERT_OK(fa_layer_init(&lay[2], &d));
         ASSERT_OK(fa_builder_set_layers(b, lay, 3));
         ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, &p));
-        cr_assert_eq(p, 688, "one full-attention layer among windowed and ALiBi ones: cascade (the others run plain)");
+        cr_assert_eq(
+            p, 688, "one full-attention layer among windowed and ALiBi ones: cascade (the others run plain)");
         bb.causal = FA_CAUSAL_OFF;
         ASSERT_OK(fa_builder_cascade_prefix_len(b, &bb, 64, &p));
         cr_assert_eq(p, 0, "a non-causal batch never cascades");
@@ -521,7 +596,9 @@ Test(build, dcp_arrays, .init = setup)
             make_rbatch(&r, rng_int(1, 30), 16, 2000, 20, 0, 0);
             for (int32_t rank = 0; rank < N; ++rank) {
                 fa_config c = base_cfg();
-                c.model.num_heads_q = 4; c.model.num_heads_kv = 1; c.model.head_size = 32;
+                c.model.num_heads_q = 4;
+                c.model.num_heads_kv = 1;
+                c.model.head_size = 32;
                 c.scheduler.max_num_batched_tokens = 640;
                 c.scheduler.max_num_seqs = 64;
                 c.parallel.dcp_world_size = N;
@@ -539,14 +616,17 @@ Test(build, dcp_arrays, .init = setup)
                     int32_t ctx = r.seq[i] - (r.qsl[i + 1] - r.qsl[i]);
                     int32_t want = 0;
                     for (int32_t p = 0; p < ctx; ++p) want += ((p / I) % N == rank);
-                    cr_assert_eq(md.dcp_context_kv_lens[i], want, "N %d I %d rank %d req %d (ctx %d): %d, expected %d",
-                                 N, I, rank, i, ctx, md.dcp_context_kv_lens[i], want);
+                    cr_assert_eq(md.dcp_context_kv_lens[i], want,
+                                 "N %d I %d rank %d req %d (ctx %d): %d, expected %d", N, I, rank, i, ctx,
+                                 md.dcp_context_kv_lens[i], want);
                     if (r.seq[i] > maxs) maxs = r.seq[i];
                 }
                 int32_t wantmax = (maxs + N * I - 1) / (N * I) * I;
-                cr_assert_eq(md.max_dcp_context_kv_len, wantmax, "max_dcp_context_kv_len %d, expected ceil(%d/(%d*%d))*%d = %d",
+                cr_assert_eq(md.max_dcp_context_kv_len, wantmax,
+                             "max_dcp_context_kv_len %d, expected ceil(%d/(%d*%d))*%d = %d",
                              md.max_dcp_context_kv_len, maxs, N, I, I, wantmax);
-                for (int i = 0; i < r.n; ++i) cr_assert_leq(md.dcp_context_kv_lens[i], md.max_dcp_context_kv_len);
+                for (int i = 0; i < r.n; ++i)
+                    cr_assert_leq(md.dcp_context_kv_lens[i], md.max_dcp_context_kv_len);
                 check_plan(md.split_plan, r.n, md.num_splits, 1 + 64, "dcp");
                 fa_builder_destroy(b);
             }
@@ -564,14 +644,17 @@ Test(build, local_arrays, .init = setup)
     for (int it = 0; it < 30; ++it) {
         int32_t C = Cs[it % 3];
         fa_config c = base_cfg();
-        c.model.num_heads_q = 4; c.model.num_heads_kv = 1; c.model.head_size = 32;
+        c.model.num_heads_q = 4;
+        c.model.num_heads_kv = 1;
+        c.model.head_size = 32;
         c.scheduler.max_num_seqs = 64;
         c.scheduler.attention_chunk_size = C;
         fa_builder *b = make_builder(&c, NULL);
         make_rbatch(&r, rng_int(1, 30), 16, 400, 100, 0, 0);
         /* max_blocks: just what the longest request needs (clipping of chunk pages) */
         int32_t need = 1;
-        for (int i = 0; i < r.n; ++i) if ((r.seq[i] + 15) / 16 > need) need = (r.seq[i] + 15) / 16;
+        for (int i = 0; i < r.n; ++i)
+            if ((r.seq[i] + 15) / 16 > need) need = (r.seq[i] + 15) / 16;
         r.b.max_blocks = need;
         fa_metadata md;
         ASSERT_OK(fa_builder_build(b, &r.b, 0, &md));
@@ -601,11 +684,13 @@ Test(build, local_arrays, .init = setup)
                 for (int32_t t = 0; t < ppv; ++t) {
                     int32_t col = cs / 16 + t;
                     if (col > need - 1) col = need - 1;
-                    cr_assert_eq(md.local.block_table[v * ppv + t], r.bt[bq * BTS + col], "C %d req %d pos %d page %d", C, bq, p, t);
+                    cr_assert_eq(md.local.block_table[v * ppv + t], r.bt[bq * BTS + col],
+                                 "C %d req %d pos %d page %d", C, bq, p, t);
                 }
                 int32_t il = g - md.local.cu_seqlens_q[v];
                 int32_t qv = md.local.cu_seqlens_q[v + 1] - md.local.cu_seqlens_q[v];
-                cr_assert_eq(il + md.local.seqused_k[v] - qv + 1, p - cs + 1, "C %d req %d pos %d: key count", C, bq, p);
+                cr_assert_eq(il + md.local.seqused_k[v] - qv + 1, p - cs + 1, "C %d req %d pos %d: key count",
+                             C, bq, p);
             }
         }
         cr_assert_geq(md.local.num_splits, 1);
@@ -631,12 +716,20 @@ Test(build, full_graph_caps_and_zeroes_the_tail, .init = setup)
     static int32_t qsl[65], seq[64], bt[64 * 600];
     static int64_t sl[64];
     for (int i = 0; i <= 64; ++i) qsl[i] = i;
-    for (int i = 0; i < 64; ++i) { seq[i] = 5000 + 40 * i; sl[i] = 7; }
+    for (int i = 0; i < 64; ++i) {
+        seq[i] = 5000 + 40 * i;
+        sl[i] = 7;
+    }
     for (int i = 0; i < 64 * 600; ++i) bt[i] = i;
     fa_batch bb;
     memset(&bb, 0, sizeof bb);
-    bb.query_start_loc = qsl; bb.seq_lens = seq; bb.block_table = bt; bb.block_table_host = bt;
-    bb.block_table_stride = 600; bb.slot_mapping = sl; bb.causal = 1;
+    bb.query_start_loc = qsl;
+    bb.seq_lens = seq;
+    bb.block_table = bt;
+    bb.block_table_host = bt;
+    bb.block_table_stride = 600;
+    bb.slot_mapping = sl;
+    bb.causal = 1;
     fa_metadata md;
     /* a long single decode: splits, capped at 4 */
     bb.num_reqs = 1;
@@ -713,8 +806,14 @@ Test(build, aot_window_limits_splits, .init = setup)
     int64_t sl[1] = {8999};
     fa_batch bb;
     memset(&bb, 0, sizeof bb);
-    bb.num_reqs = 1; bb.query_start_loc = qsl; bb.seq_lens = seq; bb.block_table = bt; bb.block_table_host = bt;
-    bb.block_table_stride = 600; bb.slot_mapping = sl; bb.causal = 1;
+    bb.num_reqs = 1;
+    bb.query_start_loc = qsl;
+    bb.seq_lens = seq;
+    bb.block_table = bt;
+    bb.block_table_host = bt;
+    bb.block_table_stride = 600;
+    bb.slot_mapping = sl;
+    bb.causal = 1;
     fa_metadata md;
     fa_builder *b = make_builder(&c, NULL);
     ASSERT_OK(fa_builder_build(b, &bb, 0, &md));
@@ -726,7 +825,8 @@ Test(build, aot_window_limits_splits, .init = setup)
     for (int i = 0; i < 3; ++i) ASSERT_OK(fa_layer_init(&one[i], &d));
     ASSERT_OK(fa_builder_set_layers(b, one, 3));
     ASSERT_OK(fa_builder_build(b, &bb, 0, &md));
-    cr_assert_lt(md.num_splits, none, "window (127,0) on every layer: %d splits, none: %d", md.num_splits, none);
+    cr_assert_lt(md.num_splits, none, "window (127,0) on every layer: %d splits, none: %d", md.num_splits,
+                 none);
     two[0] = one[0];
     d.sliding_window = 0;
     ASSERT_OK(fa_layer_init(&two[1], &d));
@@ -748,11 +848,15 @@ Test(build, no_alloc_no_sync_after_create, .init = setup)
     fa_builder *b = make_builder(&c, NULL);
     int allocs = CNT.alloc;
     static rbatch r;
-    static uint16_t q[2048 * 16 * 128 / 16], kk[2048 * 4 * 128 / 16], vv[2048 * 4 * 128 / 16], o[2048 * 16 * 128 / 16];
+    static uint16_t q[2048 * 16 * 128 / 16], kk[2048 * 4 * 128 / 16], vv[2048 * 4 * 128 / 16],
+        o[2048 * 16 * 128 / 16];
     static uint16_t cache[2 * 2048 * 16 * 4 * 128 / 64];
     fa_layer_desc d;
     memset(&d, 0, sizeof d);
-    d.num_heads_q = 16; d.num_heads_kv = 4; d.head_size = 128; d.dtype = FA_DTYPE_F16;
+    d.num_heads_q = 16;
+    d.num_heads_kv = 4;
+    d.head_size = 128;
+    d.dtype = FA_DTYPE_F16;
     fa_layer plain, local;
     ASSERT_OK(fa_layer_init(&plain, &d));
     d.attention_chunk_size = 64;
@@ -847,7 +951,8 @@ Test(build, metadata_describe, .init = setup)
 Test(build, version_query)
 {
     char v[32];
-    snprintf(v, sizeof v, "%d.%d.%d", FLASHATTN_VERSION_MAJOR, FLASHATTN_VERSION_MINOR, FLASHATTN_VERSION_PATCH);
+    snprintf(v, sizeof v, "%d.%d.%d", FLASHATTN_VERSION_MAJOR, FLASHATTN_VERSION_MINOR,
+             FLASHATTN_VERSION_PATCH);
     cr_assert_str_eq(v, FLASHATTN_VERSION_STRING);
     cr_assert_str_eq(fa_version(), FLASHATTN_VERSION_STRING);
 }

@@ -83,9 +83,11 @@ static void check_err(fa_status st, fa_status want, const char *names, const cha
     cr_assert_eq(st, want, "line %d: %s -> %d (%s), expected %d (%s); message: %s", line, expr, (int)st,
                  fa_status_string(st), (int)want, fa_status_string(want), msg);
     cr_assert(msg != NULL && msg[0] != 0, "line %d: %s failed with an empty fa_last_error()", line, expr);
-    if (getenv("CONTRACT_SHOW")) fprintf(stderr, "MSG line %d: %s\n", line, msg); /* CONTRACT_SHOW=1: print them */
+    if (getenv("CONTRACT_SHOW"))
+        fprintf(stderr, "MSG line %d: %s\n", line, msg); /* CONTRACT_SHOW=1: print them */
     if (names)
-        cr_assert(has_all(msg, names), "line %d: %s: message \"%s\" does not name [%s]", line, expr, msg, names);
+        cr_assert(has_all(msg, names), "line %d: %s: message \"%s\" does not name [%s]", line, expr, msg,
+                  names);
 }
 #define EXPECT_ERR(expr, want, names) check_err((expr), (want), (names), #expr, __LINE__)
 
@@ -109,13 +111,15 @@ typedef struct wrap_ctx {
 static fa_status w_cache(void *c, const fa_cache_write_args *a)
 {
     wrap_ctx *w = (wrap_ctx *)c;
-    w->ops[W_CACHE]++; w->total++;
+    w->ops[W_CACHE]++;
+    w->total++;
     return w->inner->ops.reshape_and_cache(w->inner->ctx, a);
 }
 static fa_status w_attn(void *c, const fa_attn_args *a)
 {
     wrap_ctx *w = (wrap_ctx *)c;
-    w->ops[W_ATTN]++; w->total++;
+    w->ops[W_ATTN]++;
+    w->total++;
     if (w->fail_attn_at != 0 && w->ops[W_ATTN] == w->fail_attn_at) {
         snprintf(w->msg, sizeof w->msg, "injected device fault in attention call %d", w->ops[W_ATTN]);
         return FA_ERR_BACKEND;
@@ -125,13 +129,15 @@ static fa_status w_attn(void *c, const fa_attn_args *a)
 static fa_status w_merge(void *c, const fa_merge_args *a)
 {
     wrap_ctx *w = (wrap_ctx *)c;
-    w->ops[W_MERGE]++; w->total++;
+    w->ops[W_MERGE]++;
+    w->total++;
     return w->inner->ops.merge_states(w->inner->ctx, a);
 }
 static fa_status w_dcp(void *c, const fa_dcp_correct_args *a)
 {
     wrap_ctx *w = (wrap_ctx *)c;
-    w->ops[W_DCP]++; w->total++;
+    w->ops[W_DCP]++;
+    w->total++;
     return w->inner->ops.dcp_correct(w->inner->ctx, a);
 }
 static fa_status w_copy(void *c, void *dst, const void *src, size_t n, fa_copy_kind k)
@@ -144,8 +150,8 @@ static fa_status w_fill(void *c, void *dst, size_t pitch, int value, size_t widt
     wrap_ctx *w = (wrap_ctx *)c;
     return w->inner->ops.fill(w->inner->ctx, dst, pitch, value, width, rows);
 }
-static fa_status w_copy_2d(void *c, void *dst, size_t dp, const void *src, size_t sp, size_t width, size_t rows,
-                           fa_copy_kind k)
+static fa_status w_copy_2d(void *c, void *dst, size_t dp, const void *src, size_t sp, size_t width,
+                           size_t rows, fa_copy_kind k)
 {
     wrap_ctx *w = (wrap_ctx *)c;
     return w->inner->ops.copy_2d(w->inner->ctx, dst, dp, src, sp, width, rows, k);
@@ -299,7 +305,8 @@ static void env_init(env *e, int64_t nb_min)
         e->seq[r] = e->cross ? e->ctx[r] : e->ctx[r] + e->qlen[r];
         e->qsl[r + 1] = e->qsl[r] + e->qlen[r];
         if (e->seq[r] > maxseq) maxseq = e->seq[r];
-        if (e->shared > 0) cr_assert(e->ctx[r] >= e->shared * e->bs, "env: request %d is shorter than the prefix", r);
+        if (e->shared > 0)
+            cr_assert(e->ctx[r] >= e->shared * e->bs, "env: request %d is shorter than the prefix", r);
     }
     e->T = e->qsl[e->n];
     e->Tpad = e->T + 2;
@@ -311,9 +318,12 @@ static void env_init(env *e, int64_t nb_min)
     for (r = 0; r < e->n; ++r) {
         int nb = (e->seq[r] + e->bs - 1) / e->bs;
         for (c = 0; c < e->bts; ++c) {
-            if (c < e->shared) e->bt[r * e->bts + c] = c;
-            else if (c < nb) e->bt[r * e->bts + c] = (int32_t)next++;
-            else e->bt[r * e->bts + c] = 0;
+            if (c < e->shared)
+                e->bt[r * e->bts + c] = c;
+            else if (c < nb)
+                e->bt[r * e->bts + c] = (int32_t)next++;
+            else
+                e->bt[r * e->bts + c] = 0;
         }
     }
     e->NB = next + 2 > nb_min ? next + 2 : nb_min;
@@ -335,7 +345,10 @@ static void env_init(env *e, int64_t nb_min)
     e->obuf = (float *)xalloc(4 * (e->on + 2 * CAN));
     e->out = e->obuf + CAN;
     for (i = 0; i < (int)(e->qn + 16); ++i) e->q[i] = rnd();
-    for (i = 0; i < (int)e->kn; ++i) { e->k[i] = rnd(); e->v[i] = rnd(); }
+    for (i = 0; i < (int)e->kn; ++i) {
+        e->k[i] = rnd();
+        e->v[i] = rnd();
+    }
     for (size_t j = 0; j < e->cn; ++j) e->cache[j] = rnd();
     env_fill_out(e, 12345.f);
     e->tq = t3(e->q, FA_DTYPE_F32, e->Tpad, e->Hq, e->D);
@@ -350,7 +363,13 @@ static void env_init(env *e, int64_t nb_min)
 
 static void env_free(env *e)
 {
-    free(e->bt); free(e->slots); free(e->q); free(e->k); free(e->v); free(e->cache); free(e->obuf);
+    free(e->bt);
+    free(e->slots);
+    free(e->q);
+    free(e->k);
+    free(e->v);
+    free(e->cache);
+    free(e->obuf);
 }
 
 static fa_batch env_batch(const env *e, fa_causal causal)
@@ -369,7 +388,10 @@ static fa_batch env_batch(const env *e, fa_causal causal)
     return b;
 }
 
-static fa_config env_cfg(const env *e) { return test_cfg(e->Hq, e->Hkv, e->D, FA_DTYPE_F32, e->bs, 64, 4096); }
+static fa_config env_cfg(const env *e)
+{
+    return test_cfg(e->Hq, e->Hkv, e->D, FA_DTYPE_F32, e->bs, 64, 4096);
+}
 
 static fa_builder *env_builder(const env *e, const fa_backend *be, const fa_config *cfg)
 {
@@ -392,8 +414,8 @@ static fa_layer env_layer(const env *e, fa_attn_type ty, int32_t window, int kv_
 
 static fa_status env_fwd(env *e, const fa_backend *be, const fa_layer *L, const fa_metadata *md, int with_kv)
 {
-    return fa_forward(L, be ? be : e->be, &e->tq, with_kv ? &e->tk : NULL, with_kv ? &e->tv : NULL, &e->tc, md,
-                      &e->tout);
+    return fa_forward(L, be ? be : e->be, &e->tq, with_kv ? &e->tk : NULL, with_kv ? &e->tv : NULL, &e->tc,
+                      md, &e->tout);
 }
 
 /* out (with its canaries) and the cache, byte for byte */
@@ -416,10 +438,16 @@ static snap snap_take(const env *e)
 }
 static void snap_same(const env *e, const snap *s, int line)
 {
-    cr_assert(memcmp(s->out, e->obuf, s->ob) == 0, "line %d: out (or a canary) was written by a failing call", line);
-    cr_assert(memcmp(s->cache, e->cache, s->cb) == 0, "line %d: the kv cache was written by a failing call", line);
+    cr_assert(memcmp(s->out, e->obuf, s->ob) == 0, "line %d: out (or a canary) was written by a failing call",
+              line);
+    cr_assert(memcmp(s->cache, e->cache, s->cb) == 0, "line %d: the kv cache was written by a failing call",
+              line);
 }
-static void snap_free(snap *s) { free(s->out); free(s->cache); }
+static void snap_free(snap *s)
+{
+    free(s->out);
+    free(s->cache);
+}
 
 /* fa_forward must fail with `want`, name `names`, and write neither out nor the cache */
 static void forward_fails(env *e, const fa_backend *be, const fa_layer *L, const fa_metadata *md, int with_kv,
@@ -431,7 +459,8 @@ static void forward_fails(env *e, const fa_backend *be, const fa_layer *L, const
     snap_same(e, &s, line);
     snap_free(&s);
 }
-#define FORWARD_FAILS(e, be, L, md, kv, want, names) forward_fails((e), (be), (L), (md), (kv), (want), (names), __LINE__)
+#define FORWARD_FAILS(e, be, L, md, kv, want, names) \
+    forward_fails((e), (be), (L), (md), (kv), (want), (names), __LINE__)
 
 static float *copy_out(const env *e)
 {
@@ -461,10 +490,16 @@ static void causal_env(env *e, fa_backend *be)
 {
     memset(e, 0, sizeof *e);
     e->be = be;
-    e->Hq = 4; e->Hkv = 2; e->D = 32; e->n = 3;
-    e->qlen[0] = 9; e->ctx[0] = 0;
-    e->qlen[1] = 6; e->ctx[1] = 11;
-    e->qlen[2] = 1; e->ctx[2] = 20;
+    e->Hq = 4;
+    e->Hkv = 2;
+    e->D = 32;
+    e->n = 3;
+    e->qlen[0] = 9;
+    e->ctx[0] = 0;
+    e->qlen[1] = 6;
+    e->ctx[1] = 11;
+    e->qlen[2] = 1;
+    e->ctx[2] = 20;
     rng_seed(101);
     env_init(e, 0);
 }
@@ -482,8 +517,13 @@ Test(contract, causal_auto_zero_batch_is_causal_for_decoder_prefill)
     /* a zero-initialised batch: causal 0 = AUTO */
     fa_batch bt;
     memset(&bt, 0, sizeof bt);
-    bt.num_reqs = e.n; bt.query_start_loc = e.qsl; bt.seq_lens = e.seq; bt.block_table = e.bt;
-    bt.block_table_stride = e.bts; bt.max_blocks = e.maxb; bt.slot_mapping = e.slots;
+    bt.num_reqs = e.n;
+    bt.query_start_loc = e.qsl;
+    bt.seq_lens = e.seq;
+    bt.block_table = e.bt;
+    bt.block_table_stride = e.bts;
+    bt.max_blocks = e.maxb;
+    bt.slot_mapping = e.slots;
     cr_assert_eq((int)bt.causal, (int)FA_CAUSAL_AUTO);
     ASSERT_OK(fa_builder_build(b, &bt, 0, &md));
     cr_assert_eq((int)md.causal, (int)FA_CAUSAL_AUTO);
@@ -508,7 +548,8 @@ Test(contract, causal_auto_zero_batch_is_causal_for_decoder_prefill)
               "AUTO on a decoder prefill equals FA_CAUSAL_OFF: it did not attend causally");
     env_canaries_ok(&e, __LINE__);
 
-    free(o_auto); free(o_on);
+    free(o_auto);
+    free(o_on);
     fa_builder_destroy(b);
     env_free(&e);
     fa_cpu_backend_destroy(be);
@@ -519,10 +560,17 @@ Test(contract, causal_auto_is_bidirectional_for_cross_attention)
     fa_backend *be = cpu_backend();
     env e;
     memset(&e, 0, sizeof e);
-    e.be = be; e.Hq = 4; e.Hkv = 2; e.D = 32; e.n = 2; e.cross = 1;
+    e.be = be;
+    e.Hq = 4;
+    e.Hkv = 2;
+    e.D = 32;
+    e.n = 2;
+    e.cross = 1;
     /* cross-attention: the keys are the encoder's, already cached (seq = ctx) */
-    e.qlen[0] = 5; e.ctx[0] = 12;
-    e.qlen[1] = 3; e.ctx[1] = 7;
+    e.qlen[0] = 5;
+    e.ctx[0] = 12;
+    e.qlen[1] = 3;
+    e.ctx[1] = 7;
     rng_seed(102);
     env_init(&e, 0);
     fa_builder *b = env_builder(&e, NULL, NULL);
@@ -541,12 +589,14 @@ Test(contract, causal_auto_is_bidirectional_for_cross_attention)
     ASSERT_OK(fa_builder_build(b, &bt, 0, &md));
     ASSERT_OK(env_fwd(&e, NULL, &cross, &md, 0));
     cr_assert(memcmp(o_auto, e.out, 4 * (size_t)e.T * e.Hq * e.D) == 0,
-              "AUTO on an ENCODER_DECODER layer differs from FA_CAUSAL_OFF (max diff %g)", max_diff(&e, o_auto, e.out));
+              "AUTO on an ENCODER_DECODER layer differs from FA_CAUSAL_OFF (max diff %g)",
+              max_diff(&e, o_auto, e.out));
 
     bt.causal = FA_CAUSAL_ON;
     ASSERT_OK(fa_builder_build(b, &bt, 0, &md));
     ASSERT_OK(env_fwd(&e, NULL, &cross, &md, 0));
-    cr_assert(max_diff(&e, o_auto, e.out) > 1e-3, "AUTO on cross-attention equals FA_CAUSAL_ON: it attended causally");
+    cr_assert(max_diff(&e, o_auto, e.out) > 1e-3,
+              "AUTO on cross-attention equals FA_CAUSAL_ON: it attended causally");
     env_canaries_ok(&e, __LINE__);
 
     snap_free(&s);
@@ -561,9 +611,16 @@ Test(contract, more_queries_than_keys_rejected_for_causal_decoder_runs_for_cross
     fa_backend *be = cpu_backend();
     env e;
     memset(&e, 0, sizeof e);
-    e.be = be; e.Hq = 4; e.Hkv = 2; e.D = 32; e.n = 2; e.cross = 1;
-    e.qlen[0] = 8; e.ctx[0] = 5;  /* 8 queries, 5 keys */
-    e.qlen[1] = 2; e.ctx[1] = 9;
+    e.be = be;
+    e.Hq = 4;
+    e.Hkv = 2;
+    e.D = 32;
+    e.n = 2;
+    e.cross = 1;
+    e.qlen[0] = 8;
+    e.ctx[0] = 5;  /* 8 queries, 5 keys */
+    e.qlen[1] = 2;
+    e.ctx[1] = 9;
     rng_seed(103);
     env_init(&e, 0);
     /* slots a decoder layer would write (so a premature cache write would show) */
@@ -619,7 +676,10 @@ static void cascade_env(env *e, fa_backend *be, int long_ctx)
     static const int32_t ql[8] = {1, 2, 3, 1, 2, 3, 1, 2};
     memset(e, 0, sizeof *e);
     e->be = be;
-    e->Hq = 4; e->Hkv = 2; e->D = 32; e->n = 8;
+    e->Hq = 4;
+    e->Hkv = 2;
+    e->D = 32;
+    e->n = 8;
     e->shared = long_ctx ? 32 : 16;
     for (int r = 0; r < 8; ++r) {
         e->qlen[r] = ql[r];
@@ -645,7 +705,8 @@ Test(contract, cascade_with_window_layer_is_exact)
 
     ASSERT_OK(fa_builder_set_layers(b, layers, 2));
     ASSERT_OK(fa_builder_cascade_prefix_len(b, &bt, e.shared, &P));
-    cr_assert_gt(P, 0, "cascade_prefix_len declined a 512-token prefix shared by 8 requests with a full layer");
+    cr_assert_gt(P, 0,
+                 "cascade_prefix_len declined a 512-token prefix shared by 8 requests with a full layer");
     cr_assert_eq(P % e.bs, 0);
 
     /* the plain answers */
@@ -656,7 +717,8 @@ Test(contract, cascade_with_window_layer_is_exact)
         ASSERT_OK(env_fwd(&e, NULL, &layers[l], &md, 1));
         plain[l] = copy_out(&e);
     }
-    cr_assert(max_diff(&e, plain[0], plain[1]) > 1e-3, "the 4096 window does not change the answer: test is vacuous");
+    cr_assert(max_diff(&e, plain[0], plain[1]) > 1e-3,
+              "the 4096 window does not change the answer: test is vacuous");
 
     /* the cascade step: both layers OK, both equal their plain answers */
     ASSERT_OK(fa_builder_build(b, &bt, P, &md));
@@ -670,7 +732,8 @@ Test(contract, cascade_with_window_layer_is_exact)
         cr_assert(d <= 2e-5, "layer %d (%s): cascade step differs from the plain step by %g", l,
                   l ? "window 4096" : "full", d);
     }
-    free(plain[0]); free(plain[1]);
+    free(plain[0]);
+    free(plain[1]);
 
     /* only windowed layers: cascade is never exact, P = 0 */
     {
@@ -708,9 +771,16 @@ Test(contract, cascade_prefix_len_declines_non_causal_batch_that_build_accepts)
     fa_backend *be = cpu_backend();
     env e;
     memset(&e, 0, sizeof e);
-    e.be = be; e.Hq = 4; e.Hkv = 2; e.D = 32; e.n = 2; e.cross = 1;
-    e.qlen[0] = 8; e.ctx[0] = 5; /* q > seq */
-    e.qlen[1] = 1; e.ctx[1] = 300;
+    e.be = be;
+    e.Hq = 4;
+    e.Hkv = 2;
+    e.D = 32;
+    e.n = 2;
+    e.cross = 1;
+    e.qlen[0] = 8;
+    e.ctx[0] = 5; /* q > seq */
+    e.qlen[1] = 1;
+    e.ctx[1] = 300;
     rng_seed(203);
     env_init(&e, 0);
     fa_builder *b = env_builder(&e, NULL, NULL);
@@ -720,8 +790,8 @@ Test(contract, cascade_prefix_len_declines_non_causal_batch_that_build_accepts)
         int32_t P = -1;
         ASSERT_OK(fa_builder_build(b, &bt, 0, &md));
         fa_status st = fa_builder_cascade_prefix_len(b, &bt, 1, &P);
-        cr_assert_eq(st, FA_OK, "causal %d: cascade_prefix_len rejected a batch build accepts: %s", (int)bt.causal,
-                     fa_last_error());
+        cr_assert_eq(st, FA_OK, "causal %d: cascade_prefix_len rejected a batch build accepts: %s",
+                     (int)bt.causal, fa_last_error());
         cr_assert_eq(P, 0, "causal %d: P = %d", (int)bt.causal, P);
     }
     fa_builder_destroy(b);
@@ -745,7 +815,8 @@ Test(contract, stale_metadata_of_earlier_build_rejected)
     ASSERT_OK(fa_builder_build(b, &bt, 0, &md2));
     cr_assert_neq(md1.generation, md2.generation);
     FORWARD_FAILS(&e, NULL, &dec, &md1, 1, FA_ERR_INVALID_ARG, "md&build&generation|build 1|since");
-    cr_assert(has_number(fa_last_error(), (long long)md1.generation) && has_number(fa_last_error(), (long long)md2.generation),
+    cr_assert(has_number(fa_last_error(), (long long)md1.generation) &&
+                  has_number(fa_last_error(), (long long)md2.generation),
               "message \"%s\" does not give the generations %llu and %llu", fa_last_error(),
               (unsigned long long)md1.generation, (unsigned long long)md2.generation);
     ASSERT_OK(env_fwd(&e, NULL, &dec, &md2, 1));
@@ -857,7 +928,8 @@ Test(contract, md_null_is_an_error_and_profile_zeroes_out)
     FORWARD_FAILS(&e, NULL, &dec, NULL, 1, FA_ERR_INVALID_ARG, "md");
     ASSERT_OK(fa_forward_profile(&dec, be, &e.tout));
     env_canaries_ok(&e, __LINE__);
-    for (size_t i = 0; i < e.on; ++i) cr_assert_eq(e.out[i], 0.f, "fa_forward_profile left out[%zu] = %g", i, e.out[i]);
+    for (size_t i = 0; i < e.on; ++i)
+        cr_assert_eq(e.out[i], 0.f, "fa_forward_profile left out[%zu] = %g", i, e.out[i]);
     env_free(&e);
     fa_cpu_backend_destroy(be);
 }
@@ -897,7 +969,8 @@ Test(contract, kv_null_runs_for_kv_sharing_and_cross_attention)
     ASSERT_OK(env_fwd(&e, NULL, &cross, &md, 0));
     cr_assert(memcmp(s.cache, e.cache, s.cb) == 0, "a cross-attention layer without k/v wrote the cache");
     env_canaries_ok(&e, __LINE__);
-    for (size_t i = 0; i < (size_t)e.T * e.Hq * e.D; ++i) cr_assert(e.out[i] != 12345.f, "out[%zu] not written", i);
+    for (size_t i = 0; i < (size_t)e.T * e.Hq * e.D; ++i)
+        cr_assert(e.out[i] != 12345.f, "out[%zu] not written", i);
     snap_free(&s);
     fa_builder_destroy(b);
     env_free(&e);
@@ -912,9 +985,15 @@ Test(contract, kv_null_runs_for_kv_sharing_and_cross_attention)
 static void zero_cache_env(env *e, fa_backend *be, int D)
 {
     memset(e, 0, sizeof *e);
-    e->be = be; e->Hq = 4; e->Hkv = 2; e->D = D; e->n = 2;
-    e->qlen[0] = 3; e->ctx[0] = 0;
-    e->qlen[1] = 1; e->ctx[1] = 17;
+    e->be = be;
+    e->Hq = 4;
+    e->Hkv = 2;
+    e->D = D;
+    e->n = 2;
+    e->qlen[0] = 3;
+    e->ctx[0] = 0;
+    e->qlen[1] = 1;
+    e->ctx[1] = 17;
     rng_seed(401);
     env_init(e, 0);
     cr_assert_eq(e->slots[0], 0);
@@ -1043,7 +1122,8 @@ static void create_alloc_failures(fa_status inject)
     n_allocs = w.alloc_calls;
     cr_assert_geq(n_allocs, 1, "fa_builder_create made no alloc call");
     fa_builder_destroy(b);
-    cr_assert_eq(w.allocs, w.frees, "a created and destroyed builder leaks %d allocations", w.allocs - w.frees);
+    cr_assert_eq(w.allocs, w.frees, "a created and destroyed builder leaks %d allocations",
+                 w.allocs - w.frees);
     for (int N = 1; N <= n_allocs; ++N) {
         fa_status st;
         make_wrap(&wbe, &w, cpu);
@@ -1051,13 +1131,15 @@ static void create_alloc_failures(fa_status inject)
         w.alloc_status = inject;
         b = sentinel;
         st = fa_builder_create(&wbe, &cfg, NULL, &b);
-        cr_assert(st == FA_ERR_OUT_OF_MEMORY || st == FA_ERR_BACKEND, "alloc %d of %d failing: status %d (%s): %s", N,
-                  n_allocs, (int)st, fa_status_string(st), fa_last_error());
-        if (getenv("CONTRACT_SHOW")) fprintf(stderr, "MSG alloc %d: %s\n", N, fa_last_error());
-        cr_assert(has_all(fa_last_error(), "alloc&wrap&injected"), "alloc %d failing: message \"%s\" does not name alloc", N,
+        cr_assert(st == FA_ERR_OUT_OF_MEMORY || st == FA_ERR_BACKEND,
+                  "alloc %d of %d failing: status %d (%s): %s", N, n_allocs, (int)st, fa_status_string(st),
                   fa_last_error());
+        if (getenv("CONTRACT_SHOW")) fprintf(stderr, "MSG alloc %d: %s\n", N, fa_last_error());
+        cr_assert(has_all(fa_last_error(), "alloc&wrap&injected"),
+                  "alloc %d failing: message \"%s\" does not name alloc", N, fa_last_error());
         cr_assert_eq(b, sentinel, "alloc %d failing: *out was written", N);
-        cr_assert_eq(w.allocs, w.frees, "alloc %d failing: %d successful allocs, %d frees (a leak)", N, w.allocs, w.frees);
+        cr_assert_eq(w.allocs, w.frees, "alloc %d failing: %d successful allocs, %d frees (a leak)", N,
+                     w.allocs, w.frees);
     }
     fa_cpu_backend_destroy(cpu);
 }
@@ -1100,7 +1182,8 @@ Test(contract, cascade_attention_fault_then_next_forward_ok)
     w.msg[0] = 0;
     env_fill_out(&e, 12345.f);
     ASSERT_OK(env_fwd(&e, &wbe, &dec, &md, 1));
-    cr_assert(memcmp(ref, e.out, 4 * (size_t)e.T * e.Hq * e.D) == 0, "the forward after a fault gives another answer");
+    cr_assert(memcmp(ref, e.out, 4 * (size_t)e.T * e.Hq * e.D) == 0,
+              "the forward after a fault gives another answer");
     env_canaries_ok(&e, __LINE__);
 
     /* and that answer is the plain one */
@@ -1120,10 +1203,17 @@ Test(contract, cascade_attention_fault_then_next_forward_ok)
 static void validate_env(env *e, fa_backend *be)
 {
     memset(e, 0, sizeof *e);
-    e->be = be; e->Hq = 4; e->Hkv = 2; e->D = 32; e->n = 3;
-    e->qlen[0] = 2; e->ctx[0] = 20;
-    e->qlen[1] = 1; e->ctx[1] = 40;
-    e->qlen[2] = 3; e->ctx[2] = 9;
+    e->be = be;
+    e->Hq = 4;
+    e->Hkv = 2;
+    e->D = 32;
+    e->n = 3;
+    e->qlen[0] = 2;
+    e->ctx[0] = 20;
+    e->qlen[1] = 1;
+    e->ctx[1] = 40;
+    e->qlen[2] = 3;
+    e->ctx[2] = 9;
     rng_seed(601);
     env_init(e, 64);
     cr_assert_eq(e->NB, 64);
@@ -1201,7 +1291,8 @@ Test(contract, validate_valid_step_matches_unvalidated_bitwise)
     float *ov;
     /* columns past a request's keys are never read: garbage there is not an error */
     for (int r = 0; r < e.n; ++r)
-        for (int64_t c = (e.seq[r] + e.bs - 1) / e.bs; c < e.bts; ++c) e.bt[r * e.bts + c] = 1000000 + (int32_t)c;
+        for (int64_t c = (e.seq[r] + e.bs - 1) / e.bs; c < e.bts; ++c)
+            e.bt[r * e.bts + c] = 1000000 + (int32_t)c;
     ASSERT_OK(fa_builder_build(bv, &bt, 0, &mv));
     ASSERT_OK(env_fwd(&e, NULL, &dec, &mv, 1));
     ov = copy_out(&e);
@@ -1249,10 +1340,12 @@ Test(contract, registry_full_create_fails_cleanly)
     make_wrap(&wbe, &w, cpu);
     while (n < MAXB && (st = fa_builder_create(&wbe, &cfg, NULL, &bs[n])) == FA_OK) ++n;
     cr_assert_lt(n, MAXB, "no limit on live builders reached after %d", n);
-    cr_assert_eq(st, FA_ERR_OUT_OF_MEMORY, "create past the registry: %d (%s): %s", (int)st, fa_status_string(st),
-                 fa_last_error());
-    cr_assert(has_all(fa_last_error(), "builders"), "message \"%s\" does not say what ran out", fa_last_error());
-    cr_assert(has_number(fa_last_error(), n), "message \"%s\" does not give the limit %d", fa_last_error(), n);
+    cr_assert_eq(st, FA_ERR_OUT_OF_MEMORY, "create past the registry: %d (%s): %s", (int)st,
+                 fa_status_string(st), fa_last_error());
+    cr_assert(has_all(fa_last_error(), "builders"), "message \"%s\" does not say what ran out",
+              fa_last_error());
+    cr_assert(has_number(fa_last_error(), n), "message \"%s\" does not give the limit %d", fa_last_error(),
+              n);
     cr_assert_eq(w.allocs - w.frees, n, "the failing create leaked a workspace (%d live allocs, %d builders)",
                  w.allocs - w.frees, n);
     cr_assert_null(bs[n], "*out written by the failing create");
@@ -1310,7 +1403,8 @@ Test(contract, overflow_builder_dcp_max_context_len)
     bt.seq_lens = seq;
     bt.slot_mapping = slot;
     ASSERT_OK(fa_builder_build(b, &bt, 0, &md));
-    cr_assert_eq(md.max_dcp_context_kv_len, 1073741824, "max_dcp_context_kv_len %d", md.max_dcp_context_kv_len);
+    cr_assert_eq(md.max_dcp_context_kv_len, 1073741824, "max_dcp_context_kv_len %d",
+                 md.max_dcp_context_kv_len);
     /* the CPU backend's device memory is host memory */
     cr_assert_eq(md.dcp_context_kv_lens[0], fa_dcp_local_seq_len(2147483646, 2, 0, 1));
     cr_assert_eq(md.dcp_context_kv_lens[0], 1073741823);
@@ -1327,7 +1421,10 @@ Test(contract, overflow_cascade_prefix_len_many_blocks)
 {
     int32_t computed[64], ql[64], p = -1;
     fa_cascade_query q;
-    for (int i = 0; i < 64; ++i) { computed[i] = 5000; ql[i] = 1; }
+    for (int i = 0; i < 64; ++i) {
+        computed[i] = 5000;
+        ql[i] = 1;
+    }
     memset(&q, 0, sizeof q);
     q.num_common_prefix_blocks = 134217728;
     q.block_size = 16;
@@ -1351,11 +1448,14 @@ Test(contract, overflow_dcp_local_seq_len_huge_interleave)
 Test(contract, overflow_kv_cache_strides_num_blocks)
 {
     int64_t st[5] = {7, 7, 7, 7, 7}, before[5] = {7, 7, 7, 7, 7};
-    EXPECT_ERR(fa_kv_cache_strides(FA_LAYOUT_NHD, (int64_t)1 << 62, 16, 8, 128, st), FA_ERR_INVALID_ARG, "num_blocks");
+    EXPECT_ERR(fa_kv_cache_strides(FA_LAYOUT_NHD, (int64_t)1 << 62, 16, 8, 128, st), FA_ERR_INVALID_ARG,
+               "num_blocks");
     cr_assert(memcmp(st, before, sizeof st) == 0, "strides_out written by a failing call");
-    EXPECT_ERR(fa_kv_cache_strides(FA_LAYOUT_HND, (int64_t)1 << 62, 16, 8, 128, st), FA_ERR_INVALID_ARG, "num_blocks");
+    EXPECT_ERR(fa_kv_cache_strides(FA_LAYOUT_HND, (int64_t)1 << 62, 16, 8, 128, st), FA_ERR_INVALID_ARG,
+               "num_blocks");
     cr_assert(memcmp(st, before, sizeof st) == 0, "strides_out written by a failing call");
-    EXPECT_ERR(fa_kv_cache_strides(FA_LAYOUT_NHD, (int64_t)1 << 50, 16, 8, 128, st), FA_ERR_INVALID_ARG, "num_blocks");
+    EXPECT_ERR(fa_kv_cache_strides(FA_LAYOUT_NHD, (int64_t)1 << 50, 16, 8, 128, st), FA_ERR_INVALID_ARG,
+               "num_blocks");
     cr_assert(memcmp(st, before, sizeof st) == 0, "strides_out written by a failing call");
     for (int i = 0; i < 5; ++i) cr_assert_neq(st[i], 0);
 }
@@ -1383,7 +1483,8 @@ Test(contract, overflow_workspace_size_names_region)
     cfg.compilation.max_num_splits = 128;
     st = fa_builder_workspace_size(&cfg, &bytes);
     cr_assert_neq(st, FA_OK, "workspace size of a 2^66-byte layout returned FA_OK with %zu bytes", bytes);
-    cr_assert(has_all(fa_last_error(), "region&split_out|split_lse|prefix_out|prefix_lse|suffix|dcp|metadata"),
+    cr_assert(has_all(fa_last_error(),
+                      "region&split_out|split_lse|prefix_out|prefix_lse|suffix|dcp|metadata"),
               "message \"%s\" does not name the region", fa_last_error());
     cr_assert_eq(bytes, 777u, "bytes_out written by a failing call");
 }
@@ -1414,8 +1515,10 @@ static void plan_huge_window(int32_t qlen)
         p.window.left = -1;
         p.window.right = -1;
         ASSERT_OK(fa_plan_splits(&p, plan2, 2));
-        cr_assert(plan[0] == plan2[0] && plan[1] == plan2[1], "qlen %d: a window wider than the keys changed the plan "
-                  "(%d,%d) vs (%d,%d)", qlen, plan[0], plan[1], plan2[0], plan2[1]);
+        cr_assert(plan[0] == plan2[0] && plan[1] == plan2[1],
+                  "qlen %d: a window wider than the keys changed the plan "
+                  "(%d,%d) vs (%d,%d)",
+                  qlen, plan[0], plan[1], plan2[0], plan2[1]);
     }
 }
 
@@ -1508,8 +1611,8 @@ Test(contract, unknown_dtype_value_is_printed)
         FORWARD_FAILS(&e, NULL, &dec, &md, 1, FA_ERR_INVALID_ARG, names[i]);
         cr_assert(has_all(fa_last_error(), "dtype"), "message \"%s\" does not say dtype", fa_last_error());
         if (!has_number(fa_last_error(), 9))
-            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "\n  fa_forward (%s.dtype = 9): \"%s\"",
-                     names[i], fa_last_error());
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing),
+                     "\n  fa_forward (%s.dtype = 9): \"%s\"", names[i], fa_last_error());
         which[i]->dtype = keep;
     }
     {
@@ -1536,8 +1639,8 @@ Test(contract, unknown_dtype_value_is_printed)
         fa_layer L;
         EXPECT_ERR(fa_layer_init(&L, &d), FA_ERR_INVALID_ARG, "dtype");
         if (!has_number(fa_last_error(), 9))
-            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "\n  fa_layer_init (dtype = 9): \"%s\"",
-                     fa_last_error());
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing),
+                     "\n  fa_layer_init (dtype = 9): \"%s\"", fa_last_error());
     }
     cr_assert(missing[0] == 0, "messages that do not print the unknown dtype value 9:%s", missing);
     fa_builder_destroy(b);

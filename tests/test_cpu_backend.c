@@ -61,8 +61,7 @@ static size_t t_size(fa_dtype t)
 static double t_dec_half(unsigned c)
 {
     int e = (c >> 10) & 31, m = c & 1023;
-    double v = e == 31 ? (m ? NAN : INFINITY)
-             : e == 0 ? ldexp((double)m, -24) : ldexp(1024.0 + m, e - 25);
+    double v = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexp((double)m, -24) : ldexp(1024.0 + m, e - 25);
     return (c & 0x8000) ? -v : v;
 }
 
@@ -135,10 +134,7 @@ static void *t_alloc(size_t bytes)
     return p;
 }
 
-static double t_tol(fa_dtype act)
-{
-    return act == FA_DTYPE_F32 ? 2e-5 : act == FA_DTYPE_F16 ? 2e-3 : 2e-2;
-}
+static double t_tol(fa_dtype act) { return act == FA_DTYPE_F32 ? 2e-5 : act == FA_DTYPE_F16 ? 2e-3 : 2e-2; }
 
 /* f32: within a few float roundings; f16 / bf16: the correctly rounded value (half an ulp of
    the format at want, plus a hair for the float32 partials of split-KV), and never beyond the
@@ -147,21 +143,18 @@ static int t_close(double got, double want, fa_dtype act)
 {
     double ulp;
     int e;
-    if (act == FA_DTYPE_F32)
-        return fabs(got - want) <= 2e-6 + 2e-5 * fabs(want);
+    if (act == FA_DTYPE_F32) return fabs(got - want) <= 2e-6 + 2e-5 * fabs(want);
     (void)frexp(want, &e);   /* |want| in [2^(e-1), 2^e) */
     if (act == FA_DTYPE_F16)
         ulp = ldexp(1.0, (e - 1 < -14 ? -14 : e - 1) - 10);
     else
         ulp = ldexp(1.0, (e - 1 < -126 ? -126 : e - 1) - 7);
-    return fabs(got - want) <= 0.5 * ulp + 5e-7 + 1e-6 * fabs(want) &&
-           fabs(got - want) <= t_tol(act);
+    return fabs(got - want) <= 0.5 * ulp + 5e-7 + 1e-6 * fabs(want) && fabs(got - want) <= t_tol(act);
 }
 
 static int t_lse_close(double got, double want)
 {
-    if (isinf(want))
-        return got == want;
+    if (isinf(want)) return got == want;
     return fabs(got - want) <= 1e-5 * (1.0 + fabs(want));
 }
 
@@ -173,20 +166,16 @@ static fa_backend *t_backend(void)
     return be;
 }
 
-static const char *t_err(const fa_backend *be)
-{
-    return be->ops.last_error(be->ctx);
-}
+static const char *t_err(const fa_backend *be) { return be->ops.last_error(be->ctx); }
 
 /* reports the first few mismatches of a check, counts all */
 typedef struct tcheck {
     int fails;
 } tcheck;
 
-#define CHECK(ck, cond, ...)                                                                     \
-    do {                                                                                         \
-        if (!(cond) && (ck)->fails++ < 6)                                                        \
-            cr_expect(0, __VA_ARGS__);                                                           \
+#define CHECK(ck, cond, ...) \
+    do { \
+        if (!(cond) && (ck)->fails++ < 6) cr_expect(0, __VA_ARGS__); \
     } while (0)
 
 /* ------------------------------------------------------------------------------------------ */
@@ -211,12 +200,13 @@ typedef struct acase {
 
 static void t_describe(const acase *c, char *buf, size_t n)
 {
-    int b, o = snprintf(buf, n, "seed %llu D %d Hq %d Hkv %d bs %d act %d kv %d causal %d "
+    int b, o = snprintf(buf, n,
+                        "seed %llu D %d Hq %d Hkv %d bs %d act %d kv %d causal %d "
                         "win (%d,%d) cap %g alibi %d sinks %d splits %d plan %d hnd %d desc %d "
-                        "dense %d qg %d seqs", (unsigned long long)c->seed, c->D, c->Hq, c->Hkv,
-                        c->bs, (int)c->act, (int)c->kvdt, c->causal, c->wl, c->wr,
-                        (double)c->softcap, c->alibi, c->sinks, c->splits, c->plan, c->hnd,
-                        c->descale, c->dense, c->qgroup);
+                        "dense %d qg %d seqs",
+                        (unsigned long long)c->seed, c->D, c->Hq, c->Hkv, c->bs, (int)c->act, (int)c->kvdt,
+                        c->causal, c->wl, c->wr, (double)c->softcap, c->alibi, c->sinks, c->splits, c->plan,
+                        c->hnd, c->descale, c->dense, c->qgroup);
     for (b = 0; b < c->nseq && o > 0 && (size_t)o < n; ++b)
         o += snprintf(buf + o, n - (size_t)o, " (%d,%d)", c->lq[b], c->lk[b]);
 }
@@ -229,10 +219,8 @@ static void t_key_range(const acase *c, int i, int lq, int lk, int *lo, int *hi)
     int right = c->causal ? 0 : c->wr;
     *lo = 0;
     *hi = lk - 1;
-    if (c->wl >= 0 && diag - c->wl > *lo)
-        *lo = diag - c->wl;
-    if (right >= 0 && diag + right < *hi)
-        *hi = diag + right;
+    if (c->wl >= 0 && diag - c->wl > *lo) *lo = diag - c->wl;
+    if (right >= 0 && diag + right < *hi) *hi = diag + right;
 }
 
 /* All buffers of one attention call. */
@@ -271,8 +259,7 @@ static int64_t t_q_index(const abuf *x, int t, int h)
 /* element index of (key j of sequence b, kv head g, d = 0) */
 static int64_t t_kv_index(const abuf *x, int b, int j, int g)
 {
-    if (x->c.dense)
-        return (int64_t)(x->cu_k[b] + j) * x->row_stride + (int64_t)g * x->head_stride;
+    if (x->c.dense) return (int64_t)(x->cu_k[b] + j) * x->row_stride + (int64_t)g * x->head_stride;
     {
         int32_t page = x->bt[(int64_t)b * x->bt_stride + j / x->c.bs];
         return (int64_t)page * x->blk_stride + (int64_t)(j % x->c.bs) * x->row_stride +
@@ -282,22 +269,16 @@ static int64_t t_kv_index(const abuf *x, int b, int j, int g)
 
 static double t_kscale(const abuf *x, int b, int g, int is_v)
 {
-    if (x->c.kvdt != FA_DTYPE_FP8_E4M3 && x->c.kvdt != FA_DTYPE_FP8_E5M2)
-        return 1.0;
-    if (x->c.descale)
-        return (double)(is_v ? x->vdesc : x->kdesc)[b * x->desc_b + g * x->desc_h];
+    if (x->c.kvdt != FA_DTYPE_FP8_E4M3 && x->c.kvdt != FA_DTYPE_FP8_E5M2) return 1.0;
+    if (x->c.descale) return (double)(is_v ? x->vdesc : x->kdesc)[b * x->desc_b + g * x->desc_h];
     return (double)(is_v ? x->v_scale : x->k_scale);
 }
 
-static int t_seq_has_work(const abuf *x, int b)
-{
-    return !(x->plan && x->plan[1 + b] == 0);
-}
+static int t_seq_has_work(const abuf *x, int b) { return !(x->plan && x->plan[1 + b] == 0); }
 
 /* The oracle: query row i of sequence b, head h, over the keys [j0, j1) (with the sink or
    not) -> o[D] and the LSE. */
-static double t_ref_row(const abuf *x, int b, int i, int h, int j0, int j1, int with_sink,
-                        double *o)
+static double t_ref_row(const abuf *x, int b, int i, int h, int j0, int j1, int with_sink, double *o)
 {
     const acase *c = &x->c;
     const int D = c->D, lq = c->lq[b], lk = c->lk[b], t = x->cu_q[b] + i;
@@ -309,22 +290,17 @@ static double t_ref_row(const abuf *x, int b, int i, int h, int j0, int j1, int 
     int lo, hi, j, d;
 
     t_key_range(c, i, lq, lk, &lo, &hi);
-    if (lo < j0)
-        lo = j0;
-    if (hi > j1 - 1)
-        hi = j1 - 1;
-    if (c->alibi)
-        slope = (double)x->alibi[(c->alibi == 2 ? b * c->Hq : 0) + h];
-    for (d = 0; d < D; ++d)
-        o[d] = 0.0;
+    if (lo < j0) lo = j0;
+    if (hi > j1 - 1) hi = j1 - 1;
+    if (c->alibi) slope = (double)x->alibi[(c->alibi == 2 ? b * c->Hq : 0) + h];
+    for (d = 0; d < D; ++d) o[d] = 0.0;
     for (j = lo; j <= hi; ++j) {
         int64_t kb = t_kv_index(x, b, j, g);
         double dot = 0.0;
         for (d = 0; d < D; ++d)
             dot += t_get(x->q, t_q_index(x, t, h) + d, c->act) * t_get(x->k, kb + d, c->kvdt) * ks;
         s[j - lo] = dot * (double)x->scale;
-        if (c->softcap > 0.0f)
-            s[j - lo] = (double)c->softcap * tanh(s[j - lo] / (double)c->softcap);
+        if (c->softcap > 0.0f) s[j - lo] = (double)c->softcap * tanh(s[j - lo] / (double)c->softcap);
         s[j - lo] -= slope * fabs((double)(lk - lq + i - j));
         mx = fmax(mx, s[j - lo]);
     }
@@ -340,13 +316,10 @@ static double t_ref_row(const abuf *x, int b, int i, int h, int j0, int j1, int 
         int64_t vb = t_kv_index(x, b, j, g);
         double p = exp(s[j - lo] - mx);
         den += p;
-        for (d = 0; d < D; ++d)
-            o[d] += p * t_get(x->v, vb + d, c->kvdt) * vs;
+        for (d = 0; d < D; ++d) o[d] += p * t_get(x->v, vb + d, c->kvdt) * vs;
     }
-    if (with_sink)
-        den += exp(z - mx);
-    for (d = 0; d < D; ++d)
-        o[d] /= den;
+    if (with_sink) den += exp(z - mx);
+    for (d = 0; d < D; ++d) o[d] /= den;
     free(s);
     return mx + log(den);
 }
@@ -370,8 +343,7 @@ static void ab_build(abuf *x, const acase *c)
         x->cu_k[b + 1] = x->cu_k[b] + c->lk[b];
         x->seqused[b] = c->lk[b];
         total_k += c->lk[b];
-        if ((c->lk[b] + bs - 1) / bs > maxblk)
-            maxblk = (c->lk[b] + bs - 1) / bs;
+        if ((c->lk[b] + bs - 1) / bs > maxblk) maxblk = (c->lk[b] + bs - 1) / bs;
     }
     x->Tused = x->cu_q[c->nseq];
     x->T = x->Tused + 2;   /* two padding rows past cu_seqlens_q[num_seqs]: never touched */
@@ -389,8 +361,7 @@ static void ab_build(abuf *x, const acase *c)
         q_elems = x->T * x->q_tok;
     }
     x->q = t_alloc((size_t)q_elems * t_size(c->act));
-    for (i = 0; i < q_elems; ++i)
-        t_put(x->q, i, c->act, tr_value(&r, 1.5));
+    for (i = 0; i < q_elems; ++i) t_put(x->q, i, c->act, tr_value(&r, 1.5));
 
     x->scale = (float)(tr_range(&r, 0.8, 1.2) / sqrt((double)D));
     x->k_scale = (float)tr_range(&r, 0.5, 1.5);
@@ -406,8 +377,7 @@ static void ab_build(abuf *x, const acase *c)
         int nused = 0, *perm, nassigned = 0;
         int32_t *assigned;
         x->num_blocks = 0;
-        for (b = 0; b < c->nseq; ++b)
-            x->num_blocks += (c->lk[b] + bs - 1) / bs;
+        for (b = 0; b < c->nseq; ++b) x->num_blocks += (c->lk[b] + bs - 1) / bs;
         x->num_blocks += 4;   /* spares and, last, the poison block (NaN only) */
         x->blk_stride = (int64_t)bs * Hkv * D + ((tr_next(&r) & 1) ? 16 : 0);
         x->row_stride = c->hnd ? D : (int64_t)Hkv * D;
@@ -416,8 +386,7 @@ static void ab_build(abuf *x, const acase *c)
         x->bt = (int32_t *)t_alloc(sizeof(int32_t) * (size_t)(c->nseq * x->bt_stride));
         perm = (int *)t_alloc(sizeof(int) * (size_t)x->num_blocks);
         assigned = (int32_t *)t_alloc(sizeof(int32_t) * (size_t)x->num_blocks);
-        for (i = 0; i < x->num_blocks - 1; ++i)
-            perm[i] = i;
+        for (i = 0; i < x->num_blocks - 1; ++i) perm[i] = i;
         for (i = x->num_blocks - 2; i > 0; --i) {   /* shuffled ids */
             int k = tr_int(&r, 0, i), tmp = perm[i];
             perm[i] = perm[k];
@@ -455,9 +424,8 @@ static void ab_build(abuf *x, const acase *c)
             t_key_range(c, i, c->lq[b], c->lk[b], &lo, &hi);
             for (j = lo; j <= hi; ++j) {
                 int64_t row = c->dense ? x->cu_k[b] + j
-                            : (int64_t)x->bt[(int64_t)b * x->bt_stride + j / bs] * bs + j % bs;
-                if (vis[row])
-                    continue;
+                                       : (int64_t)x->bt[(int64_t)b * x->bt_stride + j / bs] * bs + j % bs;
+                if (vis[row]) continue;
                 vis[row] = 1;
                 for (g = 0; g < Hkv; ++g) {
                     int64_t kb = t_kv_index(x, b, j, g);
@@ -479,13 +447,11 @@ static void ab_build(abuf *x, const acase *c)
     if (c->alibi) {
         int n = c->alibi == 2 ? c->nseq * Hq : Hq;
         x->alibi = (float *)t_alloc(sizeof(float) * (size_t)n);
-        for (i = 0; i < n; ++i)
-            x->alibi[i] = (float)tr_range(&r, 0.01, 0.25);
+        for (i = 0; i < n; ++i) x->alibi[i] = (float)tr_range(&r, 0.01, 0.25);
     }
     if (c->sinks) {
         x->sinks = (float *)t_alloc(sizeof(float) * (size_t)Hq);
-        for (h = 0; h < Hq; ++h)
-            x->sinks[h] = (float)tr_range(&r, -2.0, 4.0);
+        for (h = 0; h < Hq; ++h) x->sinks[h] = (float)tr_range(&r, -2.0, 4.0);
     }
     if (fp8 && c->descale) {   /* [num_seqs, Hkv] with NaN between the used entries */
         int n;
@@ -494,8 +460,7 @@ static void ab_build(abuf *x, const acase *c)
         n = (int)(c->nseq * x->desc_b);
         x->kdesc = (float *)t_alloc(sizeof(float) * (size_t)n);
         x->vdesc = (float *)t_alloc(sizeof(float) * (size_t)n);
-        for (i = 0; i < n; ++i)
-            x->kdesc[i] = x->vdesc[i] = NAN;
+        for (i = 0; i < n; ++i) x->kdesc[i] = x->vdesc[i] = NAN;
         for (b = 0; b < c->nseq; ++b)
             for (g = 0; g < Hkv; ++g) {
                 x->kdesc[b * x->desc_b + g * x->desc_h] = (float)tr_range(&r, 0.5, 1.5);
@@ -507,18 +472,14 @@ static void ab_build(abuf *x, const acase *c)
         int64_t n1 = (int64_t)c->splits * x->T * Hq * D, n2 = (int64_t)c->splits * Hq * x->T;
         x->split_out = (float *)t_alloc(sizeof(float) * (size_t)n1);
         x->split_lse = (float *)t_alloc(sizeof(float) * (size_t)n2);
-        for (i = 0; i < n1; ++i)
-            x->split_out[i] = NAN;
-        for (i = 0; i < n2; ++i)
-            x->split_lse[i] = NAN;
+        for (i = 0; i < n1; ++i) x->split_out[i] = NAN;
+        for (i = 0; i < n2; ++i) x->split_lse[i] = NAN;
     }
     if (c->plan) {
         x->plan = (int32_t *)t_alloc(sizeof(int32_t) * (size_t)(c->nseq + 1));
         x->plan[0] = c->splits;
-        for (b = 0; b < c->nseq; ++b)
-            x->plan[1 + b] = tr_int(&r, 1, c->splits > 1 ? c->splits : 1);
-        if (c->plan == 2 && c->nseq > 1)
-            x->plan[2] = 0;
+        for (b = 0; b < c->nseq; ++b) x->plan[1 + b] = tr_int(&r, 1, c->splits > 1 ? c->splits : 1);
+        if (c->plan == 2 && c->nseq > 1) x->plan[2] = 0;
     }
 
     x->out_tok = (int64_t)Hq * D + 8;
@@ -532,8 +493,7 @@ static void ab_build(abuf *x, const acase *c)
     x->lse_bytes = sizeof(float) * (size_t)(Hq * x->lse_stride);
     x->lse = (float *)t_alloc(x->lse_bytes);
     x->lse0 = (float *)t_alloc(x->lse_bytes);
-    for (t = 0; t < Hq * x->lse_stride; ++t)
-        x->lse[t] = 1234.5f + (float)t;
+    for (t = 0; t < Hq * x->lse_stride; ++t) x->lse[t] = 1234.5f + (float)t;
     memcpy(x->lse0, x->lse, x->lse_bytes);
 }
 
@@ -597,9 +557,21 @@ static void ab_args(const abuf *x, fa_attn_args *a)
 
 static void ab_free(abuf *x)
 {
-    free(x->q); free(x->k); free(x->v); free(x->bt); free(x->alibi); free(x->sinks);
-    free(x->kdesc); free(x->vdesc); free(x->plan); free(x->split_out); free(x->split_lse);
-    free(x->out); free(x->out0); free(x->lse); free(x->lse0);
+    free(x->q);
+    free(x->k);
+    free(x->v);
+    free(x->bt);
+    free(x->alibi);
+    free(x->sinks);
+    free(x->kdesc);
+    free(x->vdesc);
+    free(x->plan);
+    free(x->split_out);
+    free(x->split_lse);
+    free(x->out);
+    free(x->out0);
+    free(x->lse);
+    free(x->lse0);
 }
 
 /* Compares out / lse with the oracle; everything the call must not touch is unchanged. */
@@ -614,8 +586,7 @@ static int ab_check(const abuf *x, const char *desc)
     size_t e;
 
     for (b = 0; b < c->nseq; ++b) {
-        if (!t_seq_has_work(x, b))
-            continue;
+        if (!t_seq_has_work(x, b)) continue;
         for (i = 0; i < c->lq[b]; ++i) {
             int t = x->cu_q[b] + i;
             for (h = 0; h < c->Hq; ++h) {
@@ -624,12 +595,12 @@ static int ab_check(const abuf *x, const char *desc)
                 for (d = 0; d < c->D; ++d) {
                     int64_t oi = (int64_t)t * x->out_tok + (int64_t)h * c->D + d;
                     double got = t_get(x->out, oi, c->act);
-                    CHECK(&ck, t_close(got, o[d], c->act),
-                          "%s: out[t %d, h %d, d %d] = %.8g, want %.8g", desc, t, h, d, got, o[d]);
+                    CHECK(&ck, t_close(got, o[d], c->act), "%s: out[t %d, h %d, d %d] = %.8g, want %.8g",
+                          desc, t, h, d, got, o[d]);
                     wout[oi] = 1;
                 }
-                CHECK(&ck, t_lse_close((double)x->lse[li], lse),
-                      "%s: lse[h %d, t %d] = %.8g, want %.8g", desc, h, t, (double)x->lse[li], lse);
+                CHECK(&ck, t_lse_close((double)x->lse[li], lse), "%s: lse[h %d, t %d] = %.8g, want %.8g",
+                      desc, h, t, (double)x->lse[li], lse);
                 wlse[li] = 1;
             }
         }
@@ -647,12 +618,12 @@ static int ab_check(const abuf *x, const char *desc)
                     double lse = t_ref_row(x, b, i, h, j0, j1, c->sinks && sp == 0, o);
                     const float *so = x->split_out + (((int64_t)sp * x->T + t) * c->Hq + h) * c->D;
                     double got = x->split_lse[((int64_t)sp * c->Hq + h) * x->T + t];
-                    CHECK(&ck, t_lse_close(got, lse), "%s: split %d lse[h %d, t %d] = %.8g, want %.8g",
-                          desc, sp, h, t, got, lse);
+                    CHECK(&ck, t_lse_close(got, lse), "%s: split %d lse[h %d, t %d] = %.8g, want %.8g", desc,
+                          sp, h, t, got, lse);
                     for (d = 0; d < c->D; ++d)
                         CHECK(&ck, fabs(so[d] - o[d]) <= 1e-7 + 1e-6 * fabs(o[d]),
-                              "%s: split %d out[t %d, h %d, d %d] = %.8g, want %.8g", desc, sp, t,
-                              h, d, (double)so[d], o[d]);
+                              "%s: split %d out[t %d, h %d, d %d] = %.8g, want %.8g", desc, sp, t, h, d,
+                              (double)so[d], o[d]);
                 }
             }
         }
@@ -698,8 +669,7 @@ static int run_case(const fa_backend *be, const acase *c, int unsplit_too)
         a.split_lse = NULL;
         cr_assert_eq(be->ops.attention(be->ctx, &a), FA_OK, "%s: %s", desc, t_err(be));
         for (b = 0; b < c->nseq; ++b) {
-            if (!t_seq_has_work(&x, b))
-                continue;
+            if (!t_seq_has_work(&x, b)) continue;
             for (i = x.cu_q[b]; i < x.cu_q[b + 1]; ++i)
                 for (h = 0; h < c->Hq; ++h) {
                     double l1 = x.lse[h * x.lse_stride + i], l2 = split_lse[h * x.lse_stride + i];
@@ -710,8 +680,7 @@ static int run_case(const fa_backend *be, const acase *c, int unsplit_too)
                         double o1 = t_get(x.out, oi, c->act), o2 = t_get(split_out, oi, c->act);
                         double tol = c->act == FA_DTYPE_F32 ? 1e-6 * (1 + fabs(o1)) : t_tol(c->act);
                         CHECK(&ck, fabs(o1 - o2) <= tol,
-                              "%s: split out %.9g vs unsplit %.9g (t %d h %d d %d)", desc, o2, o1,
-                              i, h, d);
+                              "%s: split out %.9g vs unsplit %.9g (t %d h %d d %d)", desc, o2, o1, i, h, d);
                     }
                 }
         }
@@ -773,11 +742,17 @@ static acase gen_case(uint64_t seed, fa_dtype act)
     c.causal = tr_int(&r, 0, 1);
     c.wl = c.wr = -1;
     switch (tr_int(&r, 0, 7)) {
-    case 0: c.wl = tr_int(&r, 0, 48); c.wr = 0; break;
+    case 0:
+        c.wl = tr_int(&r, 0, 48);
+        c.wr = 0;
+        break;
     case 1: c.wl = c.wr = tr_int(&r, 0, 48); break;
     case 2: c.wl = tr_int(&r, 0, 48); break;
     case 3: c.wr = tr_int(&r, 0, 20); break;
-    case 4: c.wl = tr_int(&r, 0, 30); c.wr = tr_int(&r, 0, 30); break;
+    case 4:
+        c.wl = tr_int(&r, 0, 30);
+        c.wr = tr_int(&r, 0, 30);
+        break;
     default: break;
     }
     c.softcap = tr_int(&r, 0, 1) ? caps[tr_int(&r, 0, 2)] : 0.0f;
@@ -872,16 +847,25 @@ Test(split, empty_splits_and_sink)
     int fails = 0;
     memset(&c, 0, sizeof c);
     c.seed = 99;
-    c.D = 64; c.Hq = 4; c.Hkv = 2; c.bs = 16;
+    c.D = 64;
+    c.Hq = 4;
+    c.Hkv = 2;
+    c.bs = 16;
     c.act = c.kvdt = FA_DTYPE_F32;
-    c.causal = 1; c.wl = -1; c.wr = -1;
+    c.causal = 1;
+    c.wl = -1;
+    c.wr = -1;
     c.sinks = 1;
     c.splits = 6;
     c.nseq = 4;
-    c.lq[0] = 1; c.lk[0] = 17;    /* 2 blocks over 6 splits */
-    c.lq[1] = 6; c.lk[1] = 3;     /* rows 0..2 empty: LSE = sink */
-    c.lq[2] = 2; c.lk[2] = 0;     /* no keys at all */
-    c.lq[3] = 20; c.lk[3] = 90;
+    c.lq[0] = 1;
+    c.lk[0] = 17;    /* 2 blocks over 6 splits */
+    c.lq[1] = 6;
+    c.lk[1] = 3;     /* rows 0..2 empty: LSE = sink */
+    c.lq[2] = 2;
+    c.lk[2] = 0;     /* no keys at all */
+    c.lq[3] = 20;
+    c.lk[3] = 90;
     fails += run_case(be, &c, 1);
     c.sinks = 0;
     c.seed = 100;
@@ -914,30 +898,24 @@ typedef struct small_attn {
     fa_attn_args a;
 } small_attn;
 
-static void small_setup(small_attn *s, int lq, int lk, int Hq, int Hkv, const float *kval,
-                        const float *vval)
+static void small_setup(small_attn *s, int lq, int lk, int Hq, int Hkv, const float *kval, const float *vval)
 {
     int i, j, h, d;
     memset(s, 0, sizeof *s);
-    for (i = 0; i < 64 * 8 * 8; ++i)
-        s->q[i] = 1.0f;
-    for (i = 0; i < 4 * 16 * 8 * 8; ++i)
-        s->k[i] = s->v[i] = NAN;
+    for (i = 0; i < 64 * 8 * 8; ++i) s->q[i] = 1.0f;
+    for (i = 0; i < 4 * 16 * 8 * 8; ++i) s->k[i] = s->v[i] = NAN;
     for (j = 0; j < lk; ++j)
         for (h = 0; h < Hkv; ++h)
             for (d = 0; d < 8; ++d) {
                 s->k[(j * Hkv + h) * 8 + d] = kval ? kval[j] : 1.0f;
                 s->v[(j * Hkv + h) * 8 + d] = vval[j] + 100.0f * (float)h;   /* head tag */
             }
-    for (i = 0; i < 64 * 8 * 8; ++i)
-        s->out[i] = -7.0f;
-    for (i = 0; i < 8 * 64; ++i)
-        s->lse[i] = -7.0f;
+    for (i = 0; i < 64 * 8 * 8; ++i) s->out[i] = -7.0f;
+    for (i = 0; i < 8 * 64; ++i) s->lse[i] = -7.0f;
     s->cu_q[0] = 0;
     s->cu_q[1] = lq;
     s->used[0] = lk;
-    for (i = 0; i < 4; ++i)
-        s->bt[i] = i;
+    for (i = 0; i < 4; ++i) s->bt[i] = i;
     s->a.q = s->q;
     s->a.q_token_stride = Hq * 8;
     s->a.q_head_stride = 8;
@@ -1140,8 +1118,10 @@ Test(attention, offsets_beyond_2g)
     int t, h, d;
 
     cr_assert(BLK * (double)blk_bytes > 2147483648.0);
-    kc = (uint8_t *)mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    vc = (uint8_t *)mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    kc = (uint8_t *)mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+                         0);
+    vc = (uint8_t *)mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+                         0);
     if (kc == (uint8_t *)MAP_FAILED || vc == (uint8_t *)MAP_FAILED)
         cr_skip_test("cannot reserve 2 x %zu bytes of address space", bytes);
     be = t_backend();
@@ -1153,55 +1133,81 @@ Test(attention, offsets_beyond_2g)
         key[t] = (float)sin(0.37 * t) * 2.0f;
         val[t] = (float)cos(0.11 * t) * 3.0f;
     }
-    for (t = 0; t < HQ * D; ++t)
-        q[t] = (float)cos(0.05 * t);
-    for (t = 0; t < T; ++t)
-        slots[t] = (int64_t)BLK * BS + t;
+    for (t = 0; t < HQ * D; ++t) q[t] = (float)cos(0.05 * t);
+    for (t = 0; t < T; ++t) slots[t] = (int64_t)BLK * BS + t;
     memset(&w, 0, sizeof w);
-    w.key = key; w.value = val;
+    w.key = key;
+    w.value = val;
     w.key_token_stride = w.value_token_stride = HKV * D;
     w.kv_dtype = FA_DTYPE_F32;
-    w.key_cache = kc; w.value_cache = vc;
-    w.cache_block_stride = (int64_t)blk_bytes; w.cache_row_stride = HKV * D; w.cache_head_stride = D;
+    w.key_cache = kc;
+    w.value_cache = vc;
+    w.cache_block_stride = (int64_t)blk_bytes;
+    w.cache_row_stride = HKV * D;
+    w.cache_head_stride = D;
     w.cache_dtype = FA_DTYPE_FP8_E4M3;
     w.slot_mapping = slots;
-    w.num_tokens = T; w.num_heads_kv = HKV; w.head_size = D; w.block_size = BS;
+    w.num_tokens = T;
+    w.num_heads_kv = HKV;
+    w.head_size = D;
+    w.block_size = BS;
     w.num_blocks = BLK + 1;
-    w.k_scale = 0.5f; w.v_scale = 0.25f;
+    w.k_scale = 0.5f;
+    w.v_scale = 0.25f;
     cr_assert_eq(be->ops.reshape_and_cache(be->ctx, &w), FA_OK, "%s", t_err(be));
     for (t = 0; t < T * HKV * D; ++t) {
         size_t at = (size_t)BLK * blk_bytes + (size_t)t;
-        CHECK(&ck, kc[at] == t_nearest_fp8(key[t] / 0.5f, FA_DTYPE_FP8_E4M3) &&
-                       vc[at] == t_nearest_fp8(val[t] / 0.25f, FA_DTYPE_FP8_E4M3),
+        CHECK(&ck,
+              kc[at] == t_nearest_fp8(key[t] / 0.5f, FA_DTYPE_FP8_E4M3) &&
+                  vc[at] == t_nearest_fp8(val[t] / 0.25f, FA_DTYPE_FP8_E4M3),
               "element %d of block %d not where 64-bit offsets put it", t, BLK);
     }
     memset(&a, 0, sizeof a);
-    a.q = q; a.q_token_stride = HQ * D; a.q_head_stride = D; a.q_dtype = FA_DTYPE_F32;
-    a.k = kc; a.v = vc;
+    a.q = q;
+    a.q_token_stride = HQ * D;
+    a.q_head_stride = D;
+    a.q_dtype = FA_DTYPE_F32;
+    a.k = kc;
+    a.v = vc;
     a.k_block_stride = a.v_block_stride = (int64_t)blk_bytes;
     a.k_row_stride = a.v_row_stride = HKV * D;
     a.k_head_stride = a.v_head_stride = D;
     a.kv_dtype = FA_DTYPE_FP8_E4M3;
-    a.out = out; a.out_token_stride = HQ * D; a.out_head_stride = D;
-    a.lse = lse; a.lse_head_stride = 1;
-    a.cu_seqlens_q = cu; a.seqused_k = used; a.block_table = bt; a.block_table_stride = 1;
+    a.out = out;
+    a.out_token_stride = HQ * D;
+    a.out_head_stride = D;
+    a.lse = lse;
+    a.lse_head_stride = 1;
+    a.cu_seqlens_q = cu;
+    a.seqused_k = used;
+    a.block_table = bt;
+    a.block_table_stride = 1;
     a.num_blocks = BLK + 1;
-    a.num_seqs = 1; a.num_tokens = 1; a.max_seqlen_q = 1; a.max_seqlen_k = T;
-    a.num_heads_q = HQ; a.num_heads_kv = HKV; a.head_size = D; a.block_size = BS;
-    a.softmax_scale = 0.0625f; a.causal = 1; a.window_left = a.window_right = -1;
-    a.k_scale = w.k_scale; a.v_scale = w.v_scale;
+    a.num_seqs = 1;
+    a.num_tokens = 1;
+    a.max_seqlen_q = 1;
+    a.max_seqlen_k = T;
+    a.num_heads_q = HQ;
+    a.num_heads_kv = HKV;
+    a.head_size = D;
+    a.block_size = BS;
+    a.softmax_scale = 0.0625f;
+    a.causal = 1;
+    a.window_left = a.window_right = -1;
+    a.k_scale = w.k_scale;
+    a.v_scale = w.v_scale;
     cr_assert_eq(be->ops.attention(be->ctx, &a), FA_OK, "%s", t_err(be));
     for (h = 0; h < HQ; ++h) {   /* the oracle on the decoded cache contents */
         double sc[T], mx = -INFINITY, den = 0.0;
         for (t = 0; t < T; ++t) {
             double dot = 0.0;
             for (d = 0; d < D; ++d)
-                dot += q[h * D + d] * t_dec_e4m3(kc[(size_t)BLK * blk_bytes + (size_t)(t * HKV + h) * D + d]) * 0.5;
+                dot += q[h * D + d] *
+                       t_dec_e4m3(kc[(size_t)BLK * blk_bytes + (size_t)(t * HKV + h) * D + d]) * 0.5;
             sc[t] = 0.0625 * dot;
             mx = fmax(mx, sc[t]);
         }
-        for (t = 0; t < T; ++t)
-            den += exp(sc[t] - mx);
+        for (t = 0; t < T; ++t) den += exp(sc[t] - mx);
         CHECK(&ck, t_lse_close(lse[h], mx + log(den)), "lse h %d: %g vs %g", h, (double)lse[h],
               mx + log(den));
         for (d = 0; d < D; ++d) {
@@ -1216,7 +1222,10 @@ Test(attention, offsets_beyond_2g)
     cr_assert_eq(ck.fails, 0);
     munmap(kc, bytes);
     munmap(vc, bytes);
-    free(key); free(val); free(q); free(out);
+    free(key);
+    free(val);
+    free(q);
+    free(out);
     fa_cpu_backend_destroy(be);
 }
 
@@ -1231,8 +1240,7 @@ static unsigned t_nearest_fp8(double x, fa_dtype fmt)
     x = x > maxv ? maxv : x < -maxv ? -maxv : x;
     for (c = 0; c < 256; ++c) {
         double v = fmt == FA_DTYPE_FP8_E4M3 ? t_dec_e4m3(c) : t_dec_e5m2(c), err;
-        if (isnan(v) || isinf(v) || ((c & 0x7F) == 0 && (c >> 7) != (unsigned)(x < 0)))
-            continue;
+        if (isnan(v) || isinf(v) || ((c & 0x7F) == 0 && (c >> 7) != (unsigned)(x < 0))) continue;
         err = fabs(v - x);
         if (err < best_err || (err == best_err && !(c & 1))) {
             best = c;
@@ -1242,8 +1250,8 @@ static unsigned t_nearest_fp8(double x, fa_dtype fmt)
     return best;
 }
 
-static int run_cache_case(fa_dtype act, fa_dtype cdt, int hnd, int bs, int D, int Hkv, int T,
-                          int stride_mult, uint64_t seed)
+static int run_cache_case(fa_dtype act, fa_dtype cdt, int hnd, int bs, int D, int Hkv, int T, int stride_mult,
+                          uint64_t seed)
 {
     fa_backend *be = t_backend();
     trng r = {seed};
@@ -1277,8 +1285,7 @@ static int run_cache_case(fa_dtype act, fa_dtype cdt, int hnd, int bs, int D, in
     }
     memcpy(kc0, kc, cache_bytes);
     memcpy(vc0, vc, cache_bytes);
-    for (i = 0; i < NB * bs; ++i)
-        perm[i] = i;
+    for (i = 0; i < NB * bs; ++i) perm[i] = i;
     for (i = NB * bs - 1; i > 0; --i) {
         int k = tr_int(&r, 0, i), tmp = perm[i];
         perm[i] = perm[k];
@@ -1309,16 +1316,16 @@ static int run_cache_case(fa_dtype act, fa_dtype cdt, int hnd, int bs, int D, in
     cr_assert_eq(be->ops.reshape_and_cache(be->ctx, &a), FA_OK, "%s", t_err(be));
 
     for (t = 0; t < T; ++t) {
-        if (slots[t] < 0)
-            continue;
+        if (slots[t] < 0) continue;
         for (h = 0; h < Hkv; ++h)
             for (d = 0; d < D; ++d) {
                 int64_t ci = (slots[t] / bs) * blk + (slots[t] % bs) * row + h * head + d;
                 int64_t si = t * tok + (int64_t)h * D + d;
                 written[ci] = 1;
                 if (!fp8) {
-                    CHECK(&ck, !memcmp(kc + ci * ce, (char *)key + si * ae, ae) &&
-                                   !memcmp(vc + ci * ce, (char *)val + si * ae, ae),
+                    CHECK(&ck,
+                          !memcmp(kc + ci * ce, (char *)key + si * ae, ae) &&
+                              !memcmp(vc + ci * ce, (char *)val + si * ae, ae),
                           "cache copy differs at token %d head %d d %d", t, h, d);
                 } else {
                     /* the code nearest to x / scale, the division in fp32 */
@@ -1326,28 +1333,54 @@ static int run_cache_case(fa_dtype act, fa_dtype cdt, int hnd, int bs, int D, in
                     unsigned kw = t_nearest_fp8(kq, cdt), vw = t_nearest_fp8(vq, cdt);
                     CHECK(&ck, kc[ci] == kw && vc[ci] == vw,
                           "fp8 %d: token %d head %d d %d: k 0x%02X (want 0x%02X for %g), "
-                          "v 0x%02X (want 0x%02X for %g)", (int)cdt, t, h, d, kc[ci], kw,
-                          (double)kq, vc[ci], vw, (double)vq);
+                          "v 0x%02X (want 0x%02X for %g)",
+                          (int)cdt, t, h, d, kc[ci], kw, (double)kq, vc[ci], vw, (double)vq);
                 }
             }
     }
     for (e = 0; e < cache_bytes / ce; ++e)
-        CHECK(&ck, written[e] || (!memcmp(kc + e * ce, kc0 + e * ce, ce) &&
-                                  !memcmp(vc + e * ce, vc0 + e * ce, ce)),
+        CHECK(&ck,
+              written[e] ||
+                  (!memcmp(kc + e * ce, kc0 + e * ce, ce) && !memcmp(vc + e * ce, vc0 + e * ce, ce)),
               "cache element %zu was written but no slot maps to it", e);
-    free(key); free(val); free(kc); free(vc); free(kc0); free(vc0); free(written);
-    free(slots); free(perm);
+    free(key);
+    free(val);
+    free(kc);
+    free(vc);
+    free(kc0);
+    free(vc0);
+    free(written);
+    free(slots);
+    free(perm);
     fa_cpu_backend_destroy(be);
     return ck.fails;
 }
 
 Test(cache, nhd_f32) { cr_assert_eq(run_cache_case(FA_DTYPE_F32, FA_DTYPE_F32, 0, 16, 64, 8, 21, 1, 1), 0); }
-Test(cache, hnd_bf16_fused_qkv_stride) { cr_assert_eq(run_cache_case(FA_DTYPE_BF16, FA_DTYPE_BF16, 1, 16, 80, 4, 21, 3, 2), 0); }
-Test(cache, hnd_f16_bs32) { cr_assert_eq(run_cache_case(FA_DTYPE_F16, FA_DTYPE_F16, 1, 32, 40, 2, 30, 2, 3), 0); }
-Test(cache, nhd_f16_d256) { cr_assert_eq(run_cache_case(FA_DTYPE_F16, FA_DTYPE_F16, 0, 16, 256, 1, 9, 1, 4), 0); }
-Test(cache, fp8_e4m3_from_bf16) { cr_assert_eq(run_cache_case(FA_DTYPE_BF16, FA_DTYPE_FP8_E4M3, 0, 16, 64, 4, 21, 3, 5), 0); }
-Test(cache, fp8_e5m2_from_f32_hnd) { cr_assert_eq(run_cache_case(FA_DTYPE_F32, FA_DTYPE_FP8_E5M2, 1, 32, 64, 2, 21, 1, 6), 0); }
-Test(cache, fp8_e4m3_from_f16_hnd) { cr_assert_eq(run_cache_case(FA_DTYPE_F16, FA_DTYPE_FP8_E4M3, 1, 16, 128, 2, 12, 2, 7), 0); }
+Test(cache, hnd_bf16_fused_qkv_stride)
+{
+    cr_assert_eq(run_cache_case(FA_DTYPE_BF16, FA_DTYPE_BF16, 1, 16, 80, 4, 21, 3, 2), 0);
+}
+Test(cache, hnd_f16_bs32)
+{
+    cr_assert_eq(run_cache_case(FA_DTYPE_F16, FA_DTYPE_F16, 1, 32, 40, 2, 30, 2, 3), 0);
+}
+Test(cache, nhd_f16_d256)
+{
+    cr_assert_eq(run_cache_case(FA_DTYPE_F16, FA_DTYPE_F16, 0, 16, 256, 1, 9, 1, 4), 0);
+}
+Test(cache, fp8_e4m3_from_bf16)
+{
+    cr_assert_eq(run_cache_case(FA_DTYPE_BF16, FA_DTYPE_FP8_E4M3, 0, 16, 64, 4, 21, 3, 5), 0);
+}
+Test(cache, fp8_e5m2_from_f32_hnd)
+{
+    cr_assert_eq(run_cache_case(FA_DTYPE_F32, FA_DTYPE_FP8_E5M2, 1, 32, 64, 2, 21, 1, 6), 0);
+}
+Test(cache, fp8_e4m3_from_f16_hnd)
+{
+    cr_assert_eq(run_cache_case(FA_DTYPE_F16, FA_DTYPE_FP8_E4M3, 1, 16, 128, 2, 12, 2, 7), 0);
+}
 
 /* written by reshape_and_cache, read back by attention: the fp8 round trip x -> x8 * scale */
 Test(cache, write_then_attend_fp8)
@@ -1366,43 +1399,66 @@ Test(cache, write_then_attend_fp8)
         key[t] = (float)sin(0.37 * t) * 3.0f;
         val[t] = (float)cos(0.11 * t) * 5.0f;
     }
-    for (d = 0; d < D; ++d)
-        q[d] = (float)cos(0.5 * d);
-    for (t = 0; t < T; ++t)
-        slots[t] = t;
+    for (d = 0; d < D; ++d) q[d] = (float)cos(0.5 * d);
+    for (t = 0; t < T; ++t) slots[t] = t;
     memset(&w, 0, sizeof w);
-    w.key = key; w.value = val;
+    w.key = key;
+    w.value = val;
     w.key_token_stride = w.value_token_stride = D;
     w.kv_dtype = FA_DTYPE_F32;
-    w.key_cache = kc; w.value_cache = vc;
-    w.cache_block_stride = 16 * D; w.cache_row_stride = D; w.cache_head_stride = D;
+    w.key_cache = kc;
+    w.value_cache = vc;
+    w.cache_block_stride = 16 * D;
+    w.cache_row_stride = D;
+    w.cache_head_stride = D;
     w.cache_dtype = FA_DTYPE_FP8_E4M3;
     w.slot_mapping = slots;
-    w.num_tokens = T; w.num_heads_kv = 1; w.head_size = D; w.block_size = 16;
+    w.num_tokens = T;
+    w.num_heads_kv = 1;
+    w.head_size = D;
+    w.block_size = 16;
     w.num_blocks = 1;
-    w.k_scale = 0.02f; w.v_scale = 0.05f;
+    w.k_scale = 0.02f;
+    w.v_scale = 0.05f;
     cr_assert_eq(be->ops.reshape_and_cache(be->ctx, &w), FA_OK, "%s", t_err(be));
     memset(&a, 0, sizeof a);
-    a.q = q; a.q_token_stride = D; a.q_head_stride = D; a.q_dtype = FA_DTYPE_F32;
-    a.k = kc; a.v = vc;
+    a.q = q;
+    a.q_token_stride = D;
+    a.q_head_stride = D;
+    a.q_dtype = FA_DTYPE_F32;
+    a.k = kc;
+    a.v = vc;
     a.k_block_stride = a.v_block_stride = 16 * D;
     a.k_row_stride = a.v_row_stride = D;
     a.k_head_stride = a.v_head_stride = D;
     a.kv_dtype = FA_DTYPE_FP8_E4M3;
-    a.out = out; a.out_token_stride = D; a.out_head_stride = D;
-    a.lse = lse; a.lse_head_stride = 1;
-    a.cu_seqlens_q = cu; a.seqused_k = used; a.block_table = bt; a.block_table_stride = 1;
+    a.out = out;
+    a.out_token_stride = D;
+    a.out_head_stride = D;
+    a.lse = lse;
+    a.lse_head_stride = 1;
+    a.cu_seqlens_q = cu;
+    a.seqused_k = used;
+    a.block_table = bt;
+    a.block_table_stride = 1;
     a.num_blocks = 1;
-    a.num_seqs = 1; a.num_tokens = 1; a.max_seqlen_q = 1; a.max_seqlen_k = T;
-    a.num_heads_q = a.num_heads_kv = 1; a.head_size = D; a.block_size = 16;
-    a.softmax_scale = 0.125f; a.causal = 1; a.window_left = a.window_right = -1;
-    a.k_scale = w.k_scale; a.v_scale = w.v_scale;
+    a.num_seqs = 1;
+    a.num_tokens = 1;
+    a.max_seqlen_q = 1;
+    a.max_seqlen_k = T;
+    a.num_heads_q = a.num_heads_kv = 1;
+    a.head_size = D;
+    a.block_size = 16;
+    a.softmax_scale = 0.125f;
+    a.causal = 1;
+    a.window_left = a.window_right = -1;
+    a.k_scale = w.k_scale;
+    a.v_scale = w.v_scale;
     cr_assert_eq(be->ops.attention(be->ctx, &a), FA_OK, "%s", t_err(be));
     /* the attention on the original values, within the fp8 error (3 mantissa bits) */
     for (t = 0; t < T; ++t) {
         double dot = 0.0;
-        for (d = 0; d < D; ++d)
-            dot += (double)q[d] * key[t * D + d];
+        for (d = 0; d < D; ++d) dot += (double)q[d] * key[t * D + d];
         s[t] = 0.125 * dot;
         mx = fmax(mx, s[t]);
     }
@@ -1411,8 +1467,8 @@ Test(cache, write_then_attend_fp8)
         o0 += exp(s[t] - mx) * val[t * D];
     }
     cr_expect(fabs(out[0] - o0 / den) < 0.25, "fp8 round trip: %g vs %g", (double)out[0], o0 / den);
-    cr_expect(fabs(lse[0] - (mx + log(den))) < 0.25, "fp8 round trip lse: %g vs %g",
-              (double)lse[0], mx + log(den));
+    cr_expect(fabs(lse[0] - (mx + log(den))) < 0.25, "fp8 round trip lse: %g vs %g", (double)lse[0],
+              mx + log(den));
     fa_cpu_backend_destroy(be);
 }
 
@@ -1482,15 +1538,16 @@ Test(merge, worked_example_and_empty_sides)
 
     /* both empty (any mix of +-inf): 0 and -inf, never NaN */
     {
-        static const float pairs[4][2] = {{-INFINITY, -INFINITY}, {INFINITY, -INFINITY},
-                                          {INFINITY, INFINITY}, {-INFINITY, INFINITY}};
+        static const float pairs[4][2] = {{-INFINITY, -INFINITY},
+                                          {INFINITY, -INFINITY},
+                                          {INFINITY, INFINITY},
+                                          {-INFINITY, INFINITY}};
         int k;
         for (k = 0; k < 4; ++k) {
             pl[0] = pairs[k][0];
             sl[0] = pairs[k][1];
             cr_assert_eq(be->ops.merge_states(be->ctx, &a), FA_OK, "%s", t_err(be));
-            for (d = 0; d < 8; ++d)
-                cr_expect_eq(out[d], 0.0f, "pair %d d %d: %g", k, d, (double)out[d]);
+            for (d = 0; d < 8; ++d) cr_expect_eq(out[d], 0.0f, "pair %d d %d: %g", k, d, (double)out[d]);
             cr_expect(isinf(ol[0]) && ol[0] < 0, "pair %d: lse %g", k, (double)ol[0]);
         }
     }
@@ -1535,18 +1592,21 @@ static void run_merge_random(fa_dtype dt, uint64_t seed)
             m = fmax(p, s);
             wp = p == -INFINITY ? 0.0 : exp(p - m);
             ws = s == -INFINITY ? 0.0 : exp(s - m);
-            CHECK(&ck, t_lse_close(ol[h * T + t], m + log(wp + ws)) ||
-                           fabs(ol[h * T + t] - (m + log(wp + ws))) < 1e-6,
+            CHECK(&ck,
+                  t_lse_close(ol[h * T + t], m + log(wp + ws)) ||
+                      fabs(ol[h * T + t] - (m + log(wp + ws))) < 1e-6,
                   "lse t %d h %d: %g vs %g", t, h, (double)ol[h * T + t], m + log(wp + ws));
             for (d = 0; d < D; ++d) {
                 int64_t i = ((int64_t)t * H + h) * D + d;
                 double want = (wp * t_get(po, i, dt) + ws * t_get(so, i, dt)) / (wp + ws);
-                CHECK(&ck, t_close(t_get(out, i, dt), want, dt), "dtype %d t %d h %d d %d: %g vs %g",
-                      (int)dt, t, h, d, t_get(out, i, dt), want);
+                CHECK(&ck, t_close(t_get(out, i, dt), want, dt), "dtype %d t %d h %d d %d: %g vs %g", (int)dt,
+                      t, h, d, t_get(out, i, dt), want);
             }
         }
     cr_assert_eq(ck.fails, 0);
-    free(po); free(so); free(out);
+    free(po);
+    free(so);
+    free(out);
     fa_cpu_backend_destroy(be);
 }
 
@@ -1568,16 +1628,24 @@ Test(merge, prefix_suffix_equals_full)
     int b, e, nbp = 2;   /* prefix: the first two blocks of every sequence */
     tcheck ck = {0};
 
-    c.causal = 0; c.wl = c.wr = -1; c.alibi = 0; c.sinks = 0; c.splits = 1; c.plan = 0;
-    c.qgroup = 0; c.kvdt = FA_DTYPE_F32;
+    c.causal = 0;
+    c.wl = c.wr = -1;
+    c.alibi = 0;
+    c.sinks = 0;
+    c.splits = 1;
+    c.plan = 0;
+    c.qgroup = 0;
+    c.kvdt = FA_DTYPE_F32;
     for (b = 0; b < c.nseq; ++b)
-        if (c.lk[b] < nbp * c.bs + 1)
-            c.lk[b] = nbp * c.bs + 1 + b;
+        if (c.lk[b] < nbp * c.bs + 1) c.lk[b] = nbp * c.bs + 1 + b;
     ab_build(&x, &c);
     ab_args(&x, &a);
     n = (size_t)(x.T * x.out_tok);
-    po = (float *)t_alloc(n * 4); so = (float *)t_alloc(n * 4); full = (float *)t_alloc(n * 4);
-    pl = (float *)t_alloc(x.lse_bytes); sl = (float *)t_alloc(x.lse_bytes);
+    po = (float *)t_alloc(n * 4);
+    so = (float *)t_alloc(n * 4);
+    full = (float *)t_alloc(n * 4);
+    pl = (float *)t_alloc(x.lse_bytes);
+    sl = (float *)t_alloc(x.lse_bytes);
     ml = (float *)t_alloc(x.lse_bytes);
     a.out = full;
     cr_assert_eq(be->ops.attention(be->ctx, &a), FA_OK, "%s", t_err(be));
@@ -1585,9 +1653,14 @@ Test(merge, prefix_suffix_equals_full)
         pre_used[b] = nbp * c.bs;
         suf_used[b] = c.lk[b] - nbp * c.bs;
     }
-    a.out = po; a.lse = pl; a.seqused_k = pre_used;
+    a.out = po;
+    a.lse = pl;
+    a.seqused_k = pre_used;
     cr_assert_eq(be->ops.attention(be->ctx, &a), FA_OK, "%s", t_err(be));
-    a.out = so; a.lse = sl; a.seqused_k = suf_used; a.block_table = x.bt + nbp;
+    a.out = so;
+    a.lse = sl;
+    a.seqused_k = suf_used;
+    a.block_table = x.bt + nbp;
     cr_assert_eq(be->ops.attention(be->ctx, &a), FA_OK, "%s", t_err(be));
     merge_setup(&m, FA_DTYPE_F32, x.Tused, c.Hq, c.D, x.out, ml, po, pl, so, sl);
     m.out_token_stride = m.prefix_token_stride = m.suffix_token_stride = x.out_tok;
@@ -1598,8 +1671,8 @@ Test(merge, prefix_suffix_equals_full)
         for (h = 0; h < c.Hq; ++h)
             for (d = 0; d < c.D; ++d) {
                 int64_t i = e * x.out_tok + h * c.D + d;
-                CHECK(&ck, fabs(((float *)x.out)[i] - full[i]) < 1e-5, "t %d h %d d %d: %g vs %g",
-                      e, h, d, (double)((float *)x.out)[i], (double)full[i]);
+                CHECK(&ck, fabs(((float *)x.out)[i] - full[i]) < 1e-5, "t %d h %d d %d: %g vs %g", e, h, d,
+                      (double)((float *)x.out)[i], (double)full[i]);
             }
     }
     for (e = 0; e < c.Hq * x.lse_stride; ++e)
@@ -1607,7 +1680,12 @@ Test(merge, prefix_suffix_equals_full)
             CHECK(&ck, fabs(ml[e] - x.lse[e]) < 1e-5 * (1 + fabs(x.lse[e])), "lse %d: %g vs %g", e,
                   (double)ml[e], (double)x.lse[e]);
     cr_assert_eq(ck.fails, 0);
-    free(po); free(so); free(full); free(pl); free(sl); free(ml);
+    free(po);
+    free(so);
+    free(full);
+    free(pl);
+    free(sl);
+    free(ml);
     ab_free(&x);
     fa_cpu_backend_destroy(be);
 }
@@ -1629,14 +1707,14 @@ static void run_dcp_correct(fa_dtype dt, int W, uint64_t seed)
     for (rank = 0; rank < W; ++rank) {
         for (t = 0; t < W * H * T; ++t) {
             int k = tr_int(&r, 0, 11);
-            lse_all[t] = k == 0 ? -INFINITY : k == 1 ? INFINITY : k == 2 ? NAN
-                       : (float)tr_range(&r, -4.0, 6.0);
+            lse_all[t] = k == 0   ? -INFINITY
+                         : k == 1 ? INFINITY
+                         : k == 2 ? NAN
+                                  : (float)tr_range(&r, -4.0, 6.0);
         }
         for (h = 0; h < H; ++h)   /* token 0 head h: every rank empty */
-            for (s = 0; s < W; ++s)
-                lse_all[(s * H + h) * T + 0] = s % 2 ? INFINITY : -INFINITY;
-        for (t = 0; t < T * H * D; ++t)
-            t_put(orig, t, dt, tr_value(&r, 2.0));
+            for (s = 0; s < W; ++s) lse_all[(s * H + h) * T + 0] = s % 2 ? INFINITY : -INFINITY;
+        for (t = 0; t < T * H * D; ++t) t_put(orig, t, dt, tr_value(&r, 2.0));
         for (d = 0; d < D; ++d)   /* garbage in an empty rank's row must not survive */
             t_put_nan(orig, d, dt);
         memcpy(out, orig, (size_t)T * H * D * es);
@@ -1658,36 +1736,35 @@ static void run_dcp_correct(fa_dtype dt, int W, uint64_t seed)
                 double m = -INFINITY, sum = 0.0, L, e;
                 for (s = 0; s < W; ++s) {
                     double l = lse_all[(s * H + h) * T + t];
-                    if (!(l < INFINITY))
-                        l = -INFINITY;
+                    if (!(l < INFINITY)) l = -INFINITY;
                     m = fmax(m, l);
                 }
-                if (m == -INFINITY)
-                    m = 0.0;
+                if (m == -INFINITY) m = 0.0;
                 for (s = 0; s < W; ++s) {
                     double l = lse_all[(s * H + h) * T + t];
-                    if (l < INFINITY && l > -INFINITY)
-                        sum += exp(l - m);
+                    if (l < INFINITY && l > -INFINITY) sum += exp(l - m);
                 }
                 L = m + log(sum);
                 e = lse_all[(rank * H + h) * T + t] - L;
-                if (!(e < INFINITY))
-                    e = -INFINITY;
+                if (!(e < INFINITY)) e = -INFINITY;
                 CHECK(&ck, t_lse_close(lse_out[h * T + t], L) || fabs(lse_out[h * T + t] - L) < 1e-5,
-                      "W %d rank %d lse_out t %d h %d: %g vs %g", W, rank, t, h,
-                      (double)lse_out[h * T + t], L);
+                      "W %d rank %d lse_out t %d h %d: %g vs %g", W, rank, t, h, (double)lse_out[h * T + t],
+                      L);
                 for (d = 0; d < D; ++d) {
                     int64_t i = ((int64_t)t * H + h) * D + d;
                     double want = e == -INFINITY ? 0.0 : t_get(orig, i, dt) * exp(e);
-                    CHECK(&ck, t_close(t_get(out, i, dt), want, dt) ||
-                                   fabs(t_get(out, i, dt) - want) < 1e-5 * (1 + fabs(want)),
-                          "W %d rank %d dtype %d t %d h %d d %d: %g vs %g", W, rank, (int)dt, t,
-                          h, d, t_get(out, i, dt), want);
+                    CHECK(&ck,
+                          t_close(t_get(out, i, dt), want, dt) ||
+                              fabs(t_get(out, i, dt) - want) < 1e-5 * (1 + fabs(want)),
+                          "W %d rank %d dtype %d t %d h %d d %d: %g vs %g", W, rank, (int)dt, t, h, d,
+                          t_get(out, i, dt), want);
                 }
             }
     }
     cr_assert_eq(ck.fails, 0);
-    free(out); free(orig); free(lse_all);
+    free(out);
+    free(orig);
+    free(lse_all);
     fa_cpu_backend_destroy(be);
 }
 
@@ -1714,8 +1791,7 @@ static void *comm_rank(void *p)
     const size_t es = t_size(j->dt);
     void *send = t_alloc((size_t)n * W * es);
     int i;
-    for (i = 0; i < n; ++i)
-        t_put(send, i, j->dt, 10.0 * r + i);
+    for (i = 0; i < n; ++i) t_put(send, i, j->dt, 10.0 * r + i);
     j->st_ag = j->comm->all_gather(j->comm->ctx, send, j->ag_recv, (size_t)n, j->dt);
     for (i = 0; i < n * W; ++i)   /* chunk c, element e: r + 0.25 * c + e / 8 */
         t_put(send, i, j->dt, r + 0.25 * (i / n) + (double)(i % n) / 8.0);
@@ -1759,8 +1835,7 @@ static void run_comm(int W, fa_dtype dt)
         for (i = 0; i < n; ++i) {   /* sum over ranks of chunk r: W(W-1)/2 + W (0.25 r + i/8) */
             double want = W * (W - 1) / 2.0 + W * (0.25 * r + i / 8.0);
             cr_expect(t_close(t_get(jobs[r].rs_recv, i, dt), want, dt),
-                      "rank %d reduce_scatter[%d] = %g, want %g", r, i,
-                      t_get(jobs[r].rs_recv, i, dt), want);
+                      "rank %d reduce_scatter[%d] = %g, want %g", r, i, t_get(jobs[r].rs_recv, i, dt), want);
         }
         free(jobs[r].ag_recv);
         free(jobs[r].rs_recv);
@@ -1786,8 +1861,7 @@ Test(comm, bad_arguments)
         int32_t is[2] = {1, 2}, ir[2];
         cr_expect_eq(comms[0].all_gather(comms[0].ctx, s, rv, 4, FA_DTYPE_F32), FA_OK);
         cr_expect_eq(rv[3], 4.0f);
-        cr_expect_eq(comms[0].reduce_scatter(comms[0].ctx, is, ir, 2, FA_DTYPE_I32),
-                     FA_ERR_UNSUPPORTED);
+        cr_expect_eq(comms[0].reduce_scatter(comms[0].ctx, is, ir, 2, FA_DTYPE_I32), FA_ERR_UNSUPPORTED);
         cr_expect(strstr(comms[0].last_error(comms[0].ctx), "dtype") != NULL);
     }
     fa_fake_comm_group_destroy(comms);
@@ -1812,13 +1886,13 @@ typedef struct dcp_job {
     char err[256];
 } dcp_job;
 
-#define DCP_FAIL(j, expr)                                                                        \
-    do {                                                                                         \
-        fa_status s_ = (expr);                                                                   \
-        if (s_ != FA_OK && (j)->st == FA_OK) {                                                   \
-            (j)->st = s_;                                                                        \
-            snprintf((j)->err, sizeof (j)->err, "%s", #expr);                                     \
-        }                                                                                        \
+#define DCP_FAIL(j, expr) \
+    do { \
+        fa_status s_ = (expr); \
+        if (s_ != FA_OK && (j)->st == FA_OK) { \
+            (j)->st = s_; \
+            snprintf((j)->err, sizeof(j)->err, "%s", #expr); \
+        } \
     } while (0)
 
 static void *dcp_rank(void *p)
@@ -1842,17 +1916,16 @@ static void *dcp_rank(void *p)
     for (b = 0; b < DCP_NSEQ; ++b) {   /* this rank's shard: positions with (p / I) % N == r */
         cu[b + 1] = cu[b] + j->lq[b];
         used[b] = 0;
-        for (i = 0; i < nblk; ++i)
-            bt[b * 16 + i] = (DCP_NSEQ - 1 - b) * nblk + i;   /* reversed block order */
+        for (i = 0; i < nblk; ++i) bt[b * 16 + i] = (DCP_NSEQ - 1 - b) * nblk + i; /* reversed block order */
         for (pos = 0; pos < j->lk[b]; ++pos) {
             int loc;
-            if ((pos / j->interleave) % N != r)
-                continue;
+            if ((pos / j->interleave) % N != r) continue;
             loc = used[b]++;
             for (h = 0; h < DCP_HKV; ++h)
                 for (d = 0; d < DCP_D; ++d) {
-                    int64_t ci = ((int64_t)bt[b * 16 + loc / DCP_BS] * DCP_BS + loc % DCP_BS) *
-                                 DCP_HKV * DCP_D + h * DCP_D + d;
+                    int64_t ci =
+                        ((int64_t)bt[b * 16 + loc / DCP_BS] * DCP_BS + loc % DCP_BS) * DCP_HKV * DCP_D +
+                        h * DCP_D + d;
                     int64_t gi = (((int64_t)b * DCP_MAXK + pos) * DCP_HKV + h) * DCP_D + d;
                     t_put(kc, ci, j->dt, j->kg[gi]);
                     t_put(vc, ci, j->dt, j->vg[gi]);
@@ -1862,7 +1935,7 @@ static void *dcp_rank(void *p)
     j->st = FA_OK;
     DCP_FAIL(j, j->comm->all_gather(j->comm->ctx, j->q_local, q_all, (size_t)T * H * DCP_D, j->dt));
     memset(&a, 0, sizeof a);
-    a.q = q_all;   /* [N][T][H][D] seen as [T][N*H][D] through the head groups */
+    a.q = q_all; /* [N][T][H][D] seen as [T][N*H][D] through the head groups */
     a.q_head_group = H;
     a.q_group_stride = (int64_t)T * H * DCP_D;
     a.q_token_stride = (int64_t)H * DCP_D;
@@ -1910,13 +1983,19 @@ static void *dcp_rank(void *p)
     c.num_heads = HA;
     c.head_size = DCP_D;
     DCP_FAIL(j, j->be->ops.dcp_correct(j->be->ctx, &c));
-    for (i = 0; i < N; ++i)   /* [T][N*H][D] -> chunks [N][T][H][D] */
+    for (i = 0; i < N; ++i) /* [T][N*H][D] -> chunks [N][T][H][D] */
         for (t = 0; t < T; ++t)
             for (h = 0; h < H; ++h)
                 memcpy((char *)send + ((((size_t)i * T + t) * H + h) * DCP_D) * es,
                        (char *)o + (((size_t)t * HA + i * H + h) * DCP_D) * es, DCP_D * es);
     DCP_FAIL(j, j->comm->reduce_scatter(j->comm->ctx, send, j->result, (size_t)T * H * DCP_D, j->dt));
-    free(q_all); free(o); free(send); free(l); free(lse_all); free(kc); free(vc);
+    free(q_all);
+    free(o);
+    free(send);
+    free(l);
+    free(lse_all);
+    free(kc);
+    free(vc);
     return NULL;
 }
 
@@ -1935,7 +2014,7 @@ static void run_dcp_step(int N, int interleave, fa_dtype dt)
     tcheck ck = {0};
     int i, rank, b, t, h, d, pos;
 
-    for (i = 0; i < DCP_NSEQ * DCP_MAXK * DCP_HKV * DCP_D; ++i) {   /* representable in dt */
+    for (i = 0; i < DCP_NSEQ * DCP_MAXK * DCP_HKV * DCP_D; ++i) { /* representable in dt */
         kg[i] = (float)t_round(dt, tr_value(&r, 1.5));
         vg[i] = (float)t_round(dt, tr_value(&r, 1.5));
     }
@@ -1952,8 +2031,7 @@ static void run_dcp_step(int N, int interleave, fa_dtype dt)
         jobs[rank].kg = kg;
         jobs[rank].vg = vg;
         jobs[rank].q_local = t_alloc((size_t)T * DCP_H * DCP_D * es);
-        for (i = 0; i < T * DCP_H * DCP_D; ++i)
-            t_put((void *)jobs[rank].q_local, i, dt, tr_value(&r, 1.5));
+        for (i = 0; i < T * DCP_H * DCP_D; ++i) t_put((void *)jobs[rank].q_local, i, dt, tr_value(&r, 1.5));
         jobs[rank].result = t_alloc((size_t)T * DCP_H * DCP_D * es);
         jobs[rank].lse_global = (float *)t_alloc(sizeof(float) * (size_t)(HA * T));
         args[rank] = &jobs[rank];
@@ -1963,7 +2041,7 @@ static void run_dcp_step(int N, int interleave, fa_dtype dt)
         cr_assert_eq(jobs[rank].st, FA_OK, "rank %d: %s", rank, jobs[rank].err);
         for (b = 0, t = 0; b < DCP_NSEQ; ++b)
             for (i = 0; i < lq[b]; ++i, ++t)
-                for (h = 0; h < DCP_H; ++h) {   /* full attention over all lk[b] keys */
+                for (h = 0; h < DCP_H; ++h) { /* full attention over all lk[b] keys */
                     const int g = h * DCP_HKV / DCP_H; /* each rank's heads over the replicated KV heads */
                     double s[DCP_MAXK], mx = -INFINITY, den = 0.0, o[DCP_D], L;
                     for (pos = 0; pos < lk[b]; ++pos) {
@@ -1974,8 +2052,7 @@ static void run_dcp_step(int N, int interleave, fa_dtype dt)
                         s[pos] = 0.125 * dot;
                         mx = fmax(mx, s[pos]);
                     }
-                    for (d = 0; d < DCP_D; ++d)
-                        o[d] = 0.0;
+                    for (d = 0; d < DCP_D; ++d) o[d] = 0.0;
                     for (pos = 0; pos < lk[b]; ++pos) {
                         double w = exp(s[pos] - mx);
                         den += w;
@@ -1983,16 +2060,15 @@ static void run_dcp_step(int N, int interleave, fa_dtype dt)
                             o[d] += w * vg[(((int64_t)b * DCP_MAXK + pos) * DCP_HKV + g) * DCP_D + d];
                     }
                     L = mx + log(den);
-                    CHECK(&ck, fabs(jobs[rank].lse_global[(rank * DCP_H + h) * T + t] - L) <
-                                   1e-4 * (1 + fabs(L)),
+                    CHECK(&ck,
+                          fabs(jobs[rank].lse_global[(rank * DCP_H + h) * T + t] - L) < 1e-4 * (1 + fabs(L)),
                           "N %d I %d rank %d t %d h %d: lse %g vs %g", N, interleave, rank, t, h,
                           (double)jobs[rank].lse_global[(rank * DCP_H + h) * T + t], L);
                     for (d = 0; d < DCP_D; ++d) {
                         double got = t_get(jobs[rank].result, ((int64_t)t * DCP_H + h) * DCP_D + d, dt);
                         double tol = dt == FA_DTYPE_F32 ? 1e-5 : 3e-2;
-                        CHECK(&ck, fabs(got - o[d] / den) < tol,
-                              "N %d I %d rank %d t %d h %d d %d: %g vs %g", N, interleave, rank,
-                              t, h, d, got, o[d] / den);
+                        CHECK(&ck, fabs(got - o[d] / den) < tol, "N %d I %d rank %d t %d h %d d %d: %g vs %g",
+                              N, interleave, rank, t, h, d, got, o[d] / den);
                     }
                 }
         free((void *)jobs[rank].q_local);
@@ -2013,8 +2089,7 @@ Test(comm, dcp_step_4_ranks_bf16) { run_dcp_step(4, 4, FA_DTYPE_BF16); }
 /* ------------------------------------------------------------------------------------------ */
 /* errors: status + a message naming the argument and value, nothing written */
 
-static void expect_attn_error(fa_attn_args *a, small_attn *s, fa_status want, const char *w1,
-                              const char *w2)
+static void expect_attn_error(fa_attn_args *a, small_attn *s, fa_status want, const char *w1, const char *w2)
 {
     fa_backend *be = t_backend();
     float before[sizeof s->out / sizeof(float)], lbefore[sizeof s->lse / sizeof(float)];
@@ -2026,8 +2101,7 @@ static void expect_attn_error(fa_attn_args *a, small_attn *s, fa_status want, co
     msg = t_err(be);
     cr_expect_eq(st, want, "status %d, want %d (%s)", (int)st, (int)want, msg);
     cr_expect(strstr(msg, w1) != NULL, "message '%s' does not name '%s'", msg, w1);
-    if (w2)
-        cr_expect(strstr(msg, w2) != NULL, "message '%s' does not name '%s'", msg, w2);
+    if (w2) cr_expect(strstr(msg, w2) != NULL, "message '%s' does not name '%s'", msg, w2);
     cr_expect(!memcmp(before, s->out, sizeof s->out), "out was written on error");
     cr_expect(!memcmp(lbefore, s->lse, sizeof s->lse), "lse was written on error");
     fa_cpu_backend_destroy(be);
@@ -2042,48 +2116,75 @@ Test(errors, attention_arguments)
     char num[64];
 
 #define FRESH() small_setup(s, 2, 3, 2, 1, NULL, vv)
-    FRESH(); s->a.head_size = 100;
+    FRESH();
+    s->a.head_size = 100;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "head_size", "100");
-    FRESH(); s->a.head_size = 264;
+    FRESH();
+    s->a.head_size = 264;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "head_size", "264");
-    FRESH(); s->a.q = NULL;
+    FRESH();
+    s->a.q = NULL;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "q is NULL", NULL);
-    FRESH(); s->a.out = NULL;
+    FRESH();
+    s->a.out = NULL;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "out is NULL", NULL);
-    FRESH(); s->a.block_table = NULL;
+    FRESH();
+    s->a.block_table = NULL;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "block_table", NULL);
-    FRESH(); s->a.q_dtype = (fa_dtype)99;
+    FRESH();
+    s->a.q_dtype = (fa_dtype)99;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "q_dtype", "99");
-    FRESH(); s->a.kv_dtype = FA_DTYPE_F16;
+    FRESH();
+    s->a.kv_dtype = FA_DTYPE_F16;
     snprintf(num, sizeof num, "kv_dtype %d", (int)FA_DTYPE_F16);
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, num, NULL);
-    FRESH(); s->a.num_heads_q = 3; s->a.num_heads_kv = 2;
+    FRESH();
+    s->a.num_heads_q = 3;
+    s->a.num_heads_kv = 2;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "num_heads_q 3", "num_heads_kv 2");
-    FRESH(); s->a.num_heads_kv = 0;
+    FRESH();
+    s->a.num_heads_kv = 0;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "num_heads_kv", "0");
-    FRESH(); s->a.cu_seqlens_k = cuk;
+    FRESH();
+    s->a.cu_seqlens_k = cuk;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "seqused_k", "cu_seqlens_k");
-    FRESH(); s->a.seqused_k = NULL;
+    FRESH();
+    s->a.seqused_k = NULL;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "seqused_k", "cu_seqlens_k");
-    FRESH(); s->a.softcap = -1.0f;
+    FRESH();
+    s->a.softcap = -1.0f;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "softcap", "-1");
-    FRESH(); s->a.softmax_scale = NAN;
+    FRESH();
+    s->a.softmax_scale = NAN;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "softmax_scale", NULL);
-    FRESH(); s->a.num_splits = 3;
+    FRESH();
+    s->a.num_splits = 3;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "split_out", "3");
-    FRESH(); s->a.num_splits = 3; s->a.split_out = split; s->a.split_lse = slse; s->a.split_plan = plan;
+    FRESH();
+    s->a.num_splits = 3;
+    s->a.split_out = split;
+    s->a.split_lse = slse;
+    s->a.split_plan = plan;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "split_plan", "5");
-    FRESH(); s->bt[0] = -4;
+    FRESH();
+    s->bt[0] = -4;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "block_table", "-4");
-    FRESH(); s->cu_q[1] = 9;
+    FRESH();
+    s->cu_q[1] = 9;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "cu_seqlens_q", "9");
-    FRESH(); s->used[0] = -1;
+    FRESH();
+    s->used[0] = -1;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "seqused_k", "-1");
-    FRESH(); s->a.kv_dtype = FA_DTYPE_FP8_E4M3; s->a.k_scale = 0.0f; s->a.v_scale = 1.0f;
+    FRESH();
+    s->a.kv_dtype = FA_DTYPE_FP8_E4M3;
+    s->a.k_scale = 0.0f;
+    s->a.v_scale = 1.0f;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "k_scale", "0");
-    FRESH(); s->a.block_size = 0;
+    FRESH();
+    s->a.block_size = 0;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "block_size", "0");
-    FRESH(); s->a.q_head_group = -2;
+    FRESH();
+    s->a.q_head_group = -2;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "q_head_group", "-2");
 #undef FRESH
     {
@@ -2103,42 +2204,57 @@ Test(errors, cache_write_arguments)
     char num[64];
     fa_cache_write_args a, base;
     int i;
-    for (i = 0; i < 64; ++i)
-        key[i] = val[i] = 1.0f + (float)i;
-    for (i = 0; i < 16 * 64; ++i)
-        kc[i] = vc[i] = kc0[i] = -3.0f;
+    for (i = 0; i < 64; ++i) key[i] = val[i] = 1.0f + (float)i;
+    for (i = 0; i < 16 * 64; ++i) kc[i] = vc[i] = kc0[i] = -3.0f;
     memset(&base, 0, sizeof base);
-    base.key = key; base.value = val;
+    base.key = key;
+    base.value = val;
     base.key_token_stride = base.value_token_stride = 64;
     base.kv_dtype = FA_DTYPE_F32;
-    base.key_cache = kc; base.value_cache = vc;
-    base.cache_block_stride = 16 * 64; base.cache_row_stride = 64; base.cache_head_stride = 64;
+    base.key_cache = kc;
+    base.value_cache = vc;
+    base.cache_block_stride = 16 * 64;
+    base.cache_row_stride = 64;
+    base.cache_head_stride = 64;
     base.cache_dtype = FA_DTYPE_F32;
     base.slot_mapping = slot;
-    base.num_tokens = 1; base.num_heads_kv = 1; base.head_size = 64; base.block_size = 16;
+    base.num_tokens = 1;
+    base.num_heads_kv = 1;
+    base.head_size = 64;
+    base.block_size = 16;
     base.num_blocks = 1;
 
-    a = base; a.head_size = 100;
+    a = base;
+    a.head_size = 100;
     cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &a), FA_ERR_INVALID_ARG);
     cr_expect(strstr(t_err(be), "head_size 100") != NULL, "%s", t_err(be));
-    a = base; a.cache_dtype = FA_DTYPE_I32;
+    a = base;
+    a.cache_dtype = FA_DTYPE_I32;
     cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &a), FA_ERR_UNSUPPORTED);
     snprintf(num, sizeof num, "cache_dtype %d", (int)FA_DTYPE_I32);
     cr_expect(strstr(t_err(be), num) != NULL, "%s", t_err(be));
-    a = base; a.kv_dtype = FA_DTYPE_FP8_E4M3;
+    a = base;
+    a.kv_dtype = FA_DTYPE_FP8_E4M3;
     cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &a), FA_ERR_INVALID_ARG);
     snprintf(num, sizeof num, "kv_dtype %d", (int)FA_DTYPE_FP8_E4M3);
     cr_expect(strstr(t_err(be), num) != NULL, "%s", t_err(be));
-    a = base; a.slot_mapping = NULL;
+    a = base;
+    a.slot_mapping = NULL;
     cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &a), FA_ERR_INVALID_ARG);
     cr_expect(strstr(t_err(be), "slot_mapping") != NULL, "%s", t_err(be));
-    a = base; a.cache_dtype = FA_DTYPE_FP8_E5M2; a.k_scale = 1.0f; a.v_scale = -1.0f;
+    a = base;
+    a.cache_dtype = FA_DTYPE_FP8_E5M2;
+    a.k_scale = 1.0f;
+    a.v_scale = -1.0f;
     cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &a), FA_ERR_INVALID_ARG);
     cr_expect(strstr(t_err(be), "v_scale -1") != NULL, "%s", t_err(be));
-    a = base; a.block_size = -16;
+    a = base;
+    a.block_size = -16;
     cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &a), FA_ERR_INVALID_ARG);
     cr_expect(strstr(t_err(be), "block_size -16") != NULL, "%s", t_err(be));
-    a = base; a.num_tokens = 2; a.key_token_stride = 32;
+    a = base;
+    a.num_tokens = 2;
+    a.key_token_stride = 32;
     cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &a), FA_ERR_INVALID_ARG);
     cr_expect(strstr(t_err(be), "key_token_stride 32") != NULL, "%s", t_err(be));
     cr_expect(!memcmp(kc, kc0, sizeof kc) && !memcmp(vc, kc0, sizeof vc), "cache written on error");
@@ -2158,8 +2274,7 @@ Test(errors, merge_dcp_memory_arguments)
     void *ptr = NULL;
     char num[64];
     int i;
-    for (i = 0; i < 64; ++i)
-        o[i] = o0[i] = p[i] = s[i] = 0.5f;
+    for (i = 0; i < 64; ++i) o[i] = o0[i] = p[i] = s[i] = 0.5f;
     merge_setup(&m, (fa_dtype)42, 1, 1, 64, o, NULL, p, pl, s, sl);
     cr_expect_eq(be->ops.merge_states(be->ctx, &m), FA_ERR_INVALID_ARG);
     cr_expect(strstr(t_err(be), "dtype 42") != NULL, "%s", t_err(be));
@@ -2171,18 +2286,28 @@ Test(errors, merge_dcp_memory_arguments)
     cr_expect(strstr(t_err(be), "head_size 12") != NULL, "%s", t_err(be));
 
     memset(&c, 0, sizeof c);
-    c.out = o; c.out_token_stride = 64; c.out_head_stride = 64; c.dtype = FA_DTYPE_F32;
-    c.lse_all = lall; c.world_size = 2; c.rank = 2; c.num_tokens = 1; c.num_heads = 1;
+    c.out = o;
+    c.out_token_stride = 64;
+    c.out_head_stride = 64;
+    c.dtype = FA_DTYPE_F32;
+    c.lse_all = lall;
+    c.world_size = 2;
+    c.rank = 2;
+    c.num_tokens = 1;
+    c.num_heads = 1;
     c.head_size = 64;
     cr_expect_eq(be->ops.dcp_correct(be->ctx, &c), FA_ERR_INVALID_ARG);
     cr_expect(strstr(t_err(be), "rank 2") != NULL, "%s", t_err(be));
-    c.rank = 0; c.world_size = 0;
+    c.rank = 0;
+    c.world_size = 0;
     cr_expect_eq(be->ops.dcp_correct(be->ctx, &c), FA_ERR_INVALID_ARG);
     cr_expect(strstr(t_err(be), "world_size 0") != NULL, "%s", t_err(be));
-    c.world_size = 2; c.lse_all = NULL;
+    c.world_size = 2;
+    c.lse_all = NULL;
     cr_expect_eq(be->ops.dcp_correct(be->ctx, &c), FA_ERR_INVALID_ARG);
     cr_expect(strstr(t_err(be), "lse_all") != NULL, "%s", t_err(be));
-    c.lse_all = lall; c.dtype = FA_DTYPE_FP8_E4M3;
+    c.lse_all = lall;
+    c.dtype = FA_DTYPE_FP8_E4M3;
     cr_expect_eq(be->ops.dcp_correct(be->ctx, &c), FA_ERR_INVALID_ARG);
     snprintf(num, sizeof num, "dtype %d", (int)FA_DTYPE_FP8_E4M3);
     cr_expect(strstr(t_err(be), num) != NULL, "%s", t_err(be));
@@ -2194,8 +2319,7 @@ Test(errors, merge_dcp_memory_arguments)
     cr_expect(strstr(t_err(be), "kind 7") != NULL, "%s", t_err(be));
     cr_expect_eq(be->ops.fill(be->ctx, o, 8, 0, 16, 2), FA_ERR_INVALID_ARG);
     cr_expect(strstr(t_err(be), "pitch 8") != NULL, "%s", t_err(be));
-    cr_expect_eq(be->ops.copy_2d(be->ctx, o, 64, p, 12, 16, 2, FA_COPY_DEVICE_TO_DEVICE),
-                 FA_ERR_INVALID_ARG);
+    cr_expect_eq(be->ops.copy_2d(be->ctx, o, 64, p, 12, 16, 2, FA_COPY_DEVICE_TO_DEVICE), FA_ERR_INVALID_ARG);
     cr_expect(strstr(t_err(be), "spitch 12") != NULL, "%s", t_err(be));
     cr_expect_eq(be->ops.copy_2d(be->ctx, o, 64, NULL, 64, 16, 2, FA_COPY_DEVICE_TO_DEVICE),
                  FA_ERR_INVALID_ARG);
@@ -2224,16 +2348,14 @@ Test(backend, vtable_and_memory_ops)
     cr_expect_eq(be->info.cc_minor, 0);
     cr_expect_eq(be->info.num_sms, 132);
     cr_expect_eq(be->info.smem_per_block, 0);
-    cr_expect(be->ops.reshape_and_cache && be->ops.attention && be->ops.merge_states &&
-              be->ops.dcp_correct && be->ops.copy && be->ops.fill && be->ops.alloc &&
-              be->ops.free && be->ops.synchronize && be->ops.last_error && be->ops.copy_2d);
+    cr_expect(be->ops.reshape_and_cache && be->ops.attention && be->ops.merge_states && be->ops.dcp_correct &&
+              be->ops.copy && be->ops.fill && be->ops.alloc && be->ops.free && be->ops.synchronize &&
+              be->ops.last_error && be->ops.copy_2d);
     cr_expect_str_eq(t_err(be), "");
     cr_assert_eq(be->ops.alloc(be->ctx, 1000, (void **)&p), FA_OK);
     cr_expect((uintptr_t)p % 256 == 0, "alloc is not 256-byte aligned: %p", (void *)p);
-    for (i = 0; i < 1000; ++i)
-        cr_expect_eq(p[i], 0);
-    for (i = 0; i < 100; ++i)
-        src[i] = (unsigned char)i;
+    for (i = 0; i < 1000; ++i) cr_expect_eq(p[i], 0);
+    for (i = 0; i < 100; ++i) src[i] = (unsigned char)i;
     cr_expect_eq(be->ops.copy(be->ctx, p, src, 100, FA_COPY_HOST_TO_DEVICE), FA_OK);
     cr_expect_eq(be->ops.copy(be->ctx, p + 100, p, 100, FA_COPY_DEVICE_TO_DEVICE), FA_OK);
     cr_expect_eq(be->ops.copy(be->ctx, dst, p + 100, 100, FA_COPY_DEVICE_TO_HOST), FA_OK);
@@ -2242,8 +2364,7 @@ Test(backend, vtable_and_memory_ops)
     /* fill: 3 rows of 5 bytes with pitch 8 */
     memset(p, 0x11, 64);
     cr_expect_eq(be->ops.fill(be->ctx, p, 8, 0xAB, 5, 3), FA_OK);
-    for (i = 0; i < 64; ++i)
-        cr_expect_eq(p[i], (i < 24 && i % 8 < 5) ? 0xAB : 0x11, "fill byte %d", i);
+    for (i = 0; i < 64; ++i) cr_expect_eq(p[i], (i < 24 && i % 8 < 5) ? 0xAB : 0x11, "fill byte %d", i);
     /* copy_2d: 4 rows of 3 bytes, source pitch 10, destination pitch 5 */
     memset(dst, 0xEE, sizeof dst);
     cr_expect_eq(be->ops.copy_2d(be->ctx, dst, 5, src, 10, 3, 4, FA_COPY_HOST_TO_DEVICE), FA_OK);
@@ -2284,7 +2405,7 @@ Test(backend, caps_block)
     }
     cr_expect_eq(c->act_dtypes, (1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16) | (1u << FA_DTYPE_F32));
     cr_expect_eq(c->cache_dtypes, (1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16) | (1u << FA_DTYPE_F32) |
-                                  (1u << FA_DTYPE_FP8_E4M3) | (1u << FA_DTYPE_FP8_E5M2));
+                                      (1u << FA_DTYPE_FP8_E4M3) | (1u << FA_DTYPE_FP8_E5M2));
     cr_expect_eq(c->block_size_multiple, 16);
     cr_expect_eq(c->head_size_multiple, 8);
     cr_expect_eq(c->decode_max_rows, 16);
@@ -2303,8 +2424,7 @@ Test(backend, caps_block)
 
 /* check(op, args) and then the op itself: the same status and the same message, and a failing
    call (either) writes nothing to [buf, buf + n). Returns the status. */
-static fa_status check_then_op(fa_backend *be, fa_op op, const void *args, const void *buf,
-                               size_t n)
+static fa_status check_then_op(fa_backend *be, fa_op op, const void *args, const void *buf, size_t n)
 {
     unsigned char *before = (unsigned char *)t_alloc(n);
     char msg[512];
@@ -2314,19 +2434,21 @@ static fa_status check_then_op(fa_backend *be, fa_op op, const void *args, const
     snprintf(msg, sizeof msg, "%s", t_err(be));
     cr_expect(!memcmp(before, buf, n), "check wrote to the output");
     switch (op) {
-    case FA_OP_RESHAPE_AND_CACHE: so = be->ops.reshape_and_cache(be->ctx, (const fa_cache_write_args *)args); break;
+    case FA_OP_RESHAPE_AND_CACHE:
+        so = be->ops.reshape_and_cache(be->ctx, (const fa_cache_write_args *)args);
+        break;
     case FA_OP_ATTENTION: so = be->ops.attention(be->ctx, (const fa_attn_args *)args); break;
     case FA_OP_MERGE_STATES: so = be->ops.merge_states(be->ctx, (const fa_merge_args *)args); break;
     default: so = be->ops.dcp_correct(be->ctx, (const fa_dcp_correct_args *)args); break;
     }
-    cr_expect_eq(sc, so, "op %d: check says %d (%s), the op %d (%s)", (int)op, (int)sc, msg,
-                 (int)so, t_err(be));
+    cr_expect_eq(sc, so, "op %d: check says %d (%s), the op %d (%s)", (int)op, (int)sc, msg, (int)so,
+                 t_err(be));
     if (sc != FA_OK) {
-        static const char *prefix[4] = {"cpu reshape_and_cache: ", "cpu attention: ",
-                                        "cpu merge_states: ", "cpu dcp_correct: "};
+        static const char *prefix[4] = {"cpu reshape_and_cache: ", "cpu attention: ", "cpu merge_states: ",
+                                        "cpu dcp_correct: "};
         cr_expect_str_eq(msg, t_err(be), "op %d: check and op disagree", (int)op);
-        cr_expect(strncmp(msg, prefix[op], strlen(prefix[op])) == 0,
-                  "message '%s' does not start with '%s'", msg, prefix[op]);
+        cr_expect(strncmp(msg, prefix[op], strlen(prefix[op])) == 0, "message '%s' does not start with '%s'",
+                  msg, prefix[op]);
         cr_expect(!memcmp(before, buf, n), "op %d wrote to the output on error: %s", (int)op, msg);
     }
     free(before);
@@ -2345,21 +2467,26 @@ static void cw_setup(cw *w, int64_t nb)
 {
     int i;
     memset(w, 0, sizeof *w);
-    for (i = 0; i < 4 * 8; ++i)
-        w->key[i] = w->val[i] = 1.0f + (float)i;
+    for (i = 0; i < 4 * 8; ++i) w->key[i] = w->val[i] = 1.0f + (float)i;
     w->kc = (float *)t_alloc(sizeof(float) * (size_t)(2 * nb * 16 * 8));
     w->vc = w->kc + nb * 16 * 8;
-    for (i = 0; i < 4; ++i)
-        w->slot[i] = 3 + 20 * i;
-    w->a.key = w->key; w->a.value = w->val;
+    for (i = 0; i < 4; ++i) w->slot[i] = 3 + 20 * i;
+    w->a.key = w->key;
+    w->a.value = w->val;
     w->a.key_token_stride = w->a.value_token_stride = 8;
     w->a.kv_dtype = FA_DTYPE_F32;
-    w->a.key_cache = w->kc; w->a.value_cache = w->vc;
-    w->a.cache_block_stride = 16 * 8; w->a.cache_row_stride = 8; w->a.cache_head_stride = 8;
+    w->a.key_cache = w->kc;
+    w->a.value_cache = w->vc;
+    w->a.cache_block_stride = 16 * 8;
+    w->a.cache_row_stride = 8;
+    w->a.cache_head_stride = 8;
     w->a.cache_dtype = FA_DTYPE_F32;
     w->a.slot_mapping = w->slot;
     w->a.num_blocks = nb;
-    w->a.num_tokens = 4; w->a.num_heads_kv = 1; w->a.head_size = 8; w->a.block_size = 16;
+    w->a.num_tokens = 4;
+    w->a.num_heads_kv = 1;
+    w->a.head_size = 8;
+    w->a.block_size = 16;
 }
 
 Test(backend, check_agrees_with_ops)
@@ -2376,30 +2503,36 @@ Test(backend, check_agrees_with_ops)
 
     /* reshape_and_cache: bad ones, then the good one */
     cw_setup(&w, 64);
-    ca = w.a; ca.head_size = 12;
-    cr_expect_eq(check_then_op(be, FA_OP_RESHAPE_AND_CACHE, &ca, w.kc, sizeof(float) * 2 * 64 * 128), FA_ERR_INVALID_ARG);
-    ca = w.a; ca.cache_dtype = FA_DTYPE_I32;
-    cr_expect_eq(check_then_op(be, FA_OP_RESHAPE_AND_CACHE, &ca, w.kc, sizeof(float) * 2 * 64 * 128), FA_ERR_UNSUPPORTED);
-    ca = w.a; ca.slot_mapping = NULL;
-    cr_expect_eq(check_then_op(be, FA_OP_RESHAPE_AND_CACHE, &ca, w.kc, sizeof(float) * 2 * 64 * 128), FA_ERR_INVALID_ARG);
-    ca = w.a; w.slot[2] = 64 * 16;
-    cr_expect_eq(check_then_op(be, FA_OP_RESHAPE_AND_CACHE, &ca, w.kc, sizeof(float) * 2 * 64 * 128), FA_ERR_INVALID_ARG);
+    ca = w.a;
+    ca.head_size = 12;
+    cr_expect_eq(check_then_op(be, FA_OP_RESHAPE_AND_CACHE, &ca, w.kc, sizeof(float) * 2 * 64 * 128),
+                 FA_ERR_INVALID_ARG);
+    ca = w.a;
+    ca.cache_dtype = FA_DTYPE_I32;
+    cr_expect_eq(check_then_op(be, FA_OP_RESHAPE_AND_CACHE, &ca, w.kc, sizeof(float) * 2 * 64 * 128),
+                 FA_ERR_UNSUPPORTED);
+    ca = w.a;
+    ca.slot_mapping = NULL;
+    cr_expect_eq(check_then_op(be, FA_OP_RESHAPE_AND_CACHE, &ca, w.kc, sizeof(float) * 2 * 64 * 128),
+                 FA_ERR_INVALID_ARG);
+    ca = w.a;
+    w.slot[2] = 64 * 16;
+    cr_expect_eq(check_then_op(be, FA_OP_RESHAPE_AND_CACHE, &ca, w.kc, sizeof(float) * 2 * 64 * 128),
+                 FA_ERR_INVALID_ARG);
     w.slot[2] = 43;
     cr_expect_eq(check_then_op(be, FA_OP_RESHAPE_AND_CACHE, NULL, w.kc, 4), FA_ERR_INVALID_ARG);
     cr_expect_eq(be->ops.check(be->ctx, FA_OP_RESHAPE_AND_CACHE, &w.a), FA_OK, "%s", t_err(be));
-    for (i = 0; i < 2 * 64 * 128; ++i)
-        cr_assert_eq(w.kc[i], 0.0f, "check wrote the cache");
+    for (i = 0; i < 2 * 64 * 128; ++i) cr_assert_eq(w.kc[i], 0.0f, "check wrote the cache");
     cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &w.a), FA_OK, "%s", t_err(be));
     cr_expect_eq(w.kc[3 * 8 + 5], 6.0f);
 
     /* attention */
-#define ATT(mod, want)                                                                           \
-    do {                                                                                         \
-        small_setup(s, 2, 3, 2, 1, NULL, vv);                                                    \
-        s->a.num_blocks = 4;                                                                     \
-        mod;                                                                                     \
-        cr_expect_eq(check_then_op(be, FA_OP_ATTENTION, &s->a, s->out, sizeof s->out), want,    \
-                     "%s", #mod);                                                               \
+#define ATT(mod, want) \
+    do { \
+        small_setup(s, 2, 3, 2, 1, NULL, vv); \
+        s->a.num_blocks = 4; \
+        mod; \
+        cr_expect_eq(check_then_op(be, FA_OP_ATTENTION, &s->a, s->out, sizeof s->out), want, "%s", #mod); \
     } while (0)
     ATT(s->a.head_size = 100, FA_ERR_INVALID_ARG);
     ATT(s->a.q = NULL, FA_ERR_INVALID_ARG);
@@ -2414,12 +2547,10 @@ Test(backend, check_agrees_with_ops)
 #undef ATT
     small_setup(s, 2, 3, 2, 1, NULL, vv);
     cr_expect_eq(be->ops.check(be->ctx, FA_OP_ATTENTION, &s->a), FA_OK, "%s", t_err(be));
-    for (i = 0; i < 2 * 2 * 8; ++i)
-        cr_expect_eq(s->out[i], -7.0f, "check wrote out[%d]", i);
+    for (i = 0; i < 2 * 2 * 8; ++i) cr_expect_eq(s->out[i], -7.0f, "check wrote out[%d]", i);
 
     /* merge_states and dcp_correct */
-    for (i = 0; i < 64; ++i)
-        o[i] = p[i] = sx[i] = 0.5f;
+    for (i = 0; i < 64; ++i) o[i] = p[i] = sx[i] = 0.5f;
     merge_setup(&m, (fa_dtype)42, 1, 1, 64, o, NULL, p, pl, sx, sl);
     cr_expect_eq(check_then_op(be, FA_OP_MERGE_STATES, &m, o, sizeof o), FA_ERR_INVALID_ARG);
     merge_setup(&m, FA_DTYPE_F32, 1, 1, 64, o, NULL, p, NULL, sx, sl);
@@ -2427,8 +2558,15 @@ Test(backend, check_agrees_with_ops)
     merge_setup(&m, FA_DTYPE_F32, 1, 1, 64, o, NULL, p, pl, sx, sl);
     cr_expect_eq(check_then_op(be, FA_OP_MERGE_STATES, &m, o, sizeof o), FA_OK);
     memset(&c, 0, sizeof c);
-    c.out = o; c.out_token_stride = 64; c.out_head_stride = 64; c.dtype = FA_DTYPE_F32;
-    c.lse_all = lall; c.world_size = 2; c.rank = 2; c.num_tokens = 1; c.num_heads = 1;
+    c.out = o;
+    c.out_token_stride = 64;
+    c.out_head_stride = 64;
+    c.dtype = FA_DTYPE_F32;
+    c.lse_all = lall;
+    c.world_size = 2;
+    c.rank = 2;
+    c.num_tokens = 1;
+    c.num_heads = 1;
     c.head_size = 64;
     cr_expect_eq(check_then_op(be, FA_OP_DCP_CORRECT, &c, o, sizeof o), FA_ERR_INVALID_ARG);
     c.rank = 1;
@@ -2484,26 +2622,33 @@ Test(errors, cache_slot_outside_cache)
 
 Test(errors, attention_block_id_outside_cache)
 {
-    static const float vv[40] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
-                                 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30};
+    static const float vv[40] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
+                                 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30};
     small_attn *s = (small_attn *)t_alloc(sizeof *s);
 #define FRESH() (small_setup(s, 2, 20, 2, 1, NULL, vv), s->a.num_blocks = 4)
     /* seqused_k 20, block_size 16: columns 0 and 1 are read */
-    FRESH(); s->bt[1] = 1000;
+    FRESH();
+    s->bt[1] = 1000;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "block_table[0, 1] = 1000", "4 blocks");
-    FRESH(); s->bt[1] = 1000; s->a.num_blocks = 64;
+    FRESH();
+    s->bt[1] = 1000;
+    s->a.num_blocks = 64;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG,
                       "cpu attention: block_table[0, 1] = 1000 is outside the cache", "64 blocks");
-    FRESH(); s->bt[0] = -1;
+    FRESH();
+    s->bt[0] = -1;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "block_table[0, 0] = -1", NULL);
-    FRESH(); s->bt[1] = INT32_MIN;
+    FRESH();
+    s->bt[1] = INT32_MIN;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "block_table[0, 1] = -2147483648", NULL);
-    FRESH(); s->a.num_blocks = 0;   /* the cache's block count is required */
+    FRESH();
+    s->a.num_blocks = 0; /* the cache's block count is required */
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "num_blocks 0", NULL);
-    FRESH(); s->bt[1] = 4;   /* == num_blocks */
+    FRESH();
+    s->bt[1] = 4; /* == num_blocks */
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "block_table[0, 1] = 4", NULL);
 #undef FRESH
-    {   /* columns not read may hold anything; so may a row of a sequence without queries */
+    { /* columns not read may hold anything; so may a row of a sequence without queries */
         fa_backend *be = t_backend();
         small_setup(s, 2, 20, 2, 1, NULL, vv);
         s->a.num_blocks = 4;
@@ -2514,7 +2659,7 @@ Test(errors, attention_block_id_outside_cache)
         s->a.num_blocks = 4;
         s->bt[0] = 1000;
         cr_expect_eq(be->ops.attention(be->ctx, &s->a), FA_OK, "%s", t_err(be));
-        {   /* a sequence with no work planned (split_plan 0) reads nothing */
+        { /* a sequence with no work planned (split_plan 0) reads nothing */
             int32_t plan[2] = {1, 0};
             small_setup(s, 2, 20, 2, 1, NULL, vv);
             s->a.num_blocks = 4;
@@ -2593,8 +2738,7 @@ typedef struct err_pair {
 static void ep_wait(err_pair *p, int step)
 {
     pthread_mutex_lock(&p->mu);
-    while (p->step < step)
-        pthread_cond_wait(&p->cv, &p->mu);
+    while (p->step < step) pthread_cond_wait(&p->cv, &p->mu);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -2606,13 +2750,13 @@ static void ep_set(err_pair *p, int step)
     pthread_mutex_unlock(&p->mu);
 }
 
-static fa_status ep_fail_a(fa_backend *be)   /* "cpu fill: pitch 8 ..." */
+static fa_status ep_fail_a(fa_backend *be) /* "cpu fill: pitch 8 ..." */
 {
     unsigned char buf[64];
     return be->ops.fill(be->ctx, buf, 8, 0, 16, 2);
 }
 
-static fa_status ep_fail_b(fa_backend *be)   /* "cpu dcp_correct: world_size 0 ..." */
+static fa_status ep_fail_b(fa_backend *be) /* "cpu dcp_correct: world_size 0 ..." */
 {
     fa_dcp_correct_args c;
     memset(&c, 0, sizeof c);
@@ -2628,13 +2772,12 @@ static void *ep_thread_a(void *arg)
     int i;
     p->a_ok = ep_fail_a(p->be) == FA_ERR_INVALID_ARG;
     ep_set(p, 1);
-    ep_wait(p, 2);   /* B has failed too */
+    ep_wait(p, 2); /* B has failed too */
     snprintf(p->a_msg, sizeof p->a_msg, "%s", p->be->ops.last_error(p->be->ctx));
     ep_set(p, 3);
     for (i = 0; i < 2000; ++i) {
         ep_fail_a(p->be);
-        if (strncmp(p->be->ops.last_error(p->be->ctx), "cpu fill: pitch 8", 17) != 0)
-            p->a_loop_bad++;
+        if (strncmp(p->be->ops.last_error(p->be->ctx), "cpu fill: pitch 8", 17) != 0) p->a_loop_bad++;
     }
     return NULL;
 }
@@ -2670,8 +2813,7 @@ Test(backend, error_message_per_thread)
     pthread_join(tb, NULL);
     cr_expect(p.a_ok && p.b_ok);
     cr_expect(strstr(p.a_msg, "cpu fill: pitch 8") == p.a_msg, "thread A reads '%s'", p.a_msg);
-    cr_expect(strstr(p.b_msg, "cpu dcp_correct: world_size 0") == p.b_msg, "thread B reads '%s'",
-              p.b_msg);
+    cr_expect(strstr(p.b_msg, "cpu dcp_correct: world_size 0") == p.b_msg, "thread B reads '%s'", p.b_msg);
     cr_expect_eq(p.a_loop_bad, 0, "thread A read another thread's message %d times", p.a_loop_bad);
     cr_expect_eq(p.b_loop_bad, 0, "thread B read another thread's message %d times", p.b_loop_bad);
     /* this thread failed nothing */
@@ -2689,7 +2831,7 @@ Test(backend, error_message_per_backend)
     cr_expect(strstr(t_err(a), "cpu fill: pitch 8") != NULL, "%s", t_err(a));
     cr_expect_str_eq(t_err(b), "", "backend b reports a's failure");
     fa_cpu_backend_destroy(a);
-    a = t_backend();   /* a new backend starts without a message, wherever it lies */
+    a = t_backend(); /* a new backend starts without a message, wherever it lies */
     cr_expect_str_eq(t_err(a), "");
     fa_cpu_backend_destroy(a);
     fa_cpu_backend_destroy(b);
@@ -2720,15 +2862,13 @@ Test(faults, alloc_at_nth)
         if (i == 2) {
             cr_expect_eq(st, FA_ERR_OUT_OF_MEMORY);
             cr_expect(p[i] == NULL);
-            cr_expect(strstr(t_err(be), "cpu alloc: injected failure at call 3") != NULL, "%s",
-                      t_err(be));
+            cr_expect(strstr(t_err(be), "cpu alloc: injected failure at call 3") != NULL, "%s", t_err(be));
         } else {
             cr_expect_eq(st, FA_OK, "alloc %d: %s", i + 1, t_err(be));
             cr_expect(p[i] != NULL);
         }
     }
-    for (i = 0; i < 4; ++i)
-        cr_expect_eq(be->ops.free(be->ctx, p[i]), FA_OK);
+    for (i = 0; i < 4; ++i) cr_expect_eq(be->ops.free(be->ctx, p[i]), FA_OK);
     /* re-armed: counting restarts */
     o.fail_alloc_at = 1;
     cr_expect_eq(fa_cpu_backend_set_options(be, &o), FA_OK);
@@ -2774,10 +2914,10 @@ Test(faults, op_at_nth)
         fa_merge_args m;
         fa_dcp_correct_args c;
         int i;
-        for (i = 0; i < 64; ++i)
-            o2[i] = p[i] = sx[i] = 0.5f;
+        for (i = 0; i < 64; ++i) o2[i] = p[i] = sx[i] = 0.5f;
         cw_setup(&w, 64);
-        o.fail_op = FA_OP_RESHAPE_AND_CACHE; o.fail_op_at = 1;
+        o.fail_op = FA_OP_RESHAPE_AND_CACHE;
+        o.fail_op_at = 1;
         be = t_backend_opts(&o);
         cr_expect_eq(be->ops.reshape_and_cache(be->ctx, &w.a), FA_ERR_BACKEND);
         cr_expect(strstr(t_err(be), "cpu reshape_and_cache: injected") != NULL, "%s", t_err(be));
@@ -2793,8 +2933,15 @@ Test(faults, op_at_nth)
         o.fail_op = FA_OP_DCP_CORRECT;
         cr_expect_eq(fa_cpu_backend_set_options(be, &o), FA_OK);
         memset(&c, 0, sizeof c);
-        c.out = o2; c.out_token_stride = 64; c.out_head_stride = 64; c.dtype = FA_DTYPE_F32;
-        c.lse_all = lall; c.world_size = 2; c.rank = 0; c.num_tokens = 1; c.num_heads = 1;
+        c.out = o2;
+        c.out_token_stride = 64;
+        c.out_head_stride = 64;
+        c.dtype = FA_DTYPE_F32;
+        c.lse_all = lall;
+        c.world_size = 2;
+        c.rank = 0;
+        c.num_tokens = 1;
+        c.num_heads = 1;
         c.head_size = 64;
         cr_expect_eq(be->ops.dcp_correct(be->ctx, &c), FA_ERR_BACKEND);
         cr_expect(strstr(t_err(be), "cpu dcp_correct: injected") != NULL, "%s", t_err(be));
@@ -2816,8 +2963,7 @@ Test(faults, copy_at_nth)
     memset(src, 1, sizeof src);
     memset(dst, 0, sizeof dst);
     cr_expect_eq(be->ops.copy(be->ctx, dst, src, 4, FA_COPY_HOST_TO_DEVICE), FA_OK);
-    cr_expect_eq(be->ops.copy_2d(be->ctx, dst + 4, 4, src, 4, 4, 2, FA_COPY_HOST_TO_DEVICE),
-                 FA_ERR_BACKEND);
+    cr_expect_eq(be->ops.copy_2d(be->ctx, dst + 4, 4, src, 4, 4, 2, FA_COPY_HOST_TO_DEVICE), FA_ERR_BACKEND);
     cr_expect(strstr(t_err(be), "cpu copy_2d: injected failure at call 2") != NULL, "%s", t_err(be));
     cr_expect_eq(dst[4], 0, "the failing copy copied");
     cr_expect_eq(be->ops.copy(be->ctx, dst, src, 16, FA_COPY_HOST_TO_DEVICE), FA_OK);
@@ -2858,21 +3004,25 @@ static void fw_init(fwd *f)
     int i;
     int64_t sh[3];
     memset(f, 0, sizeof *f);
-    for (i = 0; i < FW_T * FW_HQ * FW_D; ++i)
-        f->q[i] = (float)((i * 7) % 13) / 13.0f - 0.5f;
+    for (i = 0; i < FW_T * FW_HQ * FW_D; ++i) f->q[i] = (float)((i * 7) % 13) / 13.0f - 0.5f;
     for (i = 0; i < FW_T * FW_D; ++i) {
         f->k[i] = (float)((i * 5) % 11) / 11.0f - 0.5f;
         f->v[i] = (float)((i * 3) % 17) / 17.0f;
     }
-    f->qsl[0] = 0; f->qsl[1] = FW_T; f->seq[0] = FW_T;
-    for (i = 0; i < FW_NB; ++i)
-        f->bt[i] = FW_NB - 1 - i;
-    for (i = 0; i < FW_T; ++i)
-        f->slots[i] = (int64_t)f->bt[0] * FW_BS + i;
+    f->qsl[0] = 0;
+    f->qsl[1] = FW_T;
+    f->seq[0] = FW_T;
+    for (i = 0; i < FW_NB; ++i) f->bt[i] = FW_NB - 1 - i;
+    for (i = 0; i < FW_T; ++i) f->slots[i] = (int64_t)f->bt[0] * FW_BS + i;
     memset(&d, 0, sizeof d);
-    d.num_heads_q = FW_HQ; d.num_heads_kv = 1; d.head_size = FW_D; d.dtype = FA_DTYPE_F32;
+    d.num_heads_q = FW_HQ;
+    d.num_heads_kv = 1;
+    d.head_size = FW_D;
+    d.dtype = FA_DTYPE_F32;
     cr_assert_eq(fa_layer_init(&f->L, &d), FA_OK, "%s", fa_last_error());
-    sh[0] = FW_T; sh[1] = FW_HQ; sh[2] = FW_D;
+    sh[0] = FW_T;
+    sh[1] = FW_HQ;
+    sh[2] = FW_D;
     f->tq = fa_tensor_make(f->q, FA_DTYPE_F32, 3, sh);
     f->to = fa_tensor_make(f->out, FA_DTYPE_F32, 3, sh);
     sh[1] = 1;
@@ -2913,15 +3063,13 @@ static fa_status (*cnt_inner_free)(void *, void *);
 static fa_status cnt_alloc(void *ctx, size_t bytes, void **ptr)
 {
     fa_status st = cnt_inner_alloc(ctx, bytes, ptr);
-    if (st == FA_OK)
-        cnt_live++;
+    if (st == FA_OK) cnt_live++;
     return st;
 }
 
 static fa_status cnt_free(void *ctx, void *ptr)
 {
-    if (ptr)
-        cnt_live--;
+    if (ptr) cnt_live--;
     return cnt_inner_free(ctx, ptr);
 }
 
@@ -2946,12 +3094,12 @@ Test(faults, builder_create_alloc_failure_leaks_nothing)
         cnt_live = 0;
         st = fa_builder_create(&c, &cfg, NULL, &b);
         if (st == FA_OK) {
-            done = 1;   /* n is past the builder's allocations */
+            done = 1; /* n is past the builder's allocations */
             cr_expect(cnt_live > 0);
             fa_builder_destroy(b);
         } else {
-            cr_expect_eq(st, FA_ERR_OUT_OF_MEMORY, "alloc %lld: status %d: %s", (long long)n,
-                         (int)st, fa_last_error());
+            cr_expect_eq(st, FA_ERR_OUT_OF_MEMORY, "alloc %lld: status %d: %s", (long long)n, (int)st,
+                         fa_last_error());
             cr_expect(strstr(fa_last_error(), "injected failure") != NULL, "%s", fa_last_error());
             failed++;
         }
@@ -2960,8 +3108,7 @@ Test(faults, builder_create_alloc_failure_leaks_nothing)
         fa_cpu_backend_destroy(inner);
     }
     cr_expect(done, "the builder never succeeded (n %lld)", (long long)n);
-    cr_expect_eq(failed, n - 2, "%d of the builder's %lld allocations failed", failed,
-                 (long long)(n - 2));
+    cr_expect_eq(failed, n - 2, "%d of the builder's %lld allocations failed", failed, (long long)(n - 2));
     cr_expect(failed >= 1, "no allocation was made to fail");
 }
 
@@ -2988,16 +3135,15 @@ Test(faults, forward_op_failure_then_next_call_works)
     o.fail_op_at = 1;
     cr_assert_eq(fa_cpu_backend_set_options(be, &o), FA_OK);
     cr_expect_eq(fw_forward(&f, be), FA_ERR_BACKEND);
-    cr_expect(strstr(fa_last_error(), "cpu") != NULL && strstr(fa_last_error(), "attention") != NULL,
-              "%s", fa_last_error());
+    cr_expect(strstr(fa_last_error(), "cpu") != NULL && strstr(fa_last_error(), "attention") != NULL, "%s",
+              fa_last_error());
     cr_expect(strstr(fa_last_error(), "injected failure") != NULL, "%s", fa_last_error());
     for (i = 0; i < FW_T * FW_HQ * FW_D; ++i)
         cr_assert_eq(f.out[i], 0.0f, "out[%d] written by the failed forward", i);
     /* the next call works and gives the clean run's answer */
     cr_expect_eq(fw_forward(&f, be), FA_OK, "%s", fa_last_error());
     for (i = 0; i < FW_T * FW_HQ * FW_D; ++i)
-        cr_assert_eq(f.out[i], g.out[i], "out[%d] %g, clean run %g", i, (double)f.out[i],
-                     (double)g.out[i]);
+        cr_assert_eq(f.out[i], g.out[i], "out[%d] %g, clean run %g", i, (double)f.out[i], (double)g.out[i]);
     /* the cache write failing: the same */
     o.fail_op = FA_OP_RESHAPE_AND_CACHE;
     cr_assert_eq(fa_cpu_backend_set_options(be, &o), FA_OK);
@@ -3026,7 +3172,8 @@ Test(faults, build_copy_failure_then_next_build_works)
     cr_assert_eq(fa_cpu_backend_set_options(be, &o), FA_OK);
     cr_expect_eq(fw_build(&f, b), FA_ERR_BACKEND);
     cr_expect(strstr(fa_last_error(), "cpu") != NULL && strstr(fa_last_error(), "copy") != NULL &&
-              strstr(fa_last_error(), "injected failure") != NULL, "%s", fa_last_error());
+                  strstr(fa_last_error(), "injected failure") != NULL,
+              "%s", fa_last_error());
     cr_expect_eq(fw_build(&f, b), FA_OK, "%s", fa_last_error());
     cr_expect_eq(fw_forward(&f, be), FA_OK, "%s", fa_last_error());
     fa_builder_destroy(b);

@@ -17,10 +17,24 @@
 /* ---------------------------------------------------------------------------------------- */
 /* the recording backend */
 
-enum { OP_CACHE, OP_ATTN, OP_MERGE, OP_DCP, OP_COPY, OP_FILL, OP_ALLOC, OP_FREE, OP_SYNC, OP_AG, OP_RS, OP_COPY2D, OP_N };
-static const char *op_names[OP_N] = {"reshape_and_cache", "attention", "merge_states", "dcp_correct",
-                                     "copy", "fill", "alloc", "free", "synchronize", "all_gather",
-                                     "reduce_scatter", "copy_2d"};
+enum {
+    OP_CACHE,
+    OP_ATTN,
+    OP_MERGE,
+    OP_DCP,
+    OP_COPY,
+    OP_FILL,
+    OP_ALLOC,
+    OP_FREE,
+    OP_SYNC,
+    OP_AG,
+    OP_RS,
+    OP_COPY2D,
+    OP_N
+};
+static const char *op_names[OP_N] = {
+    "reshape_and_cache", "attention",  "merge_states",   "dcp_correct", "copy", "fill", "alloc", "free",
+    "synchronize",       "all_gather", "reduce_scatter", "copy_2d"};
 enum { MAXS = 64, MAXREC = 256 };
 
 typedef struct rec {
@@ -29,10 +43,31 @@ typedef struct rec {
     fa_attn_args at;
     fa_merge_args mg;
     fa_dcp_correct_args dc;
-    struct { void *dst; const void *src; size_t bytes; int kind; } cp;
-    struct { void *dst; size_t dpitch; const void *src; size_t spitch, width, rows; int kind; } c2;
-    struct { void *dst; size_t pitch; int value; size_t width, rows; } fl;
-    struct { const void *send; void *recv; size_t count; fa_dtype dtype; } cm;
+    struct {
+        void *dst;
+        const void *src;
+        size_t bytes;
+        int kind;
+    } cp;
+    struct {
+        void *dst;
+        size_t dpitch;
+        const void *src;
+        size_t spitch, width, rows;
+        int kind;
+    } c2;
+    struct {
+        void *dst;
+        size_t pitch;
+        int value;
+        size_t width, rows;
+    } fl;
+    struct {
+        const void *send;
+        void *recv;
+        size_t count;
+        fa_dtype dtype;
+    } cm;
     /* snapshots of the small device arrays at call time */
     int32_t cuq[MAXS + 1], sk[MAXS], cuk[MAXS + 1];
     int has_cuq, has_sk, has_cuk;
@@ -57,26 +92,53 @@ static rec *push(int op)
     return r;
 }
 
-static fa_status rb_cache(void *c, const fa_cache_write_args *a) { (void)c; push(OP_CACHE)->cw = *a; return FA_OK; }
+static fa_status rb_cache(void *c, const fa_cache_write_args *a)
+{
+    (void)c;
+    push(OP_CACHE)->cw = *a;
+    return FA_OK;
+}
 static fa_status rb_attn(void *c, const fa_attn_args *a)
 {
     (void)c;
     rec *r = push(OP_ATTN);
     r->at = *a;
     if (a->num_seqs >= 0 && a->num_seqs <= MAXS) {
-        if (a->cu_seqlens_q) { memcpy(r->cuq, a->cu_seqlens_q, sizeof(int32_t) * (a->num_seqs + 1)); r->has_cuq = 1; }
-        if (a->seqused_k) { memcpy(r->sk, a->seqused_k, sizeof(int32_t) * a->num_seqs); r->has_sk = 1; }
-        if (a->cu_seqlens_k) { memcpy(r->cuk, a->cu_seqlens_k, sizeof(int32_t) * (a->num_seqs + 1)); r->has_cuk = 1; }
+        if (a->cu_seqlens_q) {
+            memcpy(r->cuq, a->cu_seqlens_q, sizeof(int32_t) * (a->num_seqs + 1));
+            r->has_cuq = 1;
+        }
+        if (a->seqused_k) {
+            memcpy(r->sk, a->seqused_k, sizeof(int32_t) * a->num_seqs);
+            r->has_sk = 1;
+        }
+        if (a->cu_seqlens_k) {
+            memcpy(r->cuk, a->cu_seqlens_k, sizeof(int32_t) * (a->num_seqs + 1));
+            r->has_cuk = 1;
+        }
     }
     return FA_OK;
 }
-static fa_status rb_merge(void *c, const fa_merge_args *a) { (void)c; push(OP_MERGE)->mg = *a; return FA_OK; }
-static fa_status rb_dcp(void *c, const fa_dcp_correct_args *a) { (void)c; push(OP_DCP)->dc = *a; return FA_OK; }
+static fa_status rb_merge(void *c, const fa_merge_args *a)
+{
+    (void)c;
+    push(OP_MERGE)->mg = *a;
+    return FA_OK;
+}
+static fa_status rb_dcp(void *c, const fa_dcp_correct_args *a)
+{
+    (void)c;
+    push(OP_DCP)->dc = *a;
+    return FA_OK;
+}
 static fa_status rb_copy(void *c, void *dst, const void *src, size_t n, fa_copy_kind k)
 {
     (void)c;
     rec *r = push(OP_COPY);
-    r->cp.dst = dst; r->cp.src = src; r->cp.bytes = n; r->cp.kind = (int)k;
+    r->cp.dst = dst;
+    r->cp.src = src;
+    r->cp.bytes = n;
+    r->cp.kind = (int)k;
     if (n) memmove(dst, src, n);
     return FA_OK;
 }
@@ -85,8 +147,13 @@ static fa_status rb_copy2d(void *c, void *dst, size_t dpitch, const void *src, s
 {
     (void)c;
     rec *r = push(OP_COPY2D);
-    r->c2.dst = dst; r->c2.dpitch = dpitch; r->c2.src = src; r->c2.spitch = spitch; r->c2.width = w;
-    r->c2.rows = rows; r->c2.kind = (int)k;
+    r->c2.dst = dst;
+    r->c2.dpitch = dpitch;
+    r->c2.src = src;
+    r->c2.spitch = spitch;
+    r->c2.width = w;
+    r->c2.rows = rows;
+    r->c2.kind = (int)k;
     for (size_t i = 0; i < rows; ++i) memcpy((char *)dst + i * dpitch, (const char *)src + i * spitch, w);
     return FA_OK;
 }
@@ -94,19 +161,43 @@ static fa_status rb_fill(void *c, void *dst, size_t pitch, int value, size_t w, 
 {
     (void)c;
     rec *r = push(OP_FILL);
-    r->fl.dst = dst; r->fl.pitch = pitch; r->fl.value = value; r->fl.width = w; r->fl.rows = rows;
+    r->fl.dst = dst;
+    r->fl.pitch = pitch;
+    r->fl.value = value;
+    r->fl.width = w;
+    r->fl.rows = rows;
     for (size_t i = 0; i < rows; ++i) memset((char *)dst + i * pitch, value, w);
     return FA_OK;
 }
-static fa_status rb_alloc(void *c, size_t n, void **p) { (void)c; LOG.counts[OP_ALLOC]++; *p = calloc(1, n ? n : 1); return *p ? FA_OK : FA_ERR_OUT_OF_MEMORY; }
-static fa_status rb_free(void *c, void *p) { (void)c; LOG.counts[OP_FREE]++; free(p); return FA_OK; }
-static fa_status rb_sync(void *c) { (void)c; LOG.counts[OP_SYNC]++; return FA_OK; }
+static fa_status rb_alloc(void *c, size_t n, void **p)
+{
+    (void)c;
+    LOG.counts[OP_ALLOC]++;
+    *p = calloc(1, n ? n : 1);
+    return *p ? FA_OK : FA_ERR_OUT_OF_MEMORY;
+}
+static fa_status rb_free(void *c, void *p)
+{
+    (void)c;
+    LOG.counts[OP_FREE]++;
+    free(p);
+    return FA_OK;
+}
+static fa_status rb_sync(void *c)
+{
+    (void)c;
+    LOG.counts[OP_SYNC]++;
+    return FA_OK;
+}
 
 static fa_status rc_ag(void *c, const void *send, void *recv, size_t count, fa_dtype t)
 {
     (void)c;
     rec *r = push(OP_AG);
-    r->cm.send = send; r->cm.recv = recv; r->cm.count = count; r->cm.dtype = t;
+    r->cm.send = send;
+    r->cm.recv = recv;
+    r->cm.count = count;
+    r->cm.dtype = t;
     size_t es = fa_dtype_size(t);
     for (int s = 0; s < LOG.world; ++s) memcpy((char *)recv + (size_t)s * count * es, send, count * es);
     return FA_OK;
@@ -115,7 +206,10 @@ static fa_status rc_rs(void *c, const void *send, void *recv, size_t count, fa_d
 {
     (void)c;
     rec *r = push(OP_RS);
-    r->cm.send = send; r->cm.recv = recv; r->cm.count = count; r->cm.dtype = t;
+    r->cm.send = send;
+    r->cm.recv = recv;
+    r->cm.count = count;
+    r->cm.dtype = t;
     size_t es = fa_dtype_size(t);
     memcpy(recv, (const char *)send + (size_t)LOG.rank * count * es, count * es);
     return FA_OK;
@@ -170,7 +264,8 @@ static int compute_calls(int *idx)
     int n = 0;
     for (int i = 0; i < LOG.n; ++i) {
         int op = LOG.r[i].op;
-        if (op == OP_CACHE || op == OP_ATTN || op == OP_MERGE || op == OP_DCP || op == OP_AG || op == OP_RS || op == OP_COPY2D)
+        if (op == OP_CACHE || op == OP_ATTN || op == OP_MERGE || op == OP_DCP || op == OP_AG || op == OP_RS ||
+            op == OP_COPY2D)
             idx[n++] = i;
     }
     return n;
@@ -216,7 +311,10 @@ static fa_batch make_batch(int causal)
 {
     for (int r = 0; r < NREQ; ++r)
         for (int c = 0; c < BTS; ++c) bt[r * BTS + c] = (c < MAXB) ? 2 + r * MAXB + c : -1;
-    for (int r = 0; r < NREQ; ++r) { bt[r * BTS + 0] = 0; bt[r * BTS + 1] = 1; }
+    for (int r = 0; r < NREQ; ++r) {
+        bt[r * BTS + 0] = 0;
+        bt[r * BTS + 1] = 1;
+    }
     int t = 0;
     for (int r = 0; r < NREQ; ++r) {
         int ql = qsl[r + 1] - qsl[r];
@@ -277,7 +375,10 @@ static void prepare(ctx *c, const fa_config *cfg, const fa_layer_desc *d, int ca
     c->kv.data = cache;
     c->kv.dtype = FA_DTYPE_F16;
     c->kv.rank = 5;
-    for (int i = 0; i < 5; ++i) { c->kv.shape[i] = shape[i]; c->kv.stride[i] = strides[i]; }
+    for (int i = 0; i < 5; ++i) {
+        c->kv.shape[i] = shape[i];
+        c->kv.stride[i] = strides[i];
+    }
     clear_log();
 }
 
@@ -306,7 +407,8 @@ static void check_cache_write(const ctx *c, const fa_cache_write_args *w)
     cr_assert_eq(w->value_token_stride, HKV * D);
     cr_assert_eq(w->kv_dtype, FA_DTYPE_F16);
     cr_assert_eq(w->key_cache, (void *)cache, "key cache is index 0 of the first dim");
-    cr_assert_eq(w->value_cache, (void *)(cache + c->kv.stride[0]), "value cache is index 1 of the first dim");
+    cr_assert_eq(w->value_cache, (void *)(cache + c->kv.stride[0]),
+                 "value cache is index 1 of the first dim");
     cr_assert_eq(w->cache_block_stride, c->kv.stride[1]);
     cr_assert_eq(w->cache_row_stride, c->kv.stride[2]);
     cr_assert_eq(w->cache_head_stride, c->kv.stride[3]);
@@ -340,7 +442,8 @@ static void check_plain_q_out(const fa_attn_args *a)
     cr_assert_eq(a->q, (const void *)qbuf);
     cr_assert_eq(a->q_token_stride, HQ * D);
     cr_assert_eq(a->q_head_stride, D);
-    cr_assert(a->q_head_group == 0 || a->q_head_group == HQ, "one group, got q_head_group %d", a->q_head_group);
+    cr_assert(a->q_head_group == 0 || a->q_head_group == HQ, "one group, got q_head_group %d",
+              a->q_head_group);
     cr_assert_eq(a->q_dtype, FA_DTYPE_F16);
     cr_assert_eq(a->out, (void *)obuf);
     cr_assert_eq(a->out_token_stride, HQ * D);
@@ -366,7 +469,8 @@ static void check_cuq(const rec *r, const int32_t *want, int n, const char *what
 {
     cr_assert(r->has_cuq, "%s: cu_seqlens_q missing", what);
     for (int i = 0; i <= n; ++i)
-        cr_assert_eq(r->cuq[i], want[i], "%s: cu_seqlens_q[%d] = %d, expected %d", what, i, r->cuq[i], want[i]);
+        cr_assert_eq(r->cuq[i], want[i], "%s: cu_seqlens_q[%d] = %d, expected %d", what, i, r->cuq[i],
+                     want[i]);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -432,7 +536,8 @@ Test(dispatch, plain_decoder_hnd_and_scale, .init = setup_backend)
     cr_assert_eq(a->k_head_stride, BS * D, "HND: head stride bs*D");
     cr_assert_float_eq(a->softmax_scale, 0.5f, 0);
     cr_assert(a->window_left == -1 && (a->window_right == -1 || a->window_right == 0),
-              "no window: (-1,-1) (right may be 0 under causal), got (%d,%d)", a->window_left, a->window_right);
+              "no window: (-1,-1) (right may be 0 under causal), got (%d,%d)", a->window_left,
+              a->window_right);
     cr_assert_null(a->sinks);
     cr_assert_float_eq(a->softcap, 0.0f, 0);
     fa_builder_destroy(c.b);
@@ -501,7 +606,11 @@ Test(dispatch, cascade, .init = setup_backend)
     cr_assert_eq(LOG.r[idx[3]].op, OP_MERGE, "%s", buf);
     check_cache_write(&c, &LOG.r[idx[0]].cw);
     rec *rp = &LOG.r[idx[1]], *rs = &LOG.r[idx[2]];
-    if (rp->at.num_seqs != 1) { rec *t = rp; rp = rs; rs = t; }
+    if (rp->at.num_seqs != 1) {
+        rec *t = rp;
+        rp = rs;
+        rs = t;
+    }
     const fa_attn_args *pa = &rp->at, *sa = &rs->at;
     /* prefix: all T rows as one sequence against the shared prefix, row 0, non-causal */
     cr_assert_eq(pa->num_seqs, 1, "prefix call has one sequence");
@@ -510,7 +619,8 @@ Test(dispatch, cascade, .init = setup_backend)
     cr_assert(rp->has_sk && rp->sk[0] == P, "prefix seqused_k = {P}, got %d", rp->sk[0]);
     cr_assert_eq(pa->block_table, bt, "prefix uses row 0");
     cr_assert_eq(pa->causal, 0, "prefix non-causal");
-    cr_assert(pa->window_left == -1 && pa->window_right == -1, "prefix window (%d,%d)", pa->window_left, pa->window_right);
+    cr_assert(pa->window_left == -1 && pa->window_right == -1, "prefix window (%d,%d)", pa->window_left,
+              pa->window_right);
     cr_assert_not_null(pa->lse, "prefix returns LSE");
     cr_assert_eq(pa->sinks, sinks, "prefix carries the sink");
     cr_assert_eq(pa->max_seqlen_q, T);
@@ -525,7 +635,8 @@ Test(dispatch, cascade, .init = setup_backend)
     check_cuq(rs, qsl, NREQ, "suffix");
     cr_assert(rs->has_sk);
     for (int i = 0; i < NREQ; ++i)
-        cr_assert_eq(rs->sk[i], seql[i] - P, "suffix seqused_k[%d] = %d, expected %d", i, rs->sk[i], seql[i] - P);
+        cr_assert_eq(rs->sk[i], seql[i] - P, "suffix seqused_k[%d] = %d, expected %d", i, rs->sk[i],
+                     seql[i] - P);
     cr_assert_eq(sa->block_table, bt + P / BS, "suffix table offset by P/bs columns");
     cr_assert_eq(sa->block_table_stride, BTS, "suffix keeps the row stride");
     cr_assert_eq(sa->causal, 1);
@@ -654,11 +765,15 @@ Test(dispatch, chunked_local, .init = setup_backend)
     int32_t sq[64], cu[65], sk[64], btl[64 * 2];
     fa_local_batches lb;
     memset(&lb, 0, sizeof lb);
-    lb.seqlens_q = sq; lb.cu_seqlens_q = cu; lb.seqused_k = sk; lb.block_table = btl;
+    lb.seqlens_q = sq;
+    lb.cu_seqlens_q = cu;
+    lb.seqused_k = sk;
+    lb.block_table = btl;
     ASSERT_OK(fa_make_local_virtual_batches(C, BS, qsl, seql, NREQ, bt, BTS, MAXB, 64, &lb));
     for (int i = 0; i <= V; ++i) cr_assert_eq(r->cuq[i], cu[i], "local cu_seqlens_q[%d]", i);
     for (int i = 0; i < V; ++i) cr_assert_eq(r->sk[i], sk[i], "local seqused_k[%d]", i);
-    for (int i = 0; i < V * (C / BS); ++i) cr_assert_eq(a->block_table[i], btl[i], "local block_table[%d]", i);
+    for (int i = 0; i < V * (C / BS); ++i)
+        cr_assert_eq(a->block_table[i], btl[i], "local block_table[%d]", i);
     cr_assert_eq(a->max_seqlen_q, lb.max_query_len);
     cr_assert_eq(a->max_seqlen_k, lb.max_seq_len);
 
@@ -703,24 +818,38 @@ static void dcp_rank_case(int32_t N, int32_t r, const float *layer_sinks, dcp_se
     describe(buf, sizeof buf);
     int idx[MAXREC];
     int m = compute_calls(idx);
-    cr_assert_eq(m, 8, "DCP: write, all_gather q, context attention, all_gather lse, dcp_correct, "
-                       "reduce_scatter, query attention, merge; got: %s", buf);
+    cr_assert_eq(m, 8,
+                 "DCP: write, all_gather q, context attention, all_gather lse, dcp_correct, "
+                 "reduce_scatter, query attention, merge; got: %s",
+                 buf);
     /* roles */
     int i_cache = -1, i_ag1 = -1, i_ag2 = -1, i_ctx = -1, i_q = -1, i_dc = -1, i_rs = -1, i_mg = -1;
     for (int i = 0; i < m; ++i) {
         rec *x = &LOG.r[idx[i]];
         switch (x->op) {
         case OP_CACHE: i_cache = idx[i]; break;
-        case OP_AG: if (i_ag1 < 0) i_ag1 = idx[i]; else i_ag2 = idx[i]; break;
-        case OP_ATTN: if (x->at.cu_seqlens_k) i_q = idx[i]; else i_ctx = idx[i]; break;
+        case OP_AG:
+            if (i_ag1 < 0)
+                i_ag1 = idx[i];
+            else
+                i_ag2 = idx[i];
+            break;
+        case OP_ATTN:
+            if (x->at.cu_seqlens_k)
+                i_q = idx[i];
+            else
+                i_ctx = idx[i];
+            break;
         case OP_DCP: i_dc = idx[i]; break;
         case OP_RS: i_rs = idx[i]; break;
         case OP_MERGE: i_mg = idx[i]; break;
         }
     }
-    cr_assert(i_cache >= 0 && i_ag1 >= 0 && i_ag2 >= 0 && i_ctx >= 0 && i_q >= 0 && i_dc >= 0 && i_rs >= 0 && i_mg >= 0,
+    cr_assert(i_cache >= 0 && i_ag1 >= 0 && i_ag2 >= 0 && i_ctx >= 0 && i_q >= 0 && i_dc >= 0 && i_rs >= 0 &&
+                  i_mg >= 0,
               "missing a role: %s", buf);
-    cr_assert(i_cache < i_ctx && i_ag1 < i_ctx && i_ctx < i_ag2 && i_ag2 < i_dc && i_dc < i_rs && i_rs < i_mg && i_q < i_mg,
+    cr_assert(i_cache < i_ctx && i_ag1 < i_ctx && i_ctx < i_ag2 && i_ag2 < i_dc && i_dc < i_rs &&
+                  i_rs < i_mg && i_q < i_mg,
               "order: %s", buf);
     check_cache_write(&c, &LOG.r[i_cache].cw);
     /* all_gather of q */
@@ -736,7 +865,8 @@ static void dcp_rank_case(int32_t N, int32_t r, const float *layer_sinks, dcp_se
     cr_assert_eq(ca->num_heads_kv, HKV);
     /* gathered q is [N][T][Hq][D]: rank s's heads are group s */
     cr_assert_eq(ca->q_head_group, HQ, "q_head_group %d", ca->q_head_group);
-    cr_assert_eq(ca->q_group_stride, (int64_t)T * HQ * D, "q_group_stride %lld", (long long)ca->q_group_stride);
+    cr_assert_eq(ca->q_group_stride, (int64_t)T * HQ * D, "q_group_stride %lld",
+                 (long long)ca->q_group_stride);
     cr_assert_eq(ca->q_token_stride, HQ * D);
     cr_assert_eq(ca->q_head_stride, D);
     cr_assert_eq(ca->causal, 0, "context part non-causal");
@@ -784,9 +914,11 @@ static void dcp_rank_case(int32_t N, int32_t r, const float *layer_sinks, dcp_se
     for (int s = 0; s < N; ++s) {
         int64_t lo = (int64_t)s * T * HQ * D, hi = lo + (int64_t)T * HQ * D;
         int64_t a0 = (int64_t)0 * ca->out_token_stride + (int64_t)(s * HQ) * ca->out_head_stride;
-        int64_t a1 = (int64_t)(T - 1) * ca->out_token_stride + (int64_t)(s * HQ + HQ - 1) * ca->out_head_stride + D - 1;
+        int64_t a1 = (int64_t)(T - 1) * ca->out_token_stride +
+                     (int64_t)(s * HQ + HQ - 1) * ca->out_head_stride + D - 1;
         cr_assert(a0 >= lo && a0 < hi && a1 >= lo && a1 < hi,
-                  "context out layout (token stride %lld, head stride %lld) does not put rank %d's heads in chunk %d",
+                  "context out layout (token stride %lld, head stride %lld) does not put rank %d's heads in "
+                  "chunk %d",
                   (long long)ca->out_token_stride, (long long)ca->out_head_stride, s, s);
     }
     /* query part: the new tokens among themselves, dense, causal, local heads */
@@ -851,10 +983,11 @@ Test(dispatch, dcp_sinks_counted_once)
         dcp_rank_case(2, r, rank_sinks[r], &seen);
         if (seen.ctx_sink_ptr)
             cr_assert(seen.ctx_sink_ptr != rank_sinks[r],
-                      "rank %d: the context call (N*Hq = %d gathered heads) reads the layer's %d sinks",
-                      r, 2 * HQ, HQ);
+                      "rank %d: the context call (N*Hq = %d gathered heads) reads the layer's %d sinks", r,
+                      2 * HQ, HQ);
     }
-    cr_assert(seen.ctx_sinks + seen.q_sinks > 0, "DCP dropped the sinks (decision table: flashattn keeps them)");
+    cr_assert(seen.ctx_sinks + seen.q_sinks > 0,
+              "DCP dropped the sinks (decision table: flashattn keeps them)");
     cr_assert(seen.q_sinks == 2 ? seen.ctx_sinks == 0 : seen.ctx_sinks == 1,
               "sinks in %d context calls and %d query calls over 2 ranks: each head's sink must count once",
               seen.ctx_sinks, seen.q_sinks);
@@ -929,7 +1062,11 @@ Test(dispatch, cascade_split_plans, .init = setup_backend)
     prepare(&c, &cfg, &d, 1, 32, NULL, FA_LAYOUT_NHD);
     run_forward(&c, &c.k, &c.v);
     rec *r0 = nth(OP_ATTN, 0), *r1 = nth(OP_ATTN, 1);
-    if (r0->at.num_seqs != 1) { rec *t = r0; r0 = r1; r1 = t; }
+    if (r0->at.num_seqs != 1) {
+        rec *t = r0;
+        r0 = r1;
+        r1 = t;
+    }
     cr_assert_eq(r0->at.num_splits, c.md.prefix_num_splits);
     check_splits(&r0->at, c.md.prefix_split_plan);
     cr_assert_eq(r1->at.num_splits, c.md.num_splits);
@@ -955,9 +1092,10 @@ Test(dispatch, profiling_run, .init = setup_backend)
     cr_assert_eq(f->fl.dst, (void *)obuf);
     cr_assert_eq(f->fl.value, 0);
     size_t total = sizeof obuf;
-    int whole = (f->fl.rows == 1 && f->fl.width == total) ||
-                (f->fl.pitch == f->fl.width && f->fl.width * f->fl.rows == total) ||
-                (f->fl.rows == TPAD && f->fl.width == (size_t)HQ * D * 2 && f->fl.pitch == (size_t)HQ * D * 2);
+    int whole =
+        (f->fl.rows == 1 && f->fl.width == total) ||
+        (f->fl.pitch == f->fl.width && f->fl.width * f->fl.rows == total) ||
+        (f->fl.rows == TPAD && f->fl.width == (size_t)HQ * D * 2 && f->fl.pitch == (size_t)HQ * D * 2);
     cr_assert(whole, "fill covers the whole out [T_pad, Hq, D]: pitch %zu width %zu rows %zu", f->fl.pitch,
               f->fl.width, f->fl.rows);
     fa_builder_destroy(c.b);

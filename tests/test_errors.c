@@ -40,24 +40,24 @@ static int contains_one(const char *msg, const char *alts)
     return 0;
 }
 
-static void check_err(fa_status st, unsigned mask, const char *names, const char *values,
-                      const char *expr, int line)
+static void check_err(fa_status st, unsigned mask, const char *names, const char *values, const char *expr,
+                      int line)
 {
     const char *msg = fa_last_error();
     cr_assert_neq(st, FA_OK, "line %d: %s unexpectedly succeeded", line, expr);
-    cr_assert(mask & (1u << st), "line %d: %s -> %d (%s), expected another error class; msg: %s",
-              line, expr, (int)st, fa_status_string(st), msg);
+    cr_assert(mask & (1u << st), "line %d: %s -> %d (%s), expected another error class; msg: %s", line, expr,
+              (int)st, fa_status_string(st), msg);
     cr_assert(msg != NULL && msg[0] != 0, "line %d: %s failed with an empty fa_last_error()", line, expr);
     if (names)
         cr_assert(contains_one(msg, names), "line %d: %s: message \"%s\" does not name the argument (%s)",
                   line, expr, msg, names);
     if (values)
-        cr_assert(contains_one(msg, values), "line %d: %s: message \"%s\" does not give the value (%s)",
-                  line, expr, msg, values);
+        cr_assert(contains_one(msg, values), "line %d: %s: message \"%s\" does not give the value (%s)", line,
+                  expr, msg, values);
 }
 #define EXPECT_ERR(expr, mask, names, values) check_err((expr), (mask), (names), (values), #expr, __LINE__)
 
-#define ASSERT_UNCHANGED(ptr, snap, n, what)                                                 \
+#define ASSERT_UNCHANGED(ptr, snap, n, what) \
     cr_assert(memcmp((ptr), (snap), (n)) == 0, "%s was written by a failing call", what)
 
 /* ---------------------------------------------------------------------------------------- */
@@ -69,10 +69,34 @@ typedef struct stub_ctx {
 } stub_ctx;
 enum { OP_CACHE, OP_ATTN, OP_MERGE, OP_DCP, OP_COPY, OP_FILL, OP_ALLOC, OP_FREE, OP_SYNC };
 
-static fa_status st_cache(void *c, const fa_cache_write_args *a) { (void)a; ((stub_ctx *)c)->calls[OP_CACHE]++; ((stub_ctx *)c)->total++; return FA_OK; }
-static fa_status st_attn(void *c, const fa_attn_args *a) { (void)a; ((stub_ctx *)c)->calls[OP_ATTN]++; ((stub_ctx *)c)->total++; return FA_OK; }
-static fa_status st_merge(void *c, const fa_merge_args *a) { (void)a; ((stub_ctx *)c)->calls[OP_MERGE]++; ((stub_ctx *)c)->total++; return FA_OK; }
-static fa_status st_dcp(void *c, const fa_dcp_correct_args *a) { (void)a; ((stub_ctx *)c)->calls[OP_DCP]++; ((stub_ctx *)c)->total++; return FA_OK; }
+static fa_status st_cache(void *c, const fa_cache_write_args *a)
+{
+    (void)a;
+    ((stub_ctx *)c)->calls[OP_CACHE]++;
+    ((stub_ctx *)c)->total++;
+    return FA_OK;
+}
+static fa_status st_attn(void *c, const fa_attn_args *a)
+{
+    (void)a;
+    ((stub_ctx *)c)->calls[OP_ATTN]++;
+    ((stub_ctx *)c)->total++;
+    return FA_OK;
+}
+static fa_status st_merge(void *c, const fa_merge_args *a)
+{
+    (void)a;
+    ((stub_ctx *)c)->calls[OP_MERGE]++;
+    ((stub_ctx *)c)->total++;
+    return FA_OK;
+}
+static fa_status st_dcp(void *c, const fa_dcp_correct_args *a)
+{
+    (void)a;
+    ((stub_ctx *)c)->calls[OP_DCP]++;
+    ((stub_ctx *)c)->total++;
+    return FA_OK;
+}
 static fa_status st_copy(void *c, void *dst, const void *src, size_t n, fa_copy_kind k)
 {
     (void)k;
@@ -94,8 +118,17 @@ static fa_status st_alloc(void *c, size_t n, void **p)
     *p = calloc(1, n ? n : 1);
     return *p ? FA_OK : FA_ERR_OUT_OF_MEMORY;
 }
-static fa_status st_free(void *c, void *p) { ((stub_ctx *)c)->calls[OP_FREE]++; free(p); return FA_OK; }
-static fa_status st_sync(void *c) { (void)c; return FA_OK; }
+static fa_status st_free(void *c, void *p)
+{
+    ((stub_ctx *)c)->calls[OP_FREE]++;
+    free(p);
+    return FA_OK;
+}
+static fa_status st_sync(void *c)
+{
+    (void)c;
+    return FA_OK;
+}
 
 static stub_ctx g_ctx;
 static fa_backend g_be;
@@ -209,8 +242,8 @@ static uint16_t snap_cache[2 * NB * BS * HKV * D];
 /* forward must fail, name the argument, touch neither out nor the cache and call no op */
 static void forward_fails(scen *s, const fa_layer *layer, const fa_backend *be, const fa_tensor *q,
                           const fa_tensor *k, const fa_tensor *v, const fa_tensor *cache,
-                          const fa_metadata *md, const fa_tensor *out, unsigned mask,
-                          const char *names, const char *values, int line)
+                          const fa_metadata *md, const fa_tensor *out, unsigned mask, const char *names,
+                          const char *values, int line)
 {
     (void)s;
     memcpy(snap_out, g_out, sizeof g_out);
@@ -223,7 +256,7 @@ static void forward_fails(scen *s, const fa_layer *layer, const fa_backend *be, 
     cr_assert_eq(g_ctx.total, before, "line %d: backend ops were called (%d) before the error", line,
                  g_ctx.total - before);
 }
-#define FORWARD_FAILS(s, layer, be, q, k, v, c, md, out, mask, names, values)                 \
+#define FORWARD_FAILS(s, layer, be, q, k, v, c, md, out, mask, names, values) \
     forward_fails((s), (layer), (be), (q), (k), (v), (c), (md), (out), (mask), (names), (values), __LINE__)
 
 /* ---------------------------------------------------------------------------------------- */
@@ -231,7 +264,7 @@ static void forward_fails(scen *s, const fa_layer *layer, const fa_backend *be, 
 
 Test(basics, status_strings)
 {
-    const fa_status all[] = {FA_OK, FA_ERR_INVALID_ARG, FA_ERR_UNSUPPORTED, FA_ERR_WORKSPACE,
+    const fa_status all[] = {FA_OK,          FA_ERR_INVALID_ARG,  FA_ERR_UNSUPPORTED, FA_ERR_WORKSPACE,
                              FA_ERR_BACKEND, FA_ERR_OUT_OF_MEMORY};
     for (size_t i = 0; i < 6; ++i) {
         const char *s = fa_status_string(all[i]);
@@ -312,53 +345,83 @@ static void resolve_fails(fa_config in, unsigned mask, const char *names, const 
 Test(config, resolve_bad_values)
 {
     fa_config c;
-    c = base_cfg(); c.model.head_size = 100;
+    c = base_cfg();
+    c.model.head_size = 100;
     RESOLVE_FAILS(c, E_INV | E_UNS, "head_size", "100");
-    c = base_cfg(); c.model.head_size = 264;
+    c = base_cfg();
+    c.model.head_size = 264;
     RESOLVE_FAILS(c, E_INV | E_UNS, "head_size", "264");
-    c = base_cfg(); c.model.head_size = 0;
+    c = base_cfg();
+    c.model.head_size = 0;
     RESOLVE_FAILS(c, E_INV, "head_size", "0");
-    c = base_cfg(); c.cache.block_size = 24;
+    c = base_cfg();
+    c.cache.block_size = 24;
     RESOLVE_FAILS(c, E_INV | E_UNS, "block_size", "24");
-    c = base_cfg(); c.cache.block_size = -16;
+    c = base_cfg();
+    c.cache.block_size = -16;
     RESOLVE_FAILS(c, E_INV | E_UNS, "block_size", "-16");
-    c = base_cfg(); c.model.hybrid_mamba_f32 = 1; c.cache.block_size = 48;
+    c = base_cfg();
+    c.model.hybrid_mamba_f32 = 1;
+    c.cache.block_size = 48;
     RESOLVE_FAILS(c, E_INV | E_UNS, "block_size", "48");
-    c = base_cfg(); c.model.num_heads_q = 28; c.model.num_heads_kv = 12;
+    c = base_cfg();
+    c.model.num_heads_q = 28;
+    c.model.num_heads_kv = 12;
     RESOLVE_FAILS(c, E_INV | E_UNS, "num_heads", "28|12");
-    c = base_cfg(); c.model.num_heads_q = 0;
+    c = base_cfg();
+    c.model.num_heads_q = 0;
     RESOLVE_FAILS(c, E_INV, "num_heads_q", "0");
-    c = base_cfg(); c.model.num_heads_q = -4;
+    c = base_cfg();
+    c.model.num_heads_q = -4;
     RESOLVE_FAILS(c, E_INV, "num_heads_q", "-4");
-    c = base_cfg(); c.model.num_heads_kv = -2;
+    c = base_cfg();
+    c.model.num_heads_kv = -2;
     RESOLVE_FAILS(c, E_INV, "num_heads_kv", "-2");
-    c = base_cfg(); c.model.dtype = FA_DTYPE_I32;
+    c = base_cfg();
+    c.model.dtype = FA_DTYPE_I32;
     RESOLVE_FAILS(c, E_INV | E_UNS, "dtype", "i32|I32|int32|5");
-    c = base_cfg(); c.model.dtype = (fa_dtype)99;
+    c = base_cfg();
+    c.model.dtype = (fa_dtype)99;
     RESOLVE_FAILS(c, E_INV | E_UNS, "dtype", "99");
-    c = base_cfg(); c.cache.cache_dtype = (fa_cache_dtype)9;
+    c = base_cfg();
+    c.cache.cache_dtype = (fa_cache_dtype)9;
     RESOLVE_FAILS(c, E_INV | E_UNS, "cache_dtype", "9");
-    c = base_cfg(); c.cache.layout = (fa_kv_layout)7;
+    c = base_cfg();
+    c.cache.layout = (fa_kv_layout)7;
     RESOLVE_FAILS(c, E_INV | E_UNS, "layout", "7");
-    c = base_cfg(); c.parallel.dcp_world_size = 4; c.parallel.dcp_rank = 7;
+    c = base_cfg();
+    c.parallel.dcp_world_size = 4;
+    c.parallel.dcp_rank = 7;
     RESOLVE_FAILS(c, E_INV, "dcp_rank", "7");
-    c = base_cfg(); c.parallel.dcp_world_size = 4; c.parallel.dcp_rank = -1;
+    c = base_cfg();
+    c.parallel.dcp_world_size = 4;
+    c.parallel.dcp_rank = -1;
     RESOLVE_FAILS(c, E_INV, "dcp_rank", "-1");
-    c = base_cfg(); c.parallel.dcp_world_size = -2;
+    c = base_cfg();
+    c.parallel.dcp_world_size = -2;
     RESOLVE_FAILS(c, E_INV, "dcp_world_size", "-2");
-    c = base_cfg(); c.parallel.dcp_world_size = 2; c.parallel.cp_kv_cache_interleave_size = 12;
+    c = base_cfg();
+    c.parallel.dcp_world_size = 2;
+    c.parallel.cp_kv_cache_interleave_size = 12;
     RESOLVE_FAILS(c, E_INV | E_UNS, "interleave", "12");
-    c = base_cfg(); c.parallel.dcp_world_size = 2; c.parallel.cp_kv_cache_interleave_size = 32;
+    c = base_cfg();
+    c.parallel.dcp_world_size = 2;
+    c.parallel.cp_kv_cache_interleave_size = 32;
     RESOLVE_FAILS(c, E_INV | E_UNS, "interleave", "32"); /* I <= bs */
-    c = base_cfg(); c.scheduler.attention_chunk_size = 40;
+    c = base_cfg();
+    c.scheduler.attention_chunk_size = 40;
     RESOLVE_FAILS(c, E_INV | E_UNS, "chunk", "40");
-    c = base_cfg(); c.scheduler.attention_chunk_size = -32;
+    c = base_cfg();
+    c.scheduler.attention_chunk_size = -32;
     RESOLVE_FAILS(c, E_INV, "chunk", "-32");
-    c = base_cfg(); c.scheduler.max_num_seqs = -1;
+    c = base_cfg();
+    c.scheduler.max_num_seqs = -1;
     RESOLVE_FAILS(c, E_INV, "max_num_seqs", "-1");
-    c = base_cfg(); c.scheduler.max_num_batched_tokens = -5;
+    c = base_cfg();
+    c.scheduler.max_num_batched_tokens = -5;
     RESOLVE_FAILS(c, E_INV, "max_num_batched_tokens", "-5");
-    c = base_cfg(); c.compilation.max_num_splits = -3;
+    c = base_cfg();
+    c.compilation.max_num_splits = -3;
     RESOLVE_FAILS(c, E_INV, "max_num_splits", "-3");
 }
 
@@ -447,7 +510,8 @@ Test(plan, cascade_heuristic_degenerate_inputs)
     cr_assert_eq(fa_use_cascade_attention(1024, ql, 8, 32, 8, 0, 0, 0, 0, 1), 0, "num_sms 0");
     cr_assert_eq(fa_use_cascade_attention(1024, NULL, 8, 32, 8, 0, 0, 0, 132, 1), 0, "query_lens NULL");
     cr_assert_eq(fa_use_cascade_attention(1024, ql, -8, 32, 8, 0, 0, 0, 132, 1), 0, "num_reqs -8");
-    cr_assert_eq(fa_use_cascade_attention(1024, ql, 8, 30, 8, 0, 0, 0, 132, 1), 0, "Hq not a multiple of Hkv");
+    cr_assert_eq(fa_use_cascade_attention(1024, ql, 8, 30, 8, 0, 0, 0, 132, 1), 0,
+                 "Hq not a multiple of Hkv");
 }
 
 static int32_t cq_comp[8] = {900, 901, 902, 903, 904, 905, 906, 907};
@@ -478,18 +542,24 @@ Test(plan, cascade_prefix_len_bad_input)
     EXPECT_ERR(fa_cascade_prefix_len(NULL, &p), E_INV, NULL, NULL);
     q = good_cq();
     EXPECT_ERR(fa_cascade_prefix_len(&q, NULL), E_INV, "prefix_len_out|prefix_len", NULL);
-    q = good_cq(); q.block_size = 0;
+    q = good_cq();
+    q.block_size = 0;
     EXPECT_ERR(fa_cascade_prefix_len(&q, &p), E_INV | E_UNS, "block_size", "0");
-    q = good_cq(); q.num_computed_tokens = NULL;
+    q = good_cq();
+    q.num_computed_tokens = NULL;
     EXPECT_ERR(fa_cascade_prefix_len(&q, &p), E_INV, "num_computed_tokens", NULL);
-    q = good_cq(); q.query_lens = NULL;
+    q = good_cq();
+    q.query_lens = NULL;
     EXPECT_ERR(fa_cascade_prefix_len(&q, &p), E_INV, "query_lens", NULL);
-    q = good_cq(); q.num_reqs = -2;
+    q = good_cq();
+    q.num_reqs = -2;
     EXPECT_ERR(fa_cascade_prefix_len(&q, &p), E_INV, "num_reqs", "-2");
-    q = good_cq(); q.num_common_prefix_blocks = -3;
+    q = good_cq();
+    q.num_common_prefix_blocks = -3;
     EXPECT_ERR(fa_cascade_prefix_len(&q, &p), E_INV, "num_common_prefix_blocks", "-3");
     int32_t neg[8] = {900, 901, -5, 903, 904, 905, 906, 907};
-    q = good_cq(); q.num_computed_tokens = neg;
+    q = good_cq();
+    q.num_computed_tokens = neg;
     EXPECT_ERR(fa_cascade_prefix_len(&q, &p), E_INV, "num_computed_tokens", "-5");
     cr_assert_eq(p, -77, "prefix_len_out written on error");
 }
@@ -502,7 +572,8 @@ Test(plan, cascade_block_tables_bad_input)
     EXPECT_ERR(fa_cascade_block_tables(bt, 10, -16, 16, &pre, &suf), E_INV, "common_prefix_len", "-16");
     EXPECT_ERR(fa_cascade_block_tables(bt, 10, 32, 0, &pre, &suf), E_INV, "block_size", "0");
     EXPECT_ERR(fa_cascade_block_tables(NULL, 10, 32, 16, &pre, &suf), E_INV, "block_table", NULL);
-    EXPECT_ERR(fa_cascade_block_tables(bt, 1, 32, 16, &pre, &suf), E_INV, "row_stride|common_prefix_len", NULL);
+    EXPECT_ERR(fa_cascade_block_tables(bt, 1, 32, 16, &pre, &suf), E_INV, "row_stride|common_prefix_len",
+               NULL);
     EXPECT_ERR(fa_cascade_block_tables(bt, 10, 32, 16, NULL, &suf), E_INV, "prefix_table", NULL);
     EXPECT_ERR(fa_cascade_block_tables(bt, 10, 32, 16, &pre, NULL), E_INV, "suffix_table", NULL);
     cr_assert(pre == sent && suf == sent, "outputs written on error");
@@ -523,7 +594,8 @@ Test(plan, local_count_bad_input)
     EXPECT_ERR(fa_local_virtual_batches_count(4, NULL, seq, 3, &v), E_INV, "query_start_loc", NULL);
     EXPECT_ERR(fa_local_virtual_batches_count(4, qsl, NULL, 3, &v), E_INV, "seq_lens", NULL);
     EXPECT_ERR(fa_local_virtual_batches_count(4, qsl, seq, -1, &v), E_INV, "num_reqs", "-1");
-    EXPECT_ERR(fa_local_virtual_batches_count(4, qsl, seq, 3, NULL), E_INV, "num_virtual_out|num_virtual", NULL);
+    EXPECT_ERR(fa_local_virtual_batches_count(4, qsl, seq, 3, NULL), E_INV, "num_virtual_out|num_virtual",
+               NULL);
     cr_assert_eq(v, -9, "num_virtual_out written on error");
 }
 
@@ -534,28 +606,47 @@ Test(plan, local_make_bad_input)
     for (int i = 0; i < 30; ++i) bt[i] = i;
     int32_t sq[8], cu[9], sk[8], btl[16];
     int32_t ksq[8], kcu[9], ksk[8], kbtl[16];
-    memset(sq, 0x11, sizeof sq); memset(cu, 0x11, sizeof cu); memset(sk, 0x11, sizeof sk); memset(btl, 0x11, sizeof btl);
-    memcpy(ksq, sq, sizeof sq); memcpy(kcu, cu, sizeof cu); memcpy(ksk, sk, sizeof sk); memcpy(kbtl, btl, sizeof btl);
+    memset(sq, 0x11, sizeof sq);
+    memset(cu, 0x11, sizeof cu);
+    memset(sk, 0x11, sizeof sk);
+    memset(btl, 0x11, sizeof btl);
+    memcpy(ksq, sq, sizeof sq);
+    memcpy(kcu, cu, sizeof cu);
+    memcpy(ksk, sk, sizeof sk);
+    memcpy(kbtl, btl, sizeof btl);
     fa_local_batches lb;
     memset(&lb, 0, sizeof lb);
-    lb.seqlens_q = sq; lb.cu_seqlens_q = cu; lb.seqused_k = sk; lb.block_table = btl;
+    lb.seqlens_q = sq;
+    lb.cu_seqlens_q = cu;
+    lb.seqused_k = sk;
+    lb.block_table = btl;
     lb.num_virtual = -5;
-    EXPECT_ERR(fa_make_local_virtual_batches(6, 4, qsl, seq, 3, bt, 10, 10, 8, &lb), E_INV | E_UNS, "chunk_size", "6");
-    EXPECT_ERR(fa_make_local_virtual_batches(4, 0, qsl, seq, 3, bt, 10, 10, 8, &lb), E_INV, "block_size", "0");
-    EXPECT_ERR(fa_make_local_virtual_batches(4, 2, qsl, seq, 3, bt, 10, 10, 7, &lb), E_WS | E_INV, "capacity", "7");
+    EXPECT_ERR(fa_make_local_virtual_batches(6, 4, qsl, seq, 3, bt, 10, 10, 8, &lb), E_INV | E_UNS,
+               "chunk_size", "6");
+    EXPECT_ERR(fa_make_local_virtual_batches(4, 0, qsl, seq, 3, bt, 10, 10, 8, &lb), E_INV, "block_size",
+               "0");
+    EXPECT_ERR(fa_make_local_virtual_batches(4, 2, qsl, seq, 3, bt, 10, 10, 7, &lb), E_WS | E_INV, "capacity",
+               "7");
     EXPECT_ERR(fa_make_local_virtual_batches(4, 2, qsl, seq, 3, bt, 10, 0, 8, &lb), E_INV, "max_blocks", "0");
-    EXPECT_ERR(fa_make_local_virtual_batches(4, 2, qsl, seq, 3, bt, 5, 10, 8, &lb), E_INV, "row_stride|max_blocks", "5|10");
-    EXPECT_ERR(fa_make_local_virtual_batches(4, 2, qsl, seq, 3, NULL, 10, 10, 8, &lb), E_INV, "block_table", NULL);
+    EXPECT_ERR(fa_make_local_virtual_batches(4, 2, qsl, seq, 3, bt, 5, 10, 8, &lb), E_INV,
+               "row_stride|max_blocks", "5|10");
+    EXPECT_ERR(fa_make_local_virtual_batches(4, 2, qsl, seq, 3, NULL, 10, 10, 8, &lb), E_INV, "block_table",
+               NULL);
     const int32_t short_seq[3] = {6, 7, 9};
-    EXPECT_ERR(fa_make_local_virtual_batches(4, 2, qsl, short_seq, 3, bt, 10, 10, 8, &lb), E_INV, "seq_lens", "7");
+    EXPECT_ERR(fa_make_local_virtual_batches(4, 2, qsl, short_seq, 3, bt, 10, 10, 8, &lb), E_INV, "seq_lens",
+               "7");
     const int32_t bad_qsl[4] = {0, 4, 2, 19};
-    EXPECT_ERR(fa_make_local_virtual_batches(4, 2, bad_qsl, seq, 3, bt, 10, 10, 8, &lb), E_INV, "query_start_loc", NULL);
+    EXPECT_ERR(fa_make_local_virtual_batches(4, 2, bad_qsl, seq, 3, bt, 10, 10, 8, &lb), E_INV,
+               "query_start_loc", NULL);
     EXPECT_ERR(fa_make_local_virtual_batches(4, 2, qsl, seq, 3, bt, 10, 10, 8, NULL), E_INV, "out", NULL);
     fa_local_batches nul = lb;
     nul.cu_seqlens_q = NULL;
-    EXPECT_ERR(fa_make_local_virtual_batches(4, 2, qsl, seq, 3, bt, 10, 10, 8, &nul), E_INV, "cu_seqlens_q", NULL);
-    nul = lb; nul.block_table = NULL;
-    EXPECT_ERR(fa_make_local_virtual_batches(4, 2, qsl, seq, 3, bt, 10, 10, 8, &nul), E_INV, "block_table", NULL);
+    EXPECT_ERR(fa_make_local_virtual_batches(4, 2, qsl, seq, 3, bt, 10, 10, 8, &nul), E_INV, "cu_seqlens_q",
+               NULL);
+    nul = lb;
+    nul.block_table = NULL;
+    EXPECT_ERR(fa_make_local_virtual_batches(4, 2, qsl, seq, 3, bt, 10, 10, 8, &nul), E_INV, "block_table",
+               NULL);
     ASSERT_UNCHANGED(sq, ksq, sizeof sq, "seqlens_q");
     ASSERT_UNCHANGED(cu, kcu, sizeof cu, "cu_seqlens_q");
     ASSERT_UNCHANGED(sk, ksk, sizeof sk, "seqused_k");
@@ -585,8 +676,10 @@ Test(plan, dcp_bad_input)
     const int32_t row[3] = {7, 3, 9};
     int32_t req[4] = {0, 0, 0, 0}, pos[4] = {0, 1, 2, 3};
     int64_t sm[4] = {5, 5, 5, 5}, skeep[4] = {5, 5, 5, 5};
-    EXPECT_ERR(fa_dcp_slot_mapping(row, 3, 3, 16, req, pos, 4, 2, 0, 3, sm), E_INV | E_UNS, "interleave", "3");
-    EXPECT_ERR(fa_dcp_slot_mapping(row, 3, 3, 16, req, pos, 4, 2, 0, 32, sm), E_INV | E_UNS, "interleave", "32");
+    EXPECT_ERR(fa_dcp_slot_mapping(row, 3, 3, 16, req, pos, 4, 2, 0, 3, sm), E_INV | E_UNS, "interleave",
+               "3");
+    EXPECT_ERR(fa_dcp_slot_mapping(row, 3, 3, 16, req, pos, 4, 2, 0, 32, sm), E_INV | E_UNS, "interleave",
+               "32");
     EXPECT_ERR(fa_dcp_slot_mapping(row, 3, 3, 16, req, pos, 4, 2, 2, 1, sm), E_INV, "rank", "2");
     EXPECT_ERR(fa_dcp_slot_mapping(row, 3, 3, 16, req, pos, 4, 0, 0, 1, sm), E_INV, "world_size", "0");
     EXPECT_ERR(fa_dcp_slot_mapping(row, 3, 3, 0, req, pos, 4, 2, 0, 1, sm), E_INV, "block_size", "0");
@@ -612,37 +705,57 @@ Test(plan, splits_bad_input)
     int32_t cu[4] = {0, 1, 2, 3}, sk[3] = {500, 600, 700};
     fa_split_params p;
     memset(&p, 0, sizeof p);
-    p.num_reqs = 3; p.cu_seqlens_q = cu; p.seqused_k = sk;
-    p.num_heads_q = 8; p.num_heads_kv = 2; p.head_size = 128; p.causal = 1;
-    p.window.left = -1; p.window.right = -1; p.num_sms = 132; p.max_num_splits = 16;
+    p.num_reqs = 3;
+    p.cu_seqlens_q = cu;
+    p.seqused_k = sk;
+    p.num_heads_q = 8;
+    p.num_heads_kv = 2;
+    p.head_size = 128;
+    p.causal = 1;
+    p.window.left = -1;
+    p.window.right = -1;
+    p.num_sms = 132;
+    p.max_num_splits = 16;
     p.caps = test_caps();
     int32_t plan[8] = {9, 9, 9, 9, 9, 9, 9, 9}, keep[8] = {9, 9, 9, 9, 9, 9, 9, 9};
     EXPECT_ERR(fa_plan_splits(&p, plan, 3), E_WS | E_INV, "plan_len", "3");
-    fa_split_params b = p; b.max_num_splits = 0;
+    fa_split_params b = p;
+    b.max_num_splits = 0;
     EXPECT_ERR(fa_plan_splits(&b, plan, 8), E_INV, "max_num_splits", "0");
-    b = p; b.kv_bytes = -1;
+    b = p;
+    b.kv_bytes = -1;
     EXPECT_ERR(fa_plan_splits(&b, plan, 8), E_INV, "kv_bytes", "-1");
-    b = p; b.kv_bytes = 9;
+    b = p;
+    b.kv_bytes = 9;
     EXPECT_ERR(fa_plan_splits(&b, plan, 8), E_INV, "kv_bytes", "9");
-    b = p; b.cu_seqlens_q = NULL;
+    b = p;
+    b.cu_seqlens_q = NULL;
     EXPECT_ERR(fa_plan_splits(&b, plan, 8), E_INV, "cu_seqlens_q", NULL);
-    b = p; b.seqused_k = NULL;
+    b = p;
+    b.seqused_k = NULL;
     EXPECT_ERR(fa_plan_splits(&b, plan, 8), E_INV, "seqused_k", NULL);
-    b = p; b.num_heads_kv = 0;
+    b = p;
+    b.num_heads_kv = 0;
     EXPECT_ERR(fa_plan_splits(&b, plan, 8), E_INV, "num_heads_kv", "0");
-    b = p; b.num_heads_kv = 3;
+    b = p;
+    b.num_heads_kv = 3;
     EXPECT_ERR(fa_plan_splits(&b, plan, 8), E_INV | E_UNS, "num_heads", "8|3");
-    b = p; b.num_reqs = -1;
+    b = p;
+    b.num_reqs = -1;
     EXPECT_ERR(fa_plan_splits(&b, plan, 8), E_INV, "num_reqs", "-1");
-    b = p; b.num_sms = 0;
+    b = p;
+    b.num_sms = 0;
     EXPECT_ERR(fa_plan_splits(&b, plan, 8), E_INV, "num_sms", "0");
-    b = p; b.head_size = 100;
+    b = p;
+    b.head_size = 100;
     EXPECT_ERR(fa_plan_splits(&b, plan, 8), E_INV | E_UNS, "head_size", "100");
     int32_t badcu[4] = {0, 2, 1, 3};
-    b = p; b.cu_seqlens_q = badcu;
+    b = p;
+    b.cu_seqlens_q = badcu;
     EXPECT_ERR(fa_plan_splits(&b, plan, 8), E_INV, "cu_seqlens_q", NULL);
     int32_t negk[3] = {500, -7, 700};
-    b = p; b.seqused_k = negk;
+    b = p;
+    b.seqused_k = negk;
     EXPECT_ERR(fa_plan_splits(&b, plan, 8), E_INV, "seqused_k", "-7");
     ASSERT_UNCHANGED(plan, keep, sizeof plan, "plan");
 }
@@ -661,15 +774,16 @@ Test(builder, workspace_size_bad_input)
     cr_assert_eq(bytes, 12345, "bytes_out written on error");
 }
 
-static void create_fails(const fa_backend *be, const fa_config *cfg, const fa_comm *comm,
-                         unsigned mask, const char *names, const char *values, int line)
+static void create_fails(const fa_backend *be, const fa_config *cfg, const fa_comm *comm, unsigned mask,
+                         const char *names, const char *values, int line)
 {
     fa_builder *sent = (fa_builder *)(uintptr_t)0x77, *b = sent;
     fa_status st = fa_builder_create(be, cfg, comm, &b);
     check_err(st, mask, names, values, "fa_builder_create", line);
     cr_assert_eq(b, sent, "line %d: builder pointer written on error", line);
 }
-#define CREATE_FAILS(be, cfg, comm, mask, names, values) create_fails((be), (cfg), (comm), (mask), (names), (values), __LINE__)
+#define CREATE_FAILS(be, cfg, comm, mask, names, values) \
+    create_fails((be), (cfg), (comm), (mask), (names), (values), __LINE__)
 
 Test(builder, create_bad_input)
 {
@@ -756,7 +870,8 @@ static void build_fails(fa_builder *b, const fa_batch *batch, int32_t prefix, un
     cr_assert(memcmp(&md, &snap, sizeof md) == 0, "line %d: metadata written on error", line);
     cr_assert_eq(g_ctx.calls[OP_ALLOC], before);
 }
-#define BUILD_FAILS(b, batch, prefix, mask, names, values) build_fails((b), (batch), (prefix), (mask), (names), (values), __LINE__)
+#define BUILD_FAILS(b, batch, prefix, mask, names, values) \
+    build_fails((b), (batch), (prefix), (mask), (names), (values), __LINE__)
 
 Test(builder, build_bad_input)
 {
@@ -776,45 +891,71 @@ Test(builder, build_bad_input)
     static int32_t qsl17[18], seq17[17], bt17[17 * BTS];
     static int64_t sm17[17];
     for (int i = 0; i <= 17; ++i) qsl17[i] = i;
-    for (int i = 0; i < 17; ++i) { seq17[i] = 20; sm17[i] = i; }
+    for (int i = 0; i < 17; ++i) {
+        seq17[i] = 20;
+        sm17[i] = i;
+    }
     for (int i = 0; i < 17 * BTS; ++i) bt17[i] = i % NB;
-    x = ok; x.num_reqs = 17; x.num_actual_tokens = 17; x.query_start_loc = qsl17; x.seq_lens = seq17;
-    x.block_table = bt17; x.block_table_host = bt17; x.slot_mapping = sm17;
+    x = ok;
+    x.num_reqs = 17;
+    x.num_actual_tokens = 17;
+    x.query_start_loc = qsl17;
+    x.seq_lens = seq17;
+    x.block_table = bt17;
+    x.block_table_host = bt17;
+    x.slot_mapping = sm17;
     BUILD_FAILS(b, &x, 0, E_INV | E_WS, "num_reqs|max_num_seqs", "17");
     static int32_t qbig[2] = {0, 300}, sbig[1] = {300}, btbig[32];
     static int64_t smbig[300];
     for (int i = 0; i < 32; ++i) btbig[i] = i;
     for (int i = 0; i < 300; ++i) smbig[i] = i;
-    x = ok; x.num_reqs = 1; x.num_actual_tokens = 300; x.query_start_loc = qbig; x.seq_lens = sbig;
-    x.block_table = btbig; x.block_table_host = btbig; x.block_table_stride = 32; x.max_blocks = 32;
+    x = ok;
+    x.num_reqs = 1;
+    x.num_actual_tokens = 300;
+    x.query_start_loc = qbig;
+    x.seq_lens = sbig;
+    x.block_table = btbig;
+    x.block_table_host = btbig;
+    x.block_table_stride = 32;
+    x.max_blocks = 32;
     x.slot_mapping = smbig;
     BUILD_FAILS(b, &x, 0, E_INV | E_WS, "tokens", "300");
 
     /* inconsistent lengths */
     int32_t qnm[4] = {0, 5, 3, 8};
-    x = ok; x.query_start_loc = qnm;
+    x = ok;
+    x.query_start_loc = qnm;
     BUILD_FAILS(b, &x, 0, E_INV, "query_start_loc", NULL);
     int32_t q0[4] = {2, 3, 6, 8};
-    x = ok; x.query_start_loc = q0;
+    x = ok;
+    x.query_start_loc = q0;
     BUILD_FAILS(b, &x, 0, E_INV, "query_start_loc", "2");
     int32_t sshort[3] = {40, 3, 30}; /* 3 < query length 5 */
-    x = ok; x.seq_lens = sshort;
+    x = ok;
+    x.seq_lens = sshort;
     BUILD_FAILS(b, &x, 0, E_INV, "seq_lens", "3");
     int32_t sneg[3] = {40, -4, 30};
-    x = ok; x.seq_lens = sneg;
+    x = ok;
+    x.seq_lens = sneg;
     BUILD_FAILS(b, &x, 0, E_INV, "seq_lens", "-4");
     int32_t slong[3] = {40, 37, 200}; /* 200 tokens need 13 blocks > max_blocks 8 */
-    x = ok; x.seq_lens = slong;
+    x = ok;
+    x.seq_lens = slong;
     BUILD_FAILS(b, &x, 0, E_INV, "seq_lens|max_blocks|block_table", "200|13|8");
-    x = ok; x.num_reqs = -1;
+    x = ok;
+    x.num_reqs = -1;
     BUILD_FAILS(b, &x, 0, E_INV, "num_reqs", "-1");
-    x = ok; x.num_actual_tokens = 9; /* > query_start_loc[num_reqs] = 8 */
+    x = ok;
+    x.num_actual_tokens = 9; /* > query_start_loc[num_reqs] = 8 */
     BUILD_FAILS(b, &x, 0, E_INV, "num_actual_tokens", "9");
-    x = ok; x.query_start_loc = NULL;
+    x = ok;
+    x.query_start_loc = NULL;
     BUILD_FAILS(b, &x, 0, E_INV, "query_start_loc", NULL);
-    x = ok; x.seq_lens = NULL;
+    x = ok;
+    x.seq_lens = NULL;
     BUILD_FAILS(b, &x, 0, E_INV, "seq_lens", NULL);
-    x = ok; x.block_table = NULL;
+    x = ok;
+    x.block_table = NULL;
     {
         /* encoder batches have no block table, so build may accept it; a paged forward must not */
         fa_metadata md2;
@@ -832,9 +973,12 @@ Test(builder, build_bad_input)
             cr_assert(strstr(fa_last_error(), "block_table"), "%s", fa_last_error());
         }
     }
-    x = ok; x.block_table_stride = 4; x.max_blocks = 8;
+    x = ok;
+    x.block_table_stride = 4;
+    x.max_blocks = 8;
     BUILD_FAILS(b, &x, 0, E_INV, "block_table_stride|max_blocks", "4|8");
-    x = ok; x.slot_mapping = NULL;
+    x = ok;
+    x.slot_mapping = NULL;
     {
         /* encoder batches have no slot mapping, so build may accept it; a cache write must not */
         fa_metadata md2;
@@ -917,50 +1061,78 @@ static void layer_fails(fa_layer_desc d, unsigned mask, const char *names, const
 
 Test(layer, init_bad_input)
 {
-    static float sinks[HQ] = {0.5f, -1, 2, 0, 1, 1, 1, 1}, slopes[HQ] = {.5f, .25f, .125f, .0625f, .03f, .01f, .005f, .001f};
+    static float sinks[HQ] = {0.5f, -1, 2, 0, 1, 1, 1, 1},
+                 slopes[HQ] = {.5f, .25f, .125f, .0625f, .03f, .01f, .005f, .001f};
     fa_layer_desc d;
     fa_layer l;
     d = base_desc();
     ASSERT_OK(fa_layer_init(&l, &d));
     EXPECT_ERR(fa_layer_init(NULL, &d), E_INV, "layer", NULL);
     EXPECT_ERR(fa_layer_init(&l, NULL), E_INV, "desc", NULL);
-    d = base_desc(); d.head_size = 100;
+    d = base_desc();
+    d.head_size = 100;
     LAYER_FAILS(d, E_INV | E_UNS, "head_size", "100");
-    d = base_desc(); d.head_size = 0;
+    d = base_desc();
+    d.head_size = 0;
     LAYER_FAILS(d, E_INV, "head_size", "0");
-    d = base_desc(); d.num_heads_q = 0;
+    d = base_desc();
+    d.num_heads_q = 0;
     LAYER_FAILS(d, E_INV, "num_heads", "0");
-    d = base_desc(); d.num_heads_q = 12; d.num_heads_kv = 5;
+    d = base_desc();
+    d.num_heads_q = 12;
+    d.num_heads_kv = 5;
     LAYER_FAILS(d, E_INV | E_UNS, "num_heads_kv|num_heads", "5|12");
-    d = base_desc(); d.num_heads_kv = -2;
+    d = base_desc();
+    d.num_heads_kv = -2;
     LAYER_FAILS(d, E_INV, "num_heads_kv", "-2");
-    d = base_desc(); d.sinks = sinks; d.num_sinks = 5;
+    d = base_desc();
+    d.sinks = sinks;
+    d.num_sinks = 5;
     LAYER_FAILS(d, E_INV, "sinks", "5");
-    d = base_desc(); d.sinks = sinks; d.num_sinks = 0;
+    d = base_desc();
+    d.sinks = sinks;
+    d.num_sinks = 0;
     LAYER_FAILS(d, E_INV, "sinks", "0");
-    d = base_desc(); d.alibi_slopes = slopes; d.num_alibi_slopes = 3;
+    d = base_desc();
+    d.alibi_slopes = slopes;
+    d.num_alibi_slopes = 3;
     LAYER_FAILS(d, E_INV, "alibi", "3");
-    d = base_desc(); d.kv_cache_dtype = (fa_cache_dtype)9;
+    d = base_desc();
+    d.kv_cache_dtype = (fa_cache_dtype)9;
     LAYER_FAILS(d, E_INV | E_UNS, "kv_cache_dtype", "9");
-    d = base_desc(); d.attn_type = (fa_attn_type)9;
+    d = base_desc();
+    d.attn_type = (fa_attn_type)9;
     LAYER_FAILS(d, E_INV | E_UNS, "attn_type", "9");
-    d = base_desc(); d.dtype = FA_DTYPE_I64;
+    d = base_desc();
+    d.dtype = FA_DTYPE_I64;
     LAYER_FAILS(d, E_INV | E_UNS, "dtype", NULL);
-    d = base_desc(); d.dtype = (fa_dtype)42;
+    d = base_desc();
+    d.dtype = (fa_dtype)42;
     LAYER_FAILS(d, E_INV | E_UNS, "dtype", "42");
     /* window / ALiBi with DCP > 1 are rejected at layer creation (decision table) */
-    d = base_desc(); d.sliding_window = 128; d.dcp_world_size = 2;
+    d = base_desc();
+    d.sliding_window = 128;
+    d.dcp_world_size = 2;
     LAYER_FAILS(d, E_INV | E_UNS, "sliding_window|window", "128|2");
-    d = base_desc(); d.alibi_slopes = slopes; d.num_alibi_slopes = HQ; d.dcp_world_size = 2;
+    d = base_desc();
+    d.alibi_slopes = slopes;
+    d.num_alibi_slopes = HQ;
+    d.dcp_world_size = 2;
     LAYER_FAILS(d, E_INV | E_UNS, "alibi", NULL);
-    d = base_desc(); d.dcp_world_size = -1;
+    d = base_desc();
+    d.dcp_world_size = -1;
     LAYER_FAILS(d, E_INV, "dcp_world_size", "-1");
     /* quantized cache with encoder attention: unsupported (SEMANTICS §11) */
-    d = base_desc(); d.attn_type = FA_ATTN_ENCODER; d.kv_cache_dtype = FA_CACHE_FP8;
+    d = base_desc();
+    d.attn_type = FA_ATTN_ENCODER;
+    d.kv_cache_dtype = FA_CACHE_FP8;
     LAYER_FAILS(d, E_UNS | E_INV, "kv_cache_dtype|encoder|fp8|quantiz", NULL);
-    d = base_desc(); d.attention_chunk_size = -16;
+    d = base_desc();
+    d.attention_chunk_size = -16;
     LAYER_FAILS(d, E_INV, "attention_chunk_size|chunk", "-16");
-    d = base_desc(); d.k_scale = -1.0f; d.kv_cache_dtype = FA_CACHE_FP8;
+    d = base_desc();
+    d.k_scale = -1.0f;
+    d.kv_cache_dtype = FA_CACHE_FP8;
     LAYER_FAILS(d, E_INV, "k_scale", "-1");
 }
 
@@ -989,11 +1161,15 @@ Test(forward, tensor_mismatches)
     x = t3(g_q, FA_DTYPE_F16, TPAD, HQ / 2, D);
     FORWARD_FAILS(&s, &s.layer, &g_be, &x, &s.k, &s.v, &s.cache, &s.md, &s.out, E_INV, "q|num_heads", "4");
     /* q dtype != layer dtype */
-    x = s.q; x.dtype = FA_DTYPE_BF16;
-    FORWARD_FAILS(&s, &s.layer, &g_be, &x, &s.k, &s.v, &s.cache, &s.md, &s.out, E_INV | E_UNS, "q|dtype", NULL);
+    x = s.q;
+    x.dtype = FA_DTYPE_BF16;
+    FORWARD_FAILS(&s, &s.layer, &g_be, &x, &s.k, &s.v, &s.cache, &s.md, &s.out, E_INV | E_UNS, "q|dtype",
+                  NULL);
     /* out dtype != q dtype */
-    x = s.out; x.dtype = FA_DTYPE_BF16;
-    FORWARD_FAILS(&s, &s.layer, &g_be, &s.q, &s.k, &s.v, &s.cache, &s.md, &x, E_INV | E_UNS, "out", "dtype|bf16|BF16");
+    x = s.out;
+    x.dtype = FA_DTYPE_BF16;
+    FORWARD_FAILS(&s, &s.layer, &g_be, &s.q, &s.k, &s.v, &s.cache, &s.md, &x, E_INV | E_UNS, "out",
+                  "dtype|bf16|BF16");
     /* out shape */
     x = t3(g_out, FA_DTYPE_F16, TPAD, HQ, D / 2);
     FORWARD_FAILS(&s, &s.layer, &g_be, &s.q, &s.k, &s.v, &s.cache, &s.md, &x, E_INV, "out", "32");
@@ -1007,7 +1183,9 @@ Test(forward, tensor_mismatches)
     x = fa_tensor_make(g_q, FA_DTYPE_F16, 2, sh2);
     FORWARD_FAILS(&s, &s.layer, &g_be, &x, &s.k, &s.v, &s.cache, &s.md, &s.out, E_INV, "q", "rank|2");
     /* q last dim not contiguous */
-    x = s.q; x.stride[2] = 2; x.shape[2] = D / 2; /* keeps the buffer in range */
+    x = s.q;
+    x.stride[2] = 2;
+    x.shape[2] = D / 2; /* keeps the buffer in range */
     FORWARD_FAILS(&s, &s.layer, &g_be, &x, &s.k, &s.v, &s.cache, &s.md, &s.out, E_INV, "q", NULL);
     /* k heads / head size */
     x = t3(g_k, FA_DTYPE_F16, TPAD, HKV * 2, D / 2);
@@ -1015,11 +1193,15 @@ Test(forward, tensor_mismatches)
     x = t3(g_v, FA_DTYPE_F16, TPAD, 1, D);
     FORWARD_FAILS(&s, &s.layer, &g_be, &s.q, &s.k, &x, &s.cache, &s.md, &s.out, E_INV, "v|value", NULL);
     /* k dtype */
-    x = s.k; x.dtype = FA_DTYPE_BF16;
+    x = s.k;
+    x.dtype = FA_DTYPE_BF16;
     FORWARD_FAILS(&s, &s.layer, &g_be, &s.q, &x, &s.v, &s.cache, &s.md, &s.out, E_INV | E_UNS, "k|key", NULL);
     /* cache: last dim not contiguous */
-    x = s.cache; x.stride[4] = 2; x.shape[1] = NB / 2;
-    FORWARD_FAILS(&s, &s.layer, &g_be, &s.q, &s.k, &s.v, &x, &s.md, &s.out, E_INV, "kv_cache", "stride|contig");
+    x = s.cache;
+    x.stride[4] = 2;
+    x.shape[1] = NB / 2;
+    FORWARD_FAILS(&s, &s.layer, &g_be, &s.q, &s.k, &s.v, &x, &s.md, &s.out, E_INV, "kv_cache",
+                  "stride|contig");
     /* cache: rank 4 */
     int64_t sh4[4] = {2, NB, BS, HKV * D};
     x = fa_tensor_make(g_cache, FA_DTYPE_F16, 4, sh4);
@@ -1027,13 +1209,15 @@ Test(forward, tensor_mismatches)
     /* cache: block size dim != the builder's */
     int64_t shb[5] = {2, NB * 2, BS / 2, HKV, D};
     x = fa_tensor_make(g_cache, FA_DTYPE_F16, 5, shb);
-    FORWARD_FAILS(&s, &s.layer, &g_be, &s.q, &s.k, &s.v, &x, &s.md, &s.out, E_INV, "kv_cache|block_size", "8");
+    FORWARD_FAILS(&s, &s.layer, &g_be, &s.q, &s.k, &s.v, &x, &s.md, &s.out, E_INV, "kv_cache|block_size",
+                  "8");
     /* cache: heads / head size */
     int64_t shh[5] = {2, NB, BS, HKV * 2, D / 2};
     x = fa_tensor_make(g_cache, FA_DTYPE_F16, 5, shh);
     FORWARD_FAILS(&s, &s.layer, &g_be, &s.q, &s.k, &s.v, &x, &s.md, &s.out, E_INV, "kv_cache", NULL);
     /* cache dtype: AUTO layer needs the activation dtype */
-    x = s.cache; x.dtype = FA_DTYPE_BF16;
+    x = s.cache;
+    x.dtype = FA_DTYPE_BF16;
     FORWARD_FAILS(&s, &s.layer, &g_be, &s.q, &s.k, &s.v, &x, &s.md, &s.out, E_INV | E_UNS, "kv_cache", NULL);
     /* only one of k / v */
     FORWARD_FAILS(&s, &s.layer, &g_be, &s.q, &s.k, NULL, &s.cache, &s.md, &s.out, E_INV, "v|value|k", NULL);
@@ -1068,7 +1252,8 @@ Test(forward, layer_and_metadata_mismatches)
     /* backend API version */
     fa_backend old = g_be;
     old.api_version = 77;
-    FORWARD_FAILS(&s, &s.layer, &old, &s.q, &s.k, &s.v, &s.cache, &s.md, &s.out, E_INV | E_UNS, "api_version", "77");
+    FORWARD_FAILS(&s, &s.layer, &old, &s.q, &s.k, &s.v, &s.cache, &s.md, &s.out, E_INV | E_UNS, "api_version",
+                  "77");
     fa_builder_destroy(s.b);
 }
 
@@ -1136,7 +1321,8 @@ static void holey_case(int op, const char *opname, int32_t prefix, int profiling
             ctx.total = 0;
             st = profiling ? fa_forward_profile(&l, &be, &o) : fa_forward(&l, &be, &q, &k, &v, &kc, &md, &o);
             if (st != FA_OK)
-                cr_assert_eq(ctx.total, 0, "line %d: ops ran before the missing %s was reported", line, opname);
+                cr_assert_eq(ctx.total, 0, "line %d: ops ran before the missing %s was reported", line,
+                             opname);
         }
         fa_builder_destroy(b);
     }
@@ -1171,6 +1357,7 @@ Test(forward, dcp_layer_vs_builder)
     s.v = t3(g_v, FA_DTYPE_F16, TPAD, HKV, D);
     s.cache = cache_tensor();
     s.out = t3(g_out, FA_DTYPE_F16, TPAD, HQ, D);
-    FORWARD_FAILS(&s, &s.layer, &g_be, &s.q, &s.k, &s.v, &s.cache, &s.md, &s.out, E_INV, "dcp_world_size|dcp", "1|2");
+    FORWARD_FAILS(&s, &s.layer, &g_be, &s.q, &s.k, &s.v, &s.cache, &s.md, &s.out, E_INV, "dcp_world_size|dcp",
+                  "1|2");
     fa_builder_destroy(s.b);
 }

@@ -83,8 +83,7 @@ static void *ds_rank_main(void *p)
     d.dcp_world_size = N;
     a->st = fa_layer_init(&L, &d);
     if (a->st != FA_OK) goto done;
-    for (i = 0; i < DS_T; ++i)
-        slots[i] = -1;   /* no cache writes: no context either */
+    for (i = 0; i < DS_T; ++i) slots[i] = -1;   /* no cache writes: no context either */
     memset(&batch, 0, sizeof batch);
     batch.num_reqs = DS_NREQ;
     batch.num_actual_tokens = DS_T;
@@ -97,7 +96,9 @@ static void *ds_rank_main(void *p)
     batch.causal = 1;
     a->st = fa_builder_build(b, &batch, 0, &md);
     if (a->st != FA_OK) goto done;
-    sh[0] = DS_T; sh[1] = DS_H; sh[2] = DS_D;
+    sh[0] = DS_T;
+    sh[1] = DS_H;
+    sh[2] = DS_D;
     q = fa_tensor_make(a->q, FA_DTYPE_F32, 3, sh);
     o = fa_tensor_make(a->out, FA_DTYPE_F32, 3, sh);
     sh[1] = 1;
@@ -110,10 +111,8 @@ static void *ds_rank_main(void *p)
     a->st = fa_kv_cache_shape(DS_NB, DS_BS, 1, DS_D, kc.shape);
     if (a->st == FA_OK) a->st = fa_kv_cache_strides(FA_LAYOUT_NHD, DS_NB, DS_BS, 1, DS_D, kc.stride);
     if (a->st != FA_OK) goto done;
-    if (a->fault == RF_ABSENT)
-        goto done;
-    if (a->fault == RF_BAD_Q_DTYPE)
-        q.dtype = FA_DTYPE_BF16;
+    if (a->fault == RF_ABSENT) goto done;
+    if (a->fault == RF_BAD_Q_DTYPE) q.dtype = FA_DTYPE_BF16;
     if (a->fault == RF_ATTENTION_OP) {
         fa_cpu_backend_options opt;
         memset(&opt, 0, sizeof opt);
@@ -141,14 +140,12 @@ static void ds_setup(ds_rank *ranks, fa_comm *comms, int N)
         ds_rank *a = &ranks[r];
         memset(a, 0, sizeof *a);
         a->comm = &comms[r];
-        for (i = 0; i < DS_T * DS_H * DS_D; ++i)
-            a->q[i] = (float)((i * 7 + r * 3) % 19) / 19.0f - 0.5f;
+        for (i = 0; i < DS_T * DS_H * DS_D; ++i) a->q[i] = (float)((i * 7 + r * 3) % 19) / 19.0f - 0.5f;
         for (i = 0; i < DS_T * DS_D; ++i) {
             a->k[i] = (float)((i * 5) % 11) / 11.0f - 0.5f;
             a->v[i] = (float)((i * 3) % 17) / 17.0f;
         }
-        for (i = 0; i < DS_T * DS_H * DS_D; ++i)
-            a->out[i] = -9.0f;
+        for (i = 0; i < DS_T * DS_H * DS_D; ++i) a->out[i] = -9.0f;
     }
 }
 
@@ -156,8 +153,7 @@ static void ds_run(ds_rank *ranks, int N)
 {
     void *args[8];
     int r;
-    for (r = 0; r < N; ++r)
-        args[r] = &ranks[r];
+    for (r = 0; r < N; ++r) args[r] = &ranks[r];
     cr_assert_eq(fa_fake_comm_run(N, ds_rank_main, args), FA_OK);
 }
 
@@ -169,8 +165,7 @@ static void ds_clean(int N, ds_rank *ranks)
     cr_assert_eq(fa_fake_comm_group_create(N, &comms), FA_OK);
     ds_setup(ranks, comms, N);
     ds_run(ranks, N);
-    for (r = 0; r < N; ++r)
-        cr_assert_eq(ranks[r].st, FA_OK, "clean step, rank %d: %s", r, ranks[r].err);
+    for (r = 0; r < N; ++r) cr_assert_eq(ranks[r].st, FA_OK, "clean step, rank %d: %s", r, ranks[r].err);
     fa_fake_comm_group_destroy(comms);
 }
 
@@ -189,8 +184,7 @@ static void validation_abort_case(int N, int bad, int explicit_abort)
     cr_assert_eq(fa_fake_comm_group_create(N, &comms), FA_OK);
     cr_assert_eq(fa_fake_comm_group_set_timeout(comms, 60000), FA_OK);
     ds_setup(ranks, comms, N);
-    for (r = 0; r < N; ++r)
-        ranks[r].abort_on_error = explicit_abort;
+    for (r = 0; r < N; ++r) ranks[r].abort_on_error = explicit_abort;
     ranks[bad].fault = RF_BAD_Q_DTYPE;
     t0 = now_s();
     ds_run(ranks, N);
@@ -198,14 +192,12 @@ static void validation_abort_case(int N, int bad, int explicit_abort)
     cr_expect_eq(ranks[bad].st, FA_ERR_INVALID_ARG, "rank %d: %s", bad, ranks[bad].err);
     for (r = 0; r < N; ++r) {
         char want[64];
-        if (r == bad)
-            continue;
+        if (r == bad) continue;
         snprintf(want, sizeof want, "peer rank %d aborted", bad);
         cr_expect_eq(ranks[r].st, FA_ERR_BACKEND, "rank %d: status %d: %s", r, (int)ranks[r].st,
                      ranks[r].err);
         cr_expect(strstr(ranks[r].err, "all_gather") != NULL, "rank %d: %s", r, ranks[r].err);
-        cr_expect(strstr(ranks[r].err, want) != NULL, "rank %d: '%s' lacks '%s'", r, ranks[r].err,
-                  want);
+        cr_expect(strstr(ranks[r].err, want) != NULL, "rank %d: '%s' lacks '%s'", r, ranks[r].err, want);
     }
     cr_expect_eq(fa_fake_comm_aborted(&comms[0]), 1);
     fa_fake_comm_group_destroy(comms);
@@ -236,10 +228,8 @@ Test(comm_abort, timeout_names_collective_and_missing_rank, .timeout = 60)
                      ranks[r].err);
         cr_expect(strstr(ranks[r].err, "comm op 'all_gather' failed") != NULL, "rank %d: %s", r,
                   ranks[r].err);
-        cr_expect(strstr(ranks[r].err, "timed out after 300 ms") != NULL, "rank %d: %s", r,
-                  ranks[r].err);
-        cr_expect(strstr(ranks[r].err, "rank(s) 2 did not arrive") != NULL, "rank %d: %s", r,
-                  ranks[r].err);
+        cr_expect(strstr(ranks[r].err, "timed out after 300 ms") != NULL, "rank %d: %s", r, ranks[r].err);
+        cr_expect(strstr(ranks[r].err, "rank(s) 2 did not arrive") != NULL, "rank %d: %s", r, ranks[r].err);
     }
     cr_expect_eq(fa_fake_comm_aborted(&comms[1]), 1);
     fa_fake_comm_group_destroy(comms);
@@ -257,8 +247,7 @@ Test(comm_abort, op_failure_mid_forward, .timeout = 60)
     ranks[0].fault = RF_ATTENTION_OP;   /* fa_forward aborts the group itself (fa_comm.abort) */
     ds_run(ranks, 2);
     cr_expect_eq(ranks[0].st, FA_ERR_BACKEND, "%s", ranks[0].err);
-    cr_expect(strstr(ranks[0].err, "backend 'cpu' op 'attention' failed") != NULL, "%s",
-              ranks[0].err);
+    cr_expect(strstr(ranks[0].err, "backend 'cpu' op 'attention' failed") != NULL, "%s", ranks[0].err);
     cr_expect_eq(ranks[1].st, FA_ERR_BACKEND, "%s", ranks[1].err);
     cr_expect(strstr(ranks[1].err, "peer rank 0 aborted") != NULL, "%s", ranks[1].err);
     cr_expect(ranks[1].seconds < 10.0, "rank 1 took %.1f s", ranks[1].seconds);
@@ -294,8 +283,8 @@ Test(comm_abort, reset_makes_group_usable, .timeout = 60)
     for (r = 0; r < 2; ++r) {
         cr_assert_eq(ranks[r].st, FA_OK, "after reset, rank %d: %s", r, ranks[r].err);
         for (i = 0; i < DS_T * DS_H * DS_D; ++i)
-            cr_assert_eq(ranks[r].out[i], ref[r].out[i], "rank %d out[%d]: %g, fresh group %g", r,
-                         i, (double)ranks[r].out[i], (double)ref[r].out[i]);
+            cr_assert_eq(ranks[r].out[i], ref[r].out[i], "rank %d out[%d]: %g, fresh group %g", r, i,
+                         (double)ranks[r].out[i], (double)ref[r].out[i]);
     }
     fa_fake_comm_group_destroy(comms);
     ds_clean(2, ranks);   /* a new group */
@@ -321,8 +310,7 @@ static void *cjob_main(void *p)
         j->st = fa_fake_comm_abort(c);
         return NULL;
     }
-    j->st = c->all_gather(c->ctx, send, recv, j->mode == 2 ? (size_t)(1 + c->rank) : 4,
-                          FA_DTYPE_F32);
+    j->st = c->all_gather(c->ctx, send, recv, j->mode == 2 ? (size_t)(1 + c->rank) : 4, FA_DTYPE_F32);
     snprintf(j->err, sizeof j->err, "%s", c->last_error(c->ctx));
     if (j->mode == 2) {
         j->st2 = c->all_gather(c->ctx, send, recv, 4, FA_DTYPE_F32);
@@ -370,21 +358,19 @@ Test(comm_abort, failed_collective_aborts_group, .timeout = 60)
     int r;
     memset(jobs, 0, sizeof jobs);
     cr_assert_eq(fa_fake_comm_group_create(3, &comms), FA_OK);
-    for (r = 0; r < 3; ++r)
-        jobs[r].mode = 2;
+    for (r = 0; r < 3; ++r) jobs[r].mode = 2;
     cjob_run(comms, jobs, 3);
     for (r = 0; r < 3; ++r) {
         cr_expect_eq(jobs[r].st, FA_ERR_INVALID_ARG, "rank %d: %s", r, jobs[r].err);
         cr_expect(strstr(jobs[r].err, "count") != NULL, "rank %d: %s", r, jobs[r].err);
         cr_expect_eq(jobs[r].st2, FA_ERR_BACKEND, "rank %d: %s", r, jobs[r].err2);
-        cr_expect(strstr(jobs[r].err2, "aborted (its all_gather failed)") != NULL, "rank %d: %s",
-                  r, jobs[r].err2);
+        cr_expect(strstr(jobs[r].err2, "aborted (its all_gather failed)") != NULL, "rank %d: %s", r,
+                  jobs[r].err2);
     }
     cr_assert_eq(fa_fake_comm_group_reset(comms), FA_OK);
     memset(jobs, 0, sizeof jobs);
     cjob_run(comms, jobs, 3);
-    for (r = 0; r < 3; ++r)
-        cr_expect_eq(jobs[r].st, FA_OK, "rank %d after reset: %s", r, jobs[r].err);
+    for (r = 0; r < 3; ++r) cr_expect_eq(jobs[r].st, FA_OK, "rank %d after reset: %s", r, jobs[r].err);
     fa_fake_comm_group_destroy(comms);
 }
 
@@ -402,8 +388,7 @@ Test(comm_abort, timeout_direct, .timeout = 60)
     for (r = 0; r < 2; ++r) {
         cr_expect_eq(jobs[r].st, FA_ERR_BACKEND, "rank %d: %s", r, jobs[r].err);
         cr_expect(strstr(jobs[r].err, "all_gather") == jobs[r].err, "rank %d: %s", r, jobs[r].err);
-        cr_expect(strstr(jobs[r].err, "rank(s) 2 did not arrive") != NULL, "rank %d: %s", r,
-                  jobs[r].err);
+        cr_expect(strstr(jobs[r].err, "rank(s) 2 did not arrive") != NULL, "rank %d: %s", r, jobs[r].err);
     }
     /* rank 2 arriving late fails at once too */
     cr_expect_eq(comms[2].all_gather(comms[2].ctx, s, rv, 4, FA_DTYPE_F32), FA_ERR_BACKEND);

@@ -38,7 +38,8 @@ static void store(void *base, int64_t i, fa_dtype t, float x)
     case FA_DTYPE_F32: ((float *)base)[i] = x; break;
     case FA_DTYPE_F16: ((uint16_t *)base)[i] = fa_cpu_float_to_half(x); break;
     case FA_DTYPE_BF16: ((uint16_t *)base)[i] = fa_cpu_float_to_bf16(x); break;
-    case FA_DTYPE_FP8_E4M3: case FA_DTYPE_FP8_E5M2: ((uint8_t *)base)[i] = fa_cpu_float_to_fp8(x, t); break;
+    case FA_DTYPE_FP8_E4M3:
+    case FA_DTYPE_FP8_E5M2: ((uint8_t *)base)[i] = fa_cpu_float_to_fp8(x, t); break;
     default: cr_assert_fail("store: dtype %d", (int)t);
     }
 }
@@ -48,7 +49,8 @@ static float load(const void *base, int64_t i, fa_dtype t)
     case FA_DTYPE_F32: return ((const float *)base)[i];
     case FA_DTYPE_F16: return fa_cpu_half_to_float(((const uint16_t *)base)[i]);
     case FA_DTYPE_BF16: return fa_cpu_bf16_to_float(((const uint16_t *)base)[i]);
-    case FA_DTYPE_FP8_E4M3: case FA_DTYPE_FP8_E5M2: return fa_cpu_fp8_to_float(((const uint8_t *)base)[i], t);
+    case FA_DTYPE_FP8_E4M3:
+    case FA_DTYPE_FP8_E5M2: return fa_cpu_fp8_to_float(((const uint8_t *)base)[i], t);
     default: cr_assert_fail("load: dtype %d", (int)t); return 0;
     }
 }
@@ -76,8 +78,8 @@ typedef struct refcfg {
 } refcfg;
 
 /* q [Lq][Hq][D] (row stride qs), k/v [Lk][Hkv][D]; out [Lq][Hq][D] */
-static void ref_attn(const refcfg *c, const float *q, int64_t qs, const float *k, const float *v, int Lq, int Lk,
-                     double *out)
+static void ref_attn(const refcfg *c, const float *q, int64_t qs, const float *k, const float *v, int Lq,
+                     int Lk, double *out)
 {
     int G = c->Hq / c->Hkv;
     double *s = malloc(sizeof(double) * (size_t)(Lk > 0 ? Lk : 1));
@@ -149,9 +151,9 @@ typedef struct scen {
     int32_t maxb;
     int64_t NB;
     int64_t *slots;
-    float *K, *V;       /* logical keys/values per request: K + koff[r] -> [seq][Hkv][D] (cache-visible values) */
+    float *K, *V; /* logical keys/values per request: K + koff[r] -> [seq][Hkv][D] (cache-visible values) */
     int64_t koff[MAXR];
-    float *Q;           /* [Tpad][Hq][D] (rounded) */
+    float *Q; /* [Tpad][Hq][D] (rounded) */
     float *Knew, *Vnew; /* [Tpad][Hkv][D] the values passed as k/v (rounded to dt) */
     void *q, *k, *v, *out, *cache, *qkv;
     int64_t cshape[5], cstride[5];
@@ -191,7 +193,9 @@ static void scen_init(scen *s)
     for (int64_t i = 0; i < s->NB; ++i) perm[i] = i;
     for (int64_t i = s->NB - 1; i > 2; --i) {
         int64_t j = 2 + (int64_t)(rng_u64() % (uint64_t)(i - 1));
-        int64_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
+        int64_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
     }
     s->bt = malloc(sizeof(int32_t) * (size_t)(n * s->bts));
     int64_t next = 2 + s->shared_blocks;
@@ -199,9 +203,12 @@ static void scen_init(scen *s)
         int nb = (s->seq[r] + s->bs - 1) / s->bs;
         for (int c = 0; c < s->bts; ++c) {
             int32_t id;
-            if (c >= nb) id = c % 2;                                  /* unused column: a NaN block */
-            else if (c < s->shared_blocks) id = (int32_t)perm[2 + c]; /* shared by every row */
-            else id = (int32_t)perm[next++];
+            if (c >= nb)
+                id = c % 2; /* unused column: a NaN block */
+            else if (c < s->shared_blocks)
+                id = (int32_t)perm[2 + c]; /* shared by every row */
+            else
+                id = (int32_t)perm[next++];
             s->bt[r * s->bts + c] = id;
         }
     }
@@ -209,12 +216,18 @@ static void scen_init(scen *s)
     free(perm);
     /* logical K/V */
     int64_t tot = 0;
-    for (int r = 0; r < n; ++r) { s->koff[r] = tot; tot += (int64_t)s->seq[r] * s->Hkv * s->D; }
+    for (int r = 0; r < n; ++r) {
+        s->koff[r] = tot;
+        tot += (int64_t)s->seq[r] * s->Hkv * s->D;
+    }
     s->K = malloc(sizeof(float) * (size_t)(tot ? tot : 1));
     s->V = malloc(sizeof(float) * (size_t)(tot ? tot : 1));
     float *Kraw = malloc(sizeof(float) * (size_t)(tot ? tot : 1));
     float *Vraw = malloc(sizeof(float) * (size_t)(tot ? tot : 1));
-    for (int64_t i = 0; i < tot; ++i) { Kraw[i] = rng_unif(); Vraw[i] = rng_unif(); }
+    for (int64_t i = 0; i < tot; ++i) {
+        Kraw[i] = rng_unif();
+        Vraw[i] = rng_unif();
+    }
     /* shared prefix: same keys/values for every request */
     int64_t pre = (int64_t)s->shared_blocks * s->bs;
     for (int r = 1; r < n; ++r) {
@@ -233,10 +246,14 @@ static void scen_init(scen *s)
     /* the strides of a contiguous allocation in the layout's physical order, computed here
        (not with fa_kv_cache_strides) so the test does not share a mistake with the library */
     if (s->layout == FA_LAYOUT_NHD) {
-        s->cstride[4] = 1; s->cstride[3] = s->D; s->cstride[2] = (int64_t)s->Hkv * s->D;
+        s->cstride[4] = 1;
+        s->cstride[3] = s->D;
+        s->cstride[2] = (int64_t)s->Hkv * s->D;
         s->cstride[1] = (int64_t)s->bs * s->Hkv * s->D;
     } else {
-        s->cstride[4] = 1; s->cstride[2] = s->D; s->cstride[3] = (int64_t)s->bs * s->D;
+        s->cstride[4] = 1;
+        s->cstride[2] = s->D;
+        s->cstride[3] = (int64_t)s->bs * s->D;
         s->cstride[1] = (int64_t)s->Hkv * s->bs * s->D;
     }
     s->cstride[0] = s->NB * s->cstride[1];
@@ -253,8 +270,10 @@ static void scen_init(scen *s)
                     int64_t li = s->koff[r] + ((int64_t)p * s->Hkv + h) * s->D + d;
                     float kx = round_to(s->dt, Kraw[li]), vx = round_to(s->dt, Vraw[li]);
                     int fp8 = s->cdt == FA_DTYPE_FP8_E4M3 || s->cdt == FA_DTYPE_FP8_E5M2;
-                    store(s->cache, cache_index(s, 0, blk, p % s->bs, h, d), s->cdt, fp8 ? kx / s->k_scale : kx);
-                    store(s->cache, cache_index(s, 1, blk, p % s->bs, h, d), s->cdt, fp8 ? vx / s->v_scale : vx);
+                    store(s->cache, cache_index(s, 0, blk, p % s->bs, h, d), s->cdt,
+                          fp8 ? kx / s->k_scale : kx);
+                    store(s->cache, cache_index(s, 1, blk, p % s->bs, h, d), s->cdt,
+                          fp8 ? vx / s->v_scale : vx);
                 }
         }
     /* q, new k/v, slots, out */
@@ -289,7 +308,10 @@ static void scen_init(scen *s)
                 }
         }
     if (s->cross) {
-        for (int64_t i = 0; i < (int64_t)s->T * s->Hkv * s->D; ++i) { store(s->k, i, s->dt, NAN); store(s->v, i, s->dt, NAN); }
+        for (int64_t i = 0; i < (int64_t)s->T * s->Hkv * s->D; ++i) {
+            store(s->k, i, s->dt, NAN);
+            store(s->v, i, s->dt, NAN);
+        }
         for (t = 0; t < s->T; ++t) s->slots[t] = -1;
     }
     for (; t < s->Tpad; ++t) {
@@ -308,8 +330,10 @@ static void scen_init(scen *s)
             for (int64_t i = 0; i < (int64_t)s->Hq * s->D; ++i)
                 store(s->qkv, tt * W + i, s->dt, load(s->q, (int64_t)tt * s->Hq * s->D + i, s->dt));
             for (int64_t i = 0; i < (int64_t)s->Hkv * s->D; ++i) {
-                store(s->qkv, tt * W + (int64_t)s->Hq * s->D + i, s->dt, load(s->k, (int64_t)tt * s->Hkv * s->D + i, s->dt));
-                store(s->qkv, tt * W + (int64_t)(s->Hq + s->Hkv) * s->D + i, s->dt, load(s->v, (int64_t)tt * s->Hkv * s->D + i, s->dt));
+                store(s->qkv, tt * W + (int64_t)s->Hq * s->D + i, s->dt,
+                      load(s->k, (int64_t)tt * s->Hkv * s->D + i, s->dt));
+                store(s->qkv, tt * W + (int64_t)(s->Hq + s->Hkv) * s->D + i, s->dt,
+                      load(s->v, (int64_t)tt * s->Hkv * s->D + i, s->dt));
             }
         }
     }
@@ -317,8 +341,19 @@ static void scen_init(scen *s)
 
 static void scen_free(scen *s)
 {
-    free(s->bt); free(s->slots); free(s->K); free(s->V); free(s->Q); free(s->Knew); free(s->Vnew);
-    free(s->q); free(s->k); free(s->v); free(s->out); free(s->cache); free(s->qkv);
+    free(s->bt);
+    free(s->slots);
+    free(s->K);
+    free(s->V);
+    free(s->Q);
+    free(s->Knew);
+    free(s->Vnew);
+    free(s->q);
+    free(s->k);
+    free(s->v);
+    free(s->out);
+    free(s->cache);
+    free(s->qkv);
 }
 
 /* A scenario's first lines: the seed, a zeroed scenario and its shape. */
@@ -326,7 +361,11 @@ static void scen_begin(scen *s, uint64_t seed, int Hq, int Hkv, int D, int bs, f
 {
     rng_seed(seed);
     memset(s, 0, sizeof *s);
-    s->Hq = Hq; s->Hkv = Hkv; s->D = D; s->bs = bs; s->dt = dt;
+    s->Hq = Hq;
+    s->Hkv = Hkv;
+    s->D = D;
+    s->bs = bs;
+    s->dt = dt;
 }
 
 /* Its last: the builder, the backend and the scenario's arrays. */
@@ -384,7 +423,10 @@ static fa_tensor scen_cache_tensor(const scen *s)
     t.data = s->cache;
     t.dtype = s->cdt;
     t.rank = 5;
-    for (int i = 0; i < 5; ++i) { t.shape[i] = s->cshape[i]; t.stride[i] = s->cstride[i]; }
+    for (int i = 0; i < 5; ++i) {
+        t.shape[i] = s->cshape[i];
+        t.stride[i] = s->cstride[i];
+    }
     return t;
 }
 
@@ -405,16 +447,15 @@ static fa_status scen_forward(scen *s, fa_backend *be, const fa_layer *L, const 
     return fa_forward(L, be, &q, with_kv ? &k : NULL, with_kv ? &v : NULL, &c, md, &o);
 }
 
-static double tol_for(fa_dtype t)
-{
-    return t == FA_DTYPE_F32 ? 2e-5 : t == FA_DTYPE_F16 ? 4e-3 : 3e-2;
-}
+static double tol_for(fa_dtype t) { return t == FA_DTYPE_F32 ? 2e-5 : t == FA_DTYPE_F16 ? 4e-3 : 3e-2; }
 
 /* compares out rows [0, T) with the reference of each request; rows past T keep the sentinel */
 static void scen_check(const scen *s, const refcfg *rc0, double atol, const char *what)
 {
     refcfg rc = *rc0;
-    rc.Hq = s->Hq; rc.Hkv = s->Hkv; rc.D = s->D;
+    rc.Hq = s->Hq;
+    rc.Hkv = s->Hkv;
+    rc.D = s->D;
     double maxerr = 0;
     for (int r = 0; r < s->n; ++r) {
         int Lq = s->qlen[r], Lk = s->seq[r];
@@ -426,13 +467,15 @@ static void scen_check(const scen *s, const refcfg *rc0, double atol, const char
                 for (int d = 0; d < s->D; ++d) {
                     int64_t oi = (((int64_t)s->qsl[r] + i) * s->Hq + h) * s->D + d;
                     double got = load(s->out, oi, s->dt), want = ref[((int64_t)i * s->Hq + h) * s->D + d];
-                    cr_assert(isfinite(got), "%s: req %d row %d head %d dim %d is %g (NaN reached the output?)",
-                              what, r, i, h, d, got);
+                    cr_assert(isfinite(got),
+                              "%s: req %d row %d head %d dim %d is %g (NaN reached the output?)", what, r, i,
+                              h, d, got);
                     double e = fabs(got - want);
                     if (e > maxerr) maxerr = e;
-                    cr_assert(e <= atol + 1e-2 * fabs(want) * (s->dt != FA_DTYPE_F32),
-                              "%s: req %d (q %d, k %d) row %d head %d dim %d: %.7g, reference %.7g (err %.3g)",
-                              what, r, Lq, Lk, i, h, d, got, want, e);
+                    cr_assert(
+                        e <= atol + 1e-2 * fabs(want) * (s->dt != FA_DTYPE_F32),
+                        "%s: req %d (q %d, k %d) row %d head %d dim %d: %.7g, reference %.7g (err %.3g)",
+                        what, r, Lq, Lk, i, h, d, got, want, e);
                 }
         free(ref);
     }
@@ -490,10 +533,22 @@ static void mixed_shape(scen *s, int n)
     s->n = n;
     for (int r = 0; r < n; ++r) {
         switch (r % 4) {
-        case 0: s->qlen[r] = 1; s->ctx[r] = rng_int(1, 300); break;            /* decode */
-        case 1: s->qlen[r] = rng_int(2, 40); s->ctx[r] = rng_int(1, 200); break; /* chunked prefill */
-        case 2: s->qlen[r] = rng_int(1, 30); s->ctx[r] = 0; break;              /* fresh prefill */
-        default: s->qlen[r] = rng_int(1, 5); s->ctx[r] = rng_int(300, 700); break;
+        case 0:
+            s->qlen[r] = 1;
+            s->ctx[r] = rng_int(1, 300);
+            break; /* decode */
+        case 1:
+            s->qlen[r] = rng_int(2, 40);
+            s->ctx[r] = rng_int(1, 200);
+            break; /* chunked prefill */
+        case 2:
+            s->qlen[r] = rng_int(1, 30);
+            s->ctx[r] = 0;
+            break; /* fresh prefill */
+        default:
+            s->qlen[r] = rng_int(1, 5);
+            s->ctx[r] = rng_int(300, 700);
+            break;
         }
     }
 }
@@ -509,19 +564,28 @@ static void plain_case(fa_dtype dt, fa_kv_layout layout, int softcap, int alibi,
     mixed_shape(&s, 7);
     scen_init(&s);
     static float slopes[8], sk[8];
-    for (int h = 0; h < 8; ++h) { slopes[h] = 0.02f * (float)(h + 1); sk[h] = 2.0f * rng_unif(); }
+    for (int h = 0; h < 8; ++h) {
+        slopes[h] = 0.02f * (float)(h + 1);
+        sk[h] = 2.0f * rng_unif();
+    }
     fa_backend *be = cpu();
     fa_layer_desc d = scen_desc(&s);
     if (softcap) d.logits_soft_cap = 5.0f;
-    if (alibi) { d.alibi_slopes = slopes; d.num_alibi_slopes = 8; }
-    if (sinks) { d.sinks = sk; d.num_sinks = 8; }
+    if (alibi) {
+        d.alibi_slopes = slopes;
+        d.num_alibi_slopes = 8;
+    }
+    if (sinks) {
+        d.sinks = sk;
+        d.num_sinks = 8;
+    }
     fa_layer L;
     fa_metadata md;
     fa_builder *b = scen_build_forward(&s, be, scen_cfg(&s), d, 1, 1, &L, &md);
     refcfg rc = ref_from_layer(&L, 1);
     char what[128];
-    snprintf(what, sizeof what, "plain %s layout %d softcap %d alibi %d sinks %d", fa_dtype_name(dt), (int)layout,
-             softcap, alibi, sinks);
+    snprintf(what, sizeof what, "plain %s layout %d softcap %d alibi %d sinks %d", fa_dtype_name(dt),
+             (int)layout, softcap, alibi, sinks);
     scen_check(&s, &rc, tol_for(dt), what);
     scen_end(&s, b, be);
 }
@@ -537,7 +601,8 @@ Test(forward, plain_fused_qkv_views)
 {
     scen s;
     scen_begin(&s, 108, 8, 2, 32, 16, FA_DTYPE_F16);
-    s.layout = FA_LAYOUT_HND; s.fused = 1;
+    s.layout = FA_LAYOUT_HND;
+    s.fused = 1;
     mixed_shape(&s, 6);
     scen_init(&s);
     fa_backend *be = cpu();
@@ -556,7 +621,10 @@ Test(forward, cross_attention_decode_step)
     scen_begin(&s, 109, 8, 4, 32, 16, FA_DTYPE_F32);
     s.cross = 1;
     s.n = 5;
-    for (int r = 0; r < s.n; ++r) { s.ctx[r] = rng_int(10, 200); s.qlen[r] = r == 2 ? rng_int(2, 9) : 1; }
+    for (int r = 0; r < s.n; ++r) {
+        s.ctx[r] = rng_int(10, 200);
+        s.qlen[r] = r == 2 ? rng_int(2, 9) : 1;
+    }
     scen_init(&s);
     void *snap = malloc(s.cache_bytes);
     memcpy(snap, s.cache, s.cache_bytes);
@@ -566,7 +634,8 @@ Test(forward, cross_attention_decode_step)
     fa_layer L;
     fa_metadata md;
     fa_builder *b = scen_build_forward(&s, be, scen_cfg(&s), d, 0, 0, &L, &md);
-    cr_assert(memcmp(snap, s.cache, s.cache_bytes) == 0, "cross-attention step with k/v NULL wrote the cache");
+    cr_assert(memcmp(snap, s.cache, s.cache_bytes) == 0,
+              "cross-attention step with k/v NULL wrote the cache");
     refcfg rc = ref_from_layer(&L, 0);
     scen_check(&s, &rc, 2e-5, "cross attention");
     free(snap);
@@ -590,13 +659,16 @@ Test(forward, cache_write_lands_at_slots)
             for (int dd = 0; dd < s.D; ++dd) {
                 int64_t blk = s.slots[t] / s.bs;
                 int off = (int)(s.slots[t] % s.bs);
-                cr_assert_eq(load(s.cache, cache_index(&s, 0, blk, off, h, dd), s.cdt), s.Knew[((int64_t)t * s.Hkv + h) * s.D + dd]);
-                cr_assert_eq(load(s.cache, cache_index(&s, 1, blk, off, h, dd), s.cdt), s.Vnew[((int64_t)t * s.Hkv + h) * s.D + dd]);
+                cr_assert_eq(load(s.cache, cache_index(&s, 0, blk, off, h, dd), s.cdt),
+                             s.Knew[((int64_t)t * s.Hkv + h) * s.D + dd]);
+                cr_assert_eq(load(s.cache, cache_index(&s, 1, blk, off, h, dd), s.cdt),
+                             s.Vnew[((int64_t)t * s.Hkv + h) * s.D + dd]);
             }
     /* the two NaN blocks were never written (padding rows have slot -1) */
     for (int blk = 0; blk < 2; ++blk)
         for (int off = 0; off < s.bs; ++off)
-            cr_assert(isnan(load(s.cache, cache_index(&s, 0, blk, off, 0, 0), s.cdt)), "NaN block %d written", blk);
+            cr_assert(isnan(load(s.cache, cache_index(&s, 0, blk, off, 0, 0), s.cdt)), "NaN block %d written",
+                      blk);
     scen_end(&s, b, be);
 }
 
@@ -606,14 +678,17 @@ Test(forward, long_context_split_kv)
     scen s;
     scen_begin(&s, 107, 8, 1, 64, 16, FA_DTYPE_F32);
     s.n = 2;
-    s.qlen[0] = 1; s.ctx[0] = 6000;
-    s.qlen[1] = 2; s.ctx[1] = 3001;
+    s.qlen[0] = 1;
+    s.ctx[0] = 6000;
+    s.qlen[1] = 2;
+    s.ctx[1] = 3001;
     scen_init(&s);
     fa_backend *be = cpu();
     static float sk[8];
     for (int h = 0; h < 8; ++h) sk[h] = 3.0f * rng_unif();
     fa_layer_desc d = scen_desc(&s);
-    d.sinks = sk; d.num_sinks = 8;
+    d.sinks = sk;
+    d.num_sinks = 8;
     fa_layer L;
     fa_metadata md;
     fa_builder *b = scen_build(&s, be, scen_cfg(&s), d, 1, 0, &L, &md);
@@ -683,7 +758,10 @@ static void cascade_case(fa_dtype dt, int sinks, int softcap, uint64_t seed)
     for (int h = 0; h < 8; ++h) sk[h] = 2.0f * rng_unif();
     fa_backend *be = cpu();
     fa_layer_desc d = scen_desc(&s);
-    if (sinks) { d.sinks = sk; d.num_sinks = 8; }
+    if (sinks) {
+        d.sinks = sk;
+        d.num_sinks = 8;
+    }
     if (softcap) d.logits_soft_cap = 4.0f;
     fa_layer L;
     fa_metadata md;
@@ -728,9 +806,12 @@ Test(forward, chunked_local)
     scen s;
     scen_begin(&s, 401, 4, 2, 32, 16, FA_DTYPE_F32);
     mixed_shape(&s, 9);
-    s.qlen[1] = 10; s.ctx[1] = 54;  /* seq 64: ends on a chunk boundary (last chunk full) */
-    s.qlen[3] = 32; s.ctx[3] = 96;  /* queries fill exactly one chunk */
-    s.qlen[5] = 70; s.ctx[5] = 5;   /* queries span three chunks */
+    s.qlen[1] = 10;
+    s.ctx[1] = 54; /* seq 64: ends on a chunk boundary (last chunk full) */
+    s.qlen[3] = 32;
+    s.ctx[3] = 96; /* queries fill exactly one chunk */
+    s.qlen[5] = 70;
+    s.ctx[5] = 5; /* queries span three chunks */
     scen_init(&s);
     const int C = 32;
     /* keys before the first query's chunk are masked for every query: NaN them */
@@ -786,8 +867,10 @@ static void fp8_case(fa_cache_dtype cd, fa_dtype storage, fa_dtype act, uint64_t
 {
     scen s;
     scen_begin(&s, seed, 8, 2, 64, 16, act);
-    s.cache_dtype = cd; s.cdt = storage;
-    s.k_scale = 0.05f; s.v_scale = 0.02f;
+    s.cache_dtype = cd;
+    s.cdt = storage;
+    s.k_scale = 0.05f;
+    s.v_scale = 0.02f;
     mixed_shape(&s, 6);
     scen_init(&s);
     fa_backend *be = cpu();
@@ -803,8 +886,10 @@ static void fp8_case(fa_cache_dtype cd, fa_dtype storage, fa_dtype act, uint64_t
                 int64_t ti = ((int64_t)t * s.Hkv + h) * s.D + dd;
                 uint8_t kb = ((uint8_t *)s.cache)[cache_index(&s, 0, blk, off, h, dd)];
                 uint8_t vb = ((uint8_t *)s.cache)[cache_index(&s, 1, blk, off, h, dd)];
-                cr_assert_eq(kb, fa_cpu_float_to_fp8(s.Knew[ti] / s.k_scale, storage), "k byte at token %d", t);
-                cr_assert_eq(vb, fa_cpu_float_to_fp8(s.Vnew[ti] / s.v_scale, storage), "v byte at token %d", t);
+                cr_assert_eq(kb, fa_cpu_float_to_fp8(s.Knew[ti] / s.k_scale, storage), "k byte at token %d",
+                             t);
+                cr_assert_eq(vb, fa_cpu_float_to_fp8(s.Vnew[ti] / s.v_scale, storage), "v byte at token %d",
+                             t);
             }
     refcfg rc = ref_from_layer(&L, 1);
     scen_check(&s, &rc, tol_for(act), "fp8 cache");
@@ -869,19 +954,25 @@ Test(forward, profiling_run_zeroes_out)
     for (int i = 0; i < 3; ++i) {
         fa_layer_desc d;
         memset(&d, 0, sizeof d);
-        d.num_heads_q = 6; d.num_heads_kv = 2; d.head_size = 40; d.dtype = dts[i];
+        d.num_heads_q = 6;
+        d.num_heads_kv = 2;
+        d.head_size = 40;
+        d.dtype = dts[i];
         fa_layer L;
         ASSERT_OK(fa_layer_init(&L, &d));
         size_t es = fa_dtype_size(dts[i]);
         void *o = malloc(37 * 6 * 40 * es), *q = malloc(37 * 6 * 40 * es);
-        for (int64_t j = 0; j < 37 * 6 * 40; ++j) { store(o, j, dts[i], rng_unif() + 2.0f); store(q, j, dts[i], rng_unif()); }
+        for (int64_t j = 0; j < 37 * 6 * 40; ++j) {
+            store(o, j, dts[i], rng_unif() + 2.0f);
+            store(q, j, dts[i], rng_unif());
+        }
         fa_tensor to = t3(o, dts[i], 37, 6, 40), tq = t3(q, dts[i], 37, 6, 40);
         ASSERT_OK(fa_forward_profile(&L, be, &to));
         cr_assert_eq(fa_forward(&L, be, &tq, NULL, NULL, NULL, NULL, &to), FA_ERR_INVALID_ARG,
                      "md NULL is an error (it used to run the profiling path silently)");
         for (int64_t j = 0; j < 37 * 6 * 40; ++j)
-            cr_assert_eq(load(o, j, dts[i]), 0.0f, "%s: out[%lld] = %g after a profiling run", fa_dtype_name(dts[i]),
-                         (long long)j, (double)load(o, j, dts[i]));
+            cr_assert_eq(load(o, j, dts[i]), 0.0f, "%s: out[%lld] = %g after a profiling run",
+                         fa_dtype_name(dts[i]), (long long)j, (double)load(o, j, dts[i]));
         /* a strided out view (a slice of a wider buffer): only the view is zeroed */
         for (int64_t j = 0; j < 37 * 6 * 40; ++j) store(o, j, dts[i], 3.0f);
         fa_tensor sv = t3(o, dts[i], 18, 6, 40);
@@ -889,7 +980,8 @@ Test(forward, profiling_run_zeroes_out)
         ASSERT_OK(fa_forward_profile(&L, be, &sv));
         for (int64_t r = 0; r < 36; ++r)
             for (int64_t j = 0; j < 6 * 40; ++j)
-                cr_assert_eq(load(o, r * 240 + j, dts[i]), (r % 2 == 0) ? 0.0f : 3.0f, "strided profiling row %lld", (long long)r);
+                cr_assert_eq(load(o, r * 240 + j, dts[i]), (r % 2 == 0) ? 0.0f : 3.0f,
+                             "strided profiling row %lld", (long long)r);
         free(o);
         free(q);
     }
@@ -906,18 +998,28 @@ static void encoder_case(fa_attn_type type, int W, fa_dtype dt, uint64_t seed)
     int32_t qsl[6], seq[5], bt[5 * 4];
     int64_t sl[128];
     qsl[0] = 0;
-    for (int r = 0; r < n; ++r) { int l = rng_int(1, 25); qsl[r + 1] = qsl[r] + l; seq[r] = l; }
+    for (int r = 0; r < n; ++r) {
+        int l = rng_int(1, 25);
+        qsl[r + 1] = qsl[r] + l;
+        seq[r] = l;
+    }
     int T = qsl[n], Tpad = T + 2;
     for (int i = 0; i < 20; ++i) bt[i] = i;
     for (int i = 0; i < Tpad; ++i) sl[i] = -1;
     size_t es = fa_dtype_size(dt);
-    float *Q = malloc(sizeof(float) * (size_t)Tpad * Hq * D), *K = malloc(sizeof(float) * (size_t)Tpad * Hkv * D);
+    float *Q = malloc(sizeof(float) * (size_t)Tpad * Hq * D),
+          *K = malloc(sizeof(float) * (size_t)Tpad * Hkv * D);
     float *V = malloc(sizeof(float) * (size_t)Tpad * Hkv * D);
     void *q = malloc((size_t)Tpad * Hq * D * es), *k = malloc((size_t)Tpad * Hkv * D * es);
     void *v = malloc((size_t)Tpad * Hkv * D * es), *o = malloc((size_t)Tpad * Hq * D * es);
-    for (int64_t i = 0; i < (int64_t)Tpad * Hq * D; ++i) { Q[i] = round_to(dt, rng_unif()); store(q, i, dt, Q[i]); store(o, i, dt, 7.0f); }
+    for (int64_t i = 0; i < (int64_t)Tpad * Hq * D; ++i) {
+        Q[i] = round_to(dt, rng_unif());
+        store(q, i, dt, Q[i]);
+        store(o, i, dt, 7.0f);
+    }
     for (int64_t i = 0; i < (int64_t)Tpad * Hkv * D; ++i) {
-        K[i] = round_to(dt, rng_unif()); V[i] = round_to(dt, rng_unif());
+        K[i] = round_to(dt, rng_unif());
+        V[i] = round_to(dt, rng_unif());
         int pad = i >= (int64_t)T * Hkv * D;
         store(k, i, dt, pad ? NAN : K[i]);
         store(v, i, dt, pad ? NAN : V[i]);
@@ -935,21 +1037,34 @@ static void encoder_case(fa_attn_type type, int W, fa_dtype dt, uint64_t seed)
     fa_builder *b;
     ASSERT_OK(fa_builder_create(be, &cfg, NULL, &b));
     fa_layer_desc d = test_desc(Hq, Hkv, D, dt);
-    d.attn_type = type; d.sliding_window = W;
+    d.attn_type = type;
+    d.sliding_window = W;
     fa_layer L;
     ASSERT_OK(fa_layer_init(&L, &d));
     fa_batch batch;
     memset(&batch, 0, sizeof batch);
-    batch.num_reqs = n; batch.query_start_loc = qsl; batch.seq_lens = seq; batch.block_table = bt;
-    batch.block_table_stride = 4; batch.block_table_host = bt; batch.slot_mapping = sl; batch.causal = 0;
+    batch.num_reqs = n;
+    batch.query_start_loc = qsl;
+    batch.seq_lens = seq;
+    batch.block_table = bt;
+    batch.block_table_stride = 4;
+    batch.block_table_host = bt;
+    batch.slot_mapping = sl;
+    batch.causal = 0;
     fa_metadata md;
     ASSERT_OK(fa_builder_build(b, &batch, 0, &md));
-    fa_tensor tq = t3(q, dt, Tpad, Hq, D), tk = t3(k, dt, Tpad, Hkv, D), tv = t3(v, dt, Tpad, Hkv, D), to = t3(o, dt, Tpad, Hq, D);
+    fa_tensor tq = t3(q, dt, Tpad, Hq, D), tk = t3(k, dt, Tpad, Hkv, D), tv = t3(v, dt, Tpad, Hkv, D),
+              to = t3(o, dt, Tpad, Hq, D);
     ASSERT_OK(fa_forward(&L, be, &tq, &tk, &tv, &tc, &md, &to));
-    cr_assert(memcmp(snap, cache, 2 * 4 * 16 * Hkv * D * sizeof(uint16_t)) == 0, "encoder attention touched the cache");
+    cr_assert(memcmp(snap, cache, 2 * 4 * 16 * Hkv * D * sizeof(uint16_t)) == 0,
+              "encoder attention touched the cache");
     refcfg rc;
     memset(&rc, 0, sizeof rc);
-    rc.Hq = Hq; rc.Hkv = Hkv; rc.D = D; rc.scale = L.scale; rc.causal = 0;
+    rc.Hq = Hq;
+    rc.Hkv = Hkv;
+    rc.D = D;
+    rc.scale = L.scale;
+    rc.causal = 0;
     rc.wl = W > 0 ? W - 1 : -1;
     rc.wr = W > 0 ? (type == FA_ATTN_ENCODER_ONLY ? W - 1 : 0) : -1;
     for (int r = 0; r < n; ++r) {
@@ -961,7 +1076,8 @@ static void encoder_case(fa_attn_type type, int W, fa_dtype dt, uint64_t seed)
             double got = load(o, (int64_t)qsl[r] * Hq * D + i, dt);
             cr_assert(isfinite(got));
             cr_assert_leq(fabs(got - ref[i]), tol_for(dt) + 1e-2 * fabs(ref[i]) * (dt != FA_DTYPE_F32),
-                          "encoder type %d W %d: req %d elem %lld: %g vs %g", (int)type, W, r, (long long)i, got, ref[i]);
+                          "encoder type %d W %d: req %d elem %lld: %g vs %g", (int)type, W, r, (long long)i,
+                          got, ref[i]);
         }
         free(ref);
     }
@@ -969,7 +1085,15 @@ static void encoder_case(fa_attn_type type, int W, fa_dtype dt, uint64_t seed)
         cr_assert_eq(load(o, i, dt), 7.0f, "padding rows written");
     fa_builder_destroy(b);
     fa_cpu_backend_destroy(be);
-    free(Q); free(K); free(V); free(q); free(k); free(v); free(o); free(cache); free(snap);
+    free(Q);
+    free(K);
+    free(V);
+    free(q);
+    free(k);
+    free(v);
+    free(o);
+    free(cache);
+    free(snap);
 }
 
 Test(forward, encoder) { encoder_case(FA_ATTN_ENCODER, 0, FA_DTYPE_F32, 701); }
@@ -982,16 +1106,16 @@ Test(forward, encoder_only_window_symmetric) { encoder_case(FA_ATTN_ENCODER_ONLY
 
 typedef struct dcp_rank {
     int rank, N, I, H, Hkv, with_sinks, fused;
-    const scen *g;            /* the global problem (Hq = N*H heads, Hkv 1) */
+    const scen *g; /* the global problem (Hq = N*H heads, Hkv 1) */
     fa_comm *comm;
-    const float *sinks;       /* this rank's [H] */
-    int32_t *bt;              /* shared block table [n, bts] (DCP virtual blocks) */
+    const float *sinks; /* this rank's [H] */
+    int32_t *bt; /* shared block table [n, bts] (DCP virtual blocks) */
     int64_t bts;
     int32_t maxb;
     int64_t NB;
     void *cache, *q, *out, *qkv;
     int64_t *slots;
-    int fail;                 /* 1: this rank passes q with token stride 0 (caught by its checks) */
+    int fail; /* 1: this rank passes q with token stride 0 (caught by its checks) */
     fa_status st;
     char err[256];
 } dcp_rank;
@@ -1012,7 +1136,10 @@ static void *dcp_rank_main(void *p)
     if (a->st != FA_OK) goto done;
     fa_layer_desc d = test_desc(a->H, a->Hkv, g->D, g->dt);
     d.dcp_world_size = a->N;
-    if (a->with_sinks) { d.sinks = a->sinks; d.num_sinks = a->H; }
+    if (a->with_sinks) {
+        d.sinks = a->sinks;
+        d.num_sinks = a->H;
+    }
     fa_layer L;
     a->st = fa_layer_init(&L, &d);
     if (a->st != FA_OK) goto done;
@@ -1056,7 +1183,8 @@ done:
     return NULL;
 }
 
-static void dcp_case_ex(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int fused, uint64_t seed, int fail_rank);
+static void dcp_case_ex(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int fused, uint64_t seed,
+                        int fail_rank);
 static void dcp_case(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int fused, uint64_t seed)
 {
     dcp_case_ex(N, I, with_sinks, dt, Hkv, fused, seed, -1);
@@ -1069,7 +1197,8 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void dcp_case_ex(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int fused, uint64_t seed, int fail_rank)
+static void dcp_case_ex(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int fused, uint64_t seed,
+                        int fail_rank)
 {
     rng_seed(seed);
     const int H = 4; /* local query heads per rank */
@@ -1077,9 +1206,14 @@ static void dcp_case_ex(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int 
        rank r's local head h reads KV head h / (H / Hkv) as it would without DCP */
     scen g;
     memset(&g, 0, sizeof g);
-    g.Hq = N * H; g.Hkv = Hkv; g.D = 32; g.bs = 16; g.dt = dt;
+    g.Hq = N * H;
+    g.Hkv = Hkv;
+    g.D = 32;
+    g.bs = 16;
+    g.dt = dt;
     mixed_shape(&g, 8);
-    g.qlen[2] = 1; g.ctx[2] = 0; /* a request without context: its context part is empty */
+    g.qlen[2] = 1;
+    g.ctx[2] = 0; /* a request without context: its context part is empty */
     scen_init(&g);
     static float sinks[64];
     for (int h = 0; h < N * H; ++h) sinks[h] = 2.0f * rng_unif();
@@ -1087,7 +1221,10 @@ static void dcp_case_ex(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int 
        KV head this is exactly the DCP group's model */
     fa_backend *be = cpu();
     fa_layer_desc d1 = scen_desc(&g);
-    if (with_sinks) { d1.sinks = sinks; d1.num_sinks = N * H; }
+    if (with_sinks) {
+        d1.sinks = sinks;
+        d1.num_sinks = N * H;
+    }
     fa_layer L1;
     fa_metadata md1;
     fa_builder *b1 = scen_build_forward(&g, be, scen_cfg(&g), d1, 1, 1, &L1, &md1);
@@ -1120,15 +1257,27 @@ static void dcp_case_ex(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int 
     int64_t *sm = malloc(sizeof(int64_t) * (size_t)tot);
     tot = 0;
     for (int r = 0; r < g.n; ++r)
-        for (int p = 0; p < g.seq[r]; ++p, ++tot) { req_of[tot] = r; pos[tot] = p; }
+        for (int p = 0; p < g.seq[r]; ++p, ++tot) {
+            req_of[tot] = r;
+            pos[tot] = p;
+        }
     for (int rk = 0; rk < N; ++rk) {
         dcp_rank *a = &ranks[rk];
         memset(a, 0, sizeof *a);
-        a->rank = rk; a->N = N; a->I = I; a->H = H; a->Hkv = Hkv; a->with_sinks = with_sinks; a->g = &g;
+        a->rank = rk;
+        a->N = N;
+        a->I = I;
+        a->H = H;
+        a->Hkv = Hkv;
+        a->with_sinks = with_sinks;
+        a->g = &g;
         a->fused = fused;
         a->comm = &comms[rk];
         a->sinks = sinks + rk * H;
-        a->bt = bt; a->bts = bts; a->maxb = maxb; a->NB = NB;
+        a->bt = bt;
+        a->bts = bts;
+        a->maxb = maxb;
+        a->NB = NB;
         a->cache = malloc((size_t)celems * es);
         fill_nan(a->cache, celems, dt);
         /* this rank's slots for every position; write the context tokens it owns */
@@ -1140,14 +1289,18 @@ static void dcp_case_ex(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int 
         int32_t idx = 0, t = 0;
         for (int r = 0; r < g.n; ++r)
             for (int p = 0; p < g.seq[r]; ++p, ++idx) {
-                if (p >= g.ctx[r]) { a->slots[t++] = sm[idx]; continue; } /* new token: fa_forward writes it */
+                if (p >= g.ctx[r]) {
+                    a->slots[t++] = sm[idx];
+                    continue;
+                } /* new token: fa_forward writes it */
                 if (sm[idx] < 0) continue;
                 int64_t blk = sm[idx] / g.bs, off = sm[idx] % g.bs;
                 for (int h = 0; h < Hkv; ++h)
                     for (int dd = 0; dd < g.D; ++dd) {
                         int64_t li = g.koff[r] + ((int64_t)p * Hkv + h) * g.D + dd;
                         store(a->cache, blk * cstr[1] + off * cstr[2] + h * cstr[3] + dd, dt, g.K[li]);
-                        store(a->cache, cstr[0] + blk * cstr[1] + off * cstr[2] + h * cstr[3] + dd, dt, g.V[li]);
+                        store(a->cache, cstr[0] + blk * cstr[1] + off * cstr[2] + h * cstr[3] + dd, dt,
+                              g.V[li]);
                     }
             }
         /* this rank's query heads */
@@ -1156,7 +1309,8 @@ static void dcp_case_ex(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int 
         for (int tt = 0; tt < g.Tpad; ++tt)
             for (int h = 0; h < H; ++h)
                 for (int dd = 0; dd < g.D; ++dd) {
-                    store(a->q, ((int64_t)tt * H + h) * g.D + dd, dt, g.Q[((int64_t)tt * g.Hq + rk * H + h) * g.D + dd]);
+                    store(a->q, ((int64_t)tt * H + h) * g.D + dd, dt,
+                          g.Q[((int64_t)tt * g.Hq + rk * H + h) * g.D + dd]);
                     store(a->out, ((int64_t)tt * H + h) * g.D + dd, dt, 7.0f);
                 }
         if (fused) {
@@ -1166,8 +1320,10 @@ static void dcp_case_ex(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int 
                 for (int64_t i = 0; i < (int64_t)H * g.D; ++i)
                     store(a->qkv, tt * W + i, dt, load(a->q, (int64_t)tt * H * g.D + i, dt));
                 for (int64_t i = 0; i < (int64_t)Hkv * g.D; ++i) {
-                    store(a->qkv, tt * W + (int64_t)H * g.D + i, dt, load(g.k, (int64_t)tt * Hkv * g.D + i, dt));
-                    store(a->qkv, tt * W + (int64_t)(H + Hkv) * g.D + i, dt, load(g.v, (int64_t)tt * Hkv * g.D + i, dt));
+                    store(a->qkv, tt * W + (int64_t)H * g.D + i, dt,
+                          load(g.k, (int64_t)tt * Hkv * g.D + i, dt));
+                    store(a->qkv, tt * W + (int64_t)(H + Hkv) * g.D + i, dt,
+                          load(g.v, (int64_t)tt * Hkv * g.D + i, dt));
                 }
             }
         }
@@ -1187,9 +1343,11 @@ static void dcp_case_ex(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int 
         cr_assert_lt(dt_s, 20.0, "the ranks took %.1f s: they waited for the failing rank", dt_s);
         for (int rk = 0; rk < N; ++rk) {
             if (rk == fail_rank) {
-                cr_assert_eq(ranks[rk].st, FA_ERR_INVALID_ARG, "failing rank: %d (%s)", (int)ranks[rk].st, ranks[rk].err);
+                cr_assert_eq(ranks[rk].st, FA_ERR_INVALID_ARG, "failing rank: %d (%s)", (int)ranks[rk].st,
+                             ranks[rk].err);
                 cr_assert(strstr(ranks[rk].err, "token stride") != NULL, "%s", ranks[rk].err);
-                cr_assert(memcmp(snap, ranks[rk].cache, (size_t)celems * es) == 0, "the failing rank wrote its cache");
+                cr_assert(memcmp(snap, ranks[rk].cache, (size_t)celems * es) == 0,
+                          "the failing rank wrote its cache");
             } else {
                 cr_assert_neq(ranks[rk].st, FA_OK, "rank %d finished a step its peer failed", rk);
                 cr_assert(strstr(ranks[rk].err, "abort") != NULL, "rank %d: %s", rk, ranks[rk].err);
@@ -1197,21 +1355,34 @@ static void dcp_case_ex(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int 
         }
         free(snap);
         for (int rk = 0; rk < N; ++rk) {
-            free(ranks[rk].cache); free(ranks[rk].q); free(ranks[rk].out); free(ranks[rk].slots); free(ranks[rk].qkv);
+            free(ranks[rk].cache);
+            free(ranks[rk].q);
+            free(ranks[rk].out);
+            free(ranks[rk].slots);
+            free(ranks[rk].qkv);
         }
         fa_fake_comm_group_destroy(comms);
-        free(bt); free(req_of); free(pos); free(sm);
+        free(bt);
+        free(req_of);
+        free(pos);
+        free(sm);
         scen_free(&g);
         return;
     }
     ASSERT_OK(fa_fake_comm_run(N, dcp_rank_main, args));
     for (int rk = 0; rk < N; ++rk)
-        cr_assert_eq(ranks[rk].st, FA_OK, "DCP N %d I %d rank %d: status %d: %s", N, I, rk, (int)ranks[rk].st, ranks[rk].err);
+        cr_assert_eq(ranks[rk].st, FA_OK, "DCP N %d I %d rank %d: status %d: %s", N, I, rk, (int)ranks[rk].st,
+                     ranks[rk].err);
     /* each rank == the same layer without DCP: its H heads over all keys (independent reference) */
     for (int rk = 0; rk < N; ++rk) {
         refcfg lr;
         memset(&lr, 0, sizeof lr);
-        lr.Hq = H; lr.Hkv = Hkv; lr.D = g.D; lr.scale = L1.scale; lr.causal = 1; lr.wl = lr.wr = -1;
+        lr.Hq = H;
+        lr.Hkv = Hkv;
+        lr.D = g.D;
+        lr.scale = L1.scale;
+        lr.causal = 1;
+        lr.wl = lr.wr = -1;
         lr.sinks = with_sinks ? sinks + rk * H : NULL;
         for (int r = 0; r < g.n; ++r) {
             int Lq = g.qlen[r], Lk = g.seq[r];
@@ -1220,15 +1391,18 @@ static void dcp_case_ex(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int 
             for (int i = 0; i < Lq; ++i)
                 for (int h = 0; h < H; ++h)
                     for (int dd = 0; dd < g.D; ++dd)
-                        qr[((int64_t)i * H + h) * g.D + dd] = g.Q[(((int64_t)g.qsl[r] + i) * g.Hq + rk * H + h) * g.D + dd];
+                        qr[((int64_t)i * H + h) * g.D + dd] =
+                            g.Q[(((int64_t)g.qsl[r] + i) * g.Hq + rk * H + h) * g.D + dd];
             ref_attn(&lr, qr, (int64_t)H * g.D, g.K + g.koff[r], g.V + g.koff[r], Lq, Lk, ref);
             for (int i = 0; i < Lq; ++i)
                 for (int h = 0; h < H; ++h)
                     for (int dd = 0; dd < g.D; ++dd) {
                         double got = load(ranks[rk].out, (((int64_t)g.qsl[r] + i) * H + h) * g.D + dd, dt);
                         double want = ref[((int64_t)i * H + h) * g.D + dd];
-                        cr_assert_leq(fabs(got - want), 2 * tol_for(dt) + 2e-2 * fabs(want) * (dt != FA_DTYPE_F32),
-                                      "DCP N %d I %d Hkv %d sinks %d rank %d req %d row %d head %d dim %d: %.7g, reference %.7g",
+                        cr_assert_leq(fabs(got - want),
+                                      2 * tol_for(dt) + 2e-2 * fabs(want) * (dt != FA_DTYPE_F32),
+                                      "DCP N %d I %d Hkv %d sinks %d rank %d req %d row %d head %d dim %d: "
+                                      "%.7g, reference %.7g",
                                       N, I, Hkv, with_sinks, rk, r, i, h, dd, got, want);
                     }
             free(qr);
@@ -1246,18 +1420,26 @@ static void dcp_case_ex(int N, int I, int with_sinks, fa_dtype dt, int Hkv, int 
                     cr_assert(isfinite(got), "DCP N %d rank %d token %d head %d: %g", N, rk, t, h, got);
                     double e = fabs(got - one);
                     if (e > maxd) maxd = e;
-                    cr_assert_leq(e, 2 * tol_for(dt) + 2e-2 * fabs(one) * (dt != FA_DTYPE_F32),
-                                  "DCP N %d I %d sinks %d rank %d token %d head %d dim %d: %.7g, one rank %.7g",
-                                  N, I, with_sinks, rk, t, h, dd, got, one);
+                    cr_assert_leq(
+                        e, 2 * tol_for(dt) + 2e-2 * fabs(one) * (dt != FA_DTYPE_F32),
+                        "DCP N %d I %d sinks %d rank %d token %d head %d dim %d: %.7g, one rank %.7g", N, I,
+                        with_sinks, rk, t, h, dd, got, one);
                 }
     for (int rk = 0; rk < N; ++rk)
         for (int64_t i = (int64_t)g.T * H * g.D; i < (int64_t)g.Tpad * H * g.D; ++i)
             cr_assert_eq(load(ranks[rk].out, i, dt), 7.0f, "DCP rank %d: padding rows written", rk);
     for (int rk = 0; rk < N; ++rk) {
-        free(ranks[rk].cache); free(ranks[rk].q); free(ranks[rk].out); free(ranks[rk].slots); free(ranks[rk].qkv);
+        free(ranks[rk].cache);
+        free(ranks[rk].q);
+        free(ranks[rk].out);
+        free(ranks[rk].slots);
+        free(ranks[rk].qkv);
     }
     fa_fake_comm_group_destroy(comms);
-    free(bt); free(req_of); free(pos); free(sm);
+    free(bt);
+    free(req_of);
+    free(pos);
+    free(sm);
     scen_free(&g);
 }
 

@@ -19,8 +19,7 @@ static double ref_e4m3(unsigned c)
 {
     int s = (c >> 7) & 1, e = (c >> 3) & 15, m = c & 7;
     double v;
-    if (e == 15 && m == 7)
-        return NAN;
+    if (e == 15 && m == 7) return NAN;
     v = e == 0 ? (m / 8.0) * pow(2.0, -6) : (1.0 + m / 8.0) * pow(2.0, e - 7);
     return s ? -v : v;
 }
@@ -54,14 +53,11 @@ static unsigned nearest_fp8(double x, fa_dtype fmt)
 {
     unsigned best = 0, c;
     double best_err = INFINITY, maxv = fmt == FA_DTYPE_FP8_E4M3 ? 448.0 : 57344.0;
-    if (x > maxv)
-        x = maxv;
-    if (x < -maxv)
-        x = -maxv;
+    if (x > maxv) x = maxv;
+    if (x < -maxv) x = -maxv;
     for (c = 0; c < 256; ++c) {
         double v = ref_fp8(c, fmt), err;
-        if (isnan(v) || isinf(v))
-            continue;
+        if (isnan(v) || isinf(v)) continue;
         if ((c & 0x7F) == 0 && ((c >> 7) != (unsigned)(signbit(x) != 0)))
             continue;   /* zero: keep the sign of x */
         err = fabs(v - x);
@@ -82,10 +78,7 @@ static uint64_t rng_next(uint64_t *s)
     return *s * 2685821657736338717ull;
 }
 
-static double rng_uniform(uint64_t *s)
-{
-    return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
-}
+static double rng_uniform(uint64_t *s) { return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
 
 static float bits_to_float(uint32_t u)
 {
@@ -113,8 +106,7 @@ Test(fp8, exhaustive_decode_e4m3)
     unsigned c;
     for (c = 0; c < 256; ++c) {
         double got = fa_cpu_fp8_to_float((uint8_t)c, FA_DTYPE_FP8_E4M3);
-        cr_expect(same_double(got, ref_e4m3(c)), "e4m3 code 0x%02X: got %.9g want %.9g", c,
-                  got, ref_e4m3(c));
+        cr_expect(same_double(got, ref_e4m3(c)), "e4m3 code 0x%02X: got %.9g want %.9g", c, got, ref_e4m3(c));
     }
     cr_expect_eq(fa_cpu_fp8_to_float(0x7E, FA_DTYPE_FP8_E4M3), 448.0f);
     cr_expect_eq(fa_cpu_fp8_to_float(0x01, FA_DTYPE_FP8_E4M3), ldexpf(1.0f, -9));
@@ -128,8 +120,7 @@ Test(fp8, exhaustive_decode_e5m2)
     unsigned c;
     for (c = 0; c < 256; ++c) {
         double got = fa_cpu_fp8_to_float((uint8_t)c, FA_DTYPE_FP8_E5M2);
-        cr_expect(same_double(got, ref_e5m2(c)), "e5m2 code 0x%02X: got %.9g want %.9g", c,
-                  got, ref_e5m2(c));
+        cr_expect(same_double(got, ref_e5m2(c)), "e5m2 code 0x%02X: got %.9g want %.9g", c, got, ref_e5m2(c));
     }
     cr_expect_eq(fa_cpu_fp8_to_float(0x7B, FA_DTYPE_FP8_E5M2), 57344.0f);
     cr_expect(isinf(fa_cpu_fp8_to_float(0x7C, FA_DTYPE_FP8_E5M2)));
@@ -144,11 +135,10 @@ Test(fp8, round_trip_every_finite_code)
     for (f = 0; f < 2; ++f) {
         for (c = 0; c < 256; ++c) {
             double v = ref_fp8(c, fmts[f]);
-            if (isnan(v) || isinf(v))
-                continue;
+            if (isnan(v) || isinf(v)) continue;
             cr_expect_eq(fa_cpu_float_to_fp8((float)v, fmts[f]), c,
-                         "fmt %d: code 0x%02X (%g) did not round-trip (got 0x%02X)", (int)fmts[f],
-                         c, v, fa_cpu_float_to_fp8((float)v, fmts[f]));
+                         "fmt %d: code 0x%02X (%g) did not round-trip (got 0x%02X)", (int)fmts[f], c, v,
+                         fa_cpu_float_to_fp8((float)v, fmts[f]));
         }
     }
 }
@@ -165,8 +155,8 @@ Test(fp8, saturation)
     cr_expect_eq(fa_cpu_float_to_fp8(INFINITY, FA_DTYPE_FP8_E4M3), 0x7E);
     cr_expect_eq(fa_cpu_float_to_fp8(-449.0f, FA_DTYPE_FP8_E4M3), 0xFE);
     cr_expect_eq(fa_cpu_float_to_fp8(-INFINITY, FA_DTYPE_FP8_E4M3), 0xFE);
-    cr_expect_eq(fa_cpu_fp8_to_float(fa_cpu_float_to_fp8(-1e30f, FA_DTYPE_FP8_E4M3),
-                                     FA_DTYPE_FP8_E4M3), -448.0f);
+    cr_expect_eq(fa_cpu_fp8_to_float(fa_cpu_float_to_fp8(-1e30f, FA_DTYPE_FP8_E4M3), FA_DTYPE_FP8_E4M3),
+                 -448.0f);
     /* E5M2: max 57344 = 0x7B; 61440 is the tie with 65536 (inf): still clamps */
     cr_expect_eq(fa_cpu_float_to_fp8(57344.0f, FA_DTYPE_FP8_E5M2), 0x7B);
     cr_expect_eq(fa_cpu_float_to_fp8(60000.0f, FA_DTYPE_FP8_E5M2), 0x7B);
@@ -183,8 +173,7 @@ Test(fp8, nan_stays_nan)
     cr_expect_eq(fa_cpu_float_to_fp8(-NAN, FA_DTYPE_FP8_E4M3), 0xFF);
     cr_expect(isnan(ref_e5m2(fa_cpu_float_to_fp8(NAN, FA_DTYPE_FP8_E5M2))));
     cr_expect(isnan(ref_e5m2(fa_cpu_float_to_fp8(-NAN, FA_DTYPE_FP8_E5M2))));
-    cr_expect(isnan(fa_cpu_fp8_to_float(fa_cpu_float_to_fp8(NAN, FA_DTYPE_FP8_E5M2),
-                                        FA_DTYPE_FP8_E5M2)));
+    cr_expect(isnan(fa_cpu_fp8_to_float(fa_cpu_float_to_fp8(NAN, FA_DTYPE_FP8_E5M2), FA_DTYPE_FP8_E5M2)));
 }
 
 Test(fp8, ties_to_even)
@@ -240,20 +229,18 @@ Test(fp8, nearest_even_vs_brute_force)
             double hi = fmts[f] == FA_DTYPE_FP8_E4M3 ? 10.0 : 17.0;
             float x = (float)ldexp(1.0 + rng_uniform(&s), (int)floor(lo + (hi - lo) * rng_uniform(&s)));
             unsigned want, got;
-            if (n % 2)
-                x = -x;
+            if (n % 2) x = -x;
             if (n % 5 == 0) {   /* an exact midpoint between two neighbouring codes */
                 unsigned c = (unsigned)(rng_next(&s) % 255);
                 double a = ref_fp8(c & 0x7F, fmts[f]), b = ref_fp8((c & 0x7F) + 1, fmts[f]);
-                if (isnan(a) || isnan(b) || isinf(a) || isinf(b))
-                    continue;
+                if (isnan(a) || isnan(b) || isinf(a) || isinf(b)) continue;
                 x = (float)(0.5 * (a + b));
             }
             want = nearest_fp8((double)x, fmts[f]);
             got = fa_cpu_float_to_fp8(x, fmts[f]);
             if (got != want && bad++ < 10)
-                cr_expect_eq(got, want, "fmt %d x %.9g: got 0x%02X want 0x%02X", (int)fmts[f],
-                             (double)x, got, want);
+                cr_expect_eq(got, want, "fmt %d x %.9g: got 0x%02X want 0x%02X", (int)fmts[f], (double)x, got,
+                             want);
         }
     }
     cr_assert_eq(bad, 0, "%d conversions differ from the nearest-even code", bad);
@@ -273,8 +260,7 @@ Test(half, exhaustive_decode_and_round_trip)
     for (c = 0; c < 65536; ++c) {
         double want = ref_half(c);
         float got = fa_cpu_half_to_float((uint16_t)c);
-        cr_expect(same_double(got, want), "half 0x%04X: got %.9g want %.9g", c, (double)got,
-                  want);
+        cr_expect(same_double(got, want), "half 0x%04X: got %.9g want %.9g", c, (double)got, want);
         if (!isnan(want))
             cr_expect_eq(fa_cpu_float_to_half(got), c, "half 0x%04X did not round-trip", c);
         else
@@ -310,12 +296,9 @@ static void check_nearest_16(int is_bf16)
         float x = bits_to_float((uint32_t)(rng_next(&s) >> 32));
         unsigned c, lo, hi;
         double v, vlo, vhi, err;
-        if (isnan(x) || isinf(x))
-            continue;
-        if (!is_bf16 && fabsf(x) >= 65520.0f)
-            continue;   /* overflow checked separately */
-        if (is_bf16 && fabs((double)x) >= ref_bf16(0x7F7F) + ldexp(1.0, 119))
-            continue;
+        if (isnan(x) || isinf(x)) continue;
+        if (!is_bf16 && fabsf(x) >= 65520.0f) continue;   /* overflow checked separately */
+        if (is_bf16 && fabs((double)x) >= ref_bf16(0x7F7F) + ldexp(1.0, 119)) continue;
         c = is_bf16 ? fa_cpu_float_to_bf16(x) : fa_cpu_float_to_half(x);
         v = is_bf16 ? ref_bf16(c) : ref_half(c);
         err = fabs(v - (double)x);
@@ -323,8 +306,8 @@ static void check_nearest_16(int is_bf16)
         hi = c + 1;
         vlo = is_bf16 ? ref_bf16(lo) : ref_half(lo);
         vhi = is_bf16 ? ref_bf16(hi) : ref_half(hi);
-        if (((signbit(x) != 0) != ((c >> 15) != 0)) ||
-            fabs(vlo - (double)x) < err || (!isinf(vhi) && fabs(vhi - (double)x) < err) ||
+        if (((signbit(x) != 0) != ((c >> 15) != 0)) || fabs(vlo - (double)x) < err ||
+            (!isinf(vhi) && fabs(vhi - (double)x) < err) ||
             (fabs(vlo - (double)x) == err && lo != c && (c & 1)) ||
             (!isinf(vhi) && fabs(vhi - (double)x) == err && (c & 1))) {
             if (bad++ < 10)
@@ -344,10 +327,8 @@ Test(bf16, exhaustive_decode_and_round_trip)
     for (c = 0; c < 65536; ++c) {
         double want = ref_bf16(c);
         float got = fa_cpu_bf16_to_float((uint16_t)c);
-        cr_expect(same_double(got, want), "bf16 0x%04X: got %.9g want %.9g", c, (double)got,
-                  want);
-        if (!isnan(want))
-            cr_expect_eq(fa_cpu_float_to_bf16(got), c, "bf16 0x%04X did not round-trip", c);
+        cr_expect(same_double(got, want), "bf16 0x%04X: got %.9g want %.9g", c, (double)got, want);
+        if (!isnan(want)) cr_expect_eq(fa_cpu_float_to_bf16(got), c, "bf16 0x%04X did not round-trip", c);
     }
 }
 
@@ -370,8 +351,7 @@ Test(bf16, rounding)
         uint32_t u = (uint32_t)(rng_next(&s) >> 32);
         float x = bits_to_float(u);
         uint16_t want;
-        if (isnan(x))
-            continue;
+        if (isnan(x)) continue;
         want = (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
         if (fa_cpu_float_to_bf16(x) != want) {
             cr_assert_eq(fa_cpu_float_to_bf16(x), want, "bf16 of 0x%08X", u);

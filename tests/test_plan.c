@@ -16,11 +16,11 @@
 
 static int32_t cdiv32(int32_t a, int32_t b) { return (a + b - 1) / b; }
 
-#define ASSERT_ERR(expr)                                                                     \
-    do {                                                                                     \
-        fa_status st__ = (expr);                                                             \
-        cr_assert_neq(st__, FA_OK, "%s unexpectedly succeeded", #expr);                      \
-        cr_assert_str_neq(fa_last_error(), "", "%s failed without a message", #expr);        \
+#define ASSERT_ERR(expr) \
+    do { \
+        fa_status st__ = (expr); \
+        cr_assert_neq(st__, FA_OK, "%s unexpectedly succeeded", #expr); \
+        cr_assert_str_neq(fa_last_error(), "", "%s failed without a message", #expr); \
     } while (0)
 
 static void assert_i32_array(const int32_t *got, const int32_t *want, int n, const char *what)
@@ -48,11 +48,16 @@ Test(local, worked_example_arrays)
     int32_t bt[30];
     for (int i = 0; i < 30; ++i) bt[i] = i; /* rows [0..9], [10..19], [20..29] */
     int32_t sq[8], cu[9], sk[8], btl[16];
-    memset(sq, 0x7f, sizeof sq); memset(cu, 0x7f, sizeof cu);
-    memset(sk, 0x7f, sizeof sk); memset(btl, 0x7f, sizeof btl);
+    memset(sq, 0x7f, sizeof sq);
+    memset(cu, 0x7f, sizeof cu);
+    memset(sk, 0x7f, sizeof sk);
+    memset(btl, 0x7f, sizeof btl);
     fa_local_batches lb;
     memset(&lb, 0, sizeof lb);
-    lb.seqlens_q = sq; lb.cu_seqlens_q = cu; lb.seqused_k = sk; lb.block_table = btl;
+    lb.seqlens_q = sq;
+    lb.cu_seqlens_q = cu;
+    lb.seqused_k = sk;
+    lb.block_table = btl;
     ASSERT_OK(fa_make_local_virtual_batches(4, 2, ex_qsl, ex_seq, 3, bt, 10, 10, 8, &lb));
     cr_assert_eq(lb.num_virtual, 8);
     cr_assert_eq(lb.pages_per_virtual, 2, "pages_per_virtual = C / bs = 2, got %d", lb.pages_per_virtual);
@@ -78,15 +83,18 @@ Test(local, worked_example_row_stride)
     int32_t sq[8], cu[9], sk[8], btl[16];
     fa_local_batches lb;
     memset(&lb, 0, sizeof lb);
-    lb.seqlens_q = sq; lb.cu_seqlens_q = cu; lb.seqused_k = sk; lb.block_table = btl;
+    lb.seqlens_q = sq;
+    lb.cu_seqlens_q = cu;
+    lb.seqused_k = sk;
+    lb.block_table = btl;
     ASSERT_OK(fa_make_local_virtual_batches(4, 2, ex_qsl, ex_seq, 3, bt, 13, 10, 8, &lb));
     const int32_t want_bt[16] = {0, 1, 2, 3, 12, 13, 14, 15, 16, 17, 18, 19, 22, 23, 24, 25};
     assert_i32_array(btl, want_bt, 16, "block_table_local (row stride 13)");
 }
 
 /* Brute-force property check of a virtual-batch plan against the original batch. */
-static void check_local_plan(int32_t C, int32_t bs, const int32_t *qsl, const int32_t *seq,
-                             int32_t n, const int32_t *bt, int64_t stride, int32_t max_blocks,
+static void check_local_plan(int32_t C, int32_t bs, const int32_t *qsl, const int32_t *seq, int32_t n,
+                             const int32_t *bt, int64_t stride, int32_t max_blocks,
                              const fa_local_batches *lb, int32_t V)
 {
     int32_t ppv = C / bs;
@@ -103,8 +111,8 @@ static void check_local_plan(int32_t C, int32_t bs, const int32_t *qsl, const in
         if (lb->seqlens_q[v] > maxq) maxq = lb->seqlens_q[v];
         if (lb->seqused_k[v] > maxk) maxk = lb->seqused_k[v];
     }
-    cr_assert_eq(lb->cu_seqlens_q[V], qsl[n], "virtual batches cover %d of %d tokens",
-                 lb->cu_seqlens_q[V], qsl[n]);
+    cr_assert_eq(lb->cu_seqlens_q[V], qsl[n], "virtual batches cover %d of %d tokens", lb->cu_seqlens_q[V],
+                 qsl[n]);
     cr_assert_eq(lb->max_query_len, maxq);
     cr_assert_eq(lb->max_seq_len, maxk);
     /* every query token of the original batch lands in exactly one virtual batch (the cu
@@ -130,7 +138,8 @@ static void check_local_plan(int32_t C, int32_t bs, const int32_t *qsl, const in
             int32_t visible = il + lb->seqused_k[v] - lb->seqlens_q[v] + 1;
             cr_assert_eq(visible, p - cs + 1,
                          "req %d pos %d: bottom-right causal in virtual %d sees %d keys, chunk "
-                         "[%d,%d] has %d", b, p, v, visible, cs, p, p - cs + 1);
+                         "[%d,%d] has %d",
+                         b, p, v, visible, cs, p, p - cs + 1);
         }
     }
 }
@@ -165,7 +174,10 @@ Test(local, random_batches_property)
         cr_assert(V >= n && V <= 4096, "V = %d", V);
         fa_local_batches lb;
         memset(&lb, 0, sizeof lb);
-        lb.seqlens_q = sq; lb.cu_seqlens_q = cu; lb.seqused_k = sk; lb.block_table = btl;
+        lb.seqlens_q = sq;
+        lb.cu_seqlens_q = cu;
+        lb.seqused_k = sk;
+        lb.block_table = btl;
         ASSERT_OK(fa_make_local_virtual_batches(C, bs, qsl, seq, n, bt, stride, max_blocks, V, &lb));
         check_local_plan(C, bs, qsl, seq, n, bt, stride, max_blocks, &lb, V);
     }
@@ -181,7 +193,10 @@ Test(local, block_table_clipping)
     int32_t sq[1], cu[2], sk[1], btl[4];
     fa_local_batches lb;
     memset(&lb, 0, sizeof lb);
-    lb.seqlens_q = sq; lb.cu_seqlens_q = cu; lb.seqused_k = sk; lb.block_table = btl;
+    lb.seqlens_q = sq;
+    lb.cu_seqlens_q = cu;
+    lb.seqused_k = sk;
+    lb.block_table = btl;
     ASSERT_OK(fa_make_local_virtual_batches(8, 2, qsl, seq, 1, bt, 8, 5, 1, &lb));
     cr_assert_eq(lb.num_virtual, 1);
     cr_assert_eq(sk[0], 1);
@@ -196,7 +211,10 @@ static int32_t ones[256];
 static int32_t mixed[256];
 static void init_lens(void)
 {
-    for (int i = 0; i < 256; ++i) { ones[i] = 1; mixed[i] = 1; }
+    for (int i = 0; i < 256; ++i) {
+        ones[i] = 1;
+        mixed[i] = 1;
+    }
     mixed[3] = 17; /* one prefill among decodes: not flash-decoding */
 }
 
@@ -253,7 +271,10 @@ Test(cascade_heuristic, strict_less_than_boundary, .init = init_lens)
 static int32_t pl_computed[64], pl_qlens[64];
 static fa_cascade_query decode_query(int32_t blocks, int32_t min_computed)
 {
-    for (int i = 0; i < 64; ++i) { pl_computed[i] = 5000 + i; pl_qlens[i] = 1; }
+    for (int i = 0; i < 64; ++i) {
+        pl_computed[i] = 5000 + i;
+        pl_qlens[i] = 1;
+    }
     pl_computed[17] = min_computed;
     fa_cascade_query q;
     memset(&q, 0, sizeof q);
@@ -298,23 +319,35 @@ Test(cascade_prefix, flags_give_zero)
     q.encoder_only = 1;
     ASSERT_OK(fa_cascade_prefix_len(&q, &p));
     cr_assert_eq(p, 0, "encoder_only -> 0, got %d", p);
-    q = decode_query(64, 6000); q.use_alibi = 1; p = -1;
+    q = decode_query(64, 6000);
+    q.use_alibi = 1;
+    p = -1;
     ASSERT_OK(fa_cascade_prefix_len(&q, &p));
     cr_assert_eq(p, 0, "alibi");
-    q = decode_query(64, 6000); q.use_sliding_window = 1; p = -1;
+    q = decode_query(64, 6000);
+    q.use_sliding_window = 1;
+    p = -1;
     ASSERT_OK(fa_cascade_prefix_len(&q, &p));
     cr_assert_eq(p, 0, "sliding");
-    q = decode_query(64, 6000); q.use_local_attention = 1; p = -1;
+    q = decode_query(64, 6000);
+    q.use_local_attention = 1;
+    p = -1;
     ASSERT_OK(fa_cascade_prefix_len(&q, &p));
     cr_assert_eq(p, 0, "local");
-    q = decode_query(64, 6000); q.dcp_world_size = 2; p = -1;
+    q = decode_query(64, 6000);
+    q.dcp_world_size = 2;
+    p = -1;
     ASSERT_OK(fa_cascade_prefix_len(&q, &p));
     cr_assert_eq(p, 0, "dcp");
-    q = decode_query(64, 6000); q.num_reqs = 7; p = -1;
+    q = decode_query(64, 6000);
+    q.num_reqs = 7;
+    p = -1;
     ASSERT_OK(fa_cascade_prefix_len(&q, &p));
     cr_assert_eq(p, 0, "7 requests");
     /* dcp_world_size 0 means the default 1 */
-    q = decode_query(64, 6000); q.dcp_world_size = 0; p = -1;
+    q = decode_query(64, 6000);
+    q.dcp_world_size = 0;
+    p = -1;
     ASSERT_OK(fa_cascade_prefix_len(&q, &p));
     cr_assert_eq(p, 1024, "dcp_world_size 0 (default 1)");
 }
@@ -389,26 +422,30 @@ Test(windows, aot_sliding_window)
     assert_window(out, 127, 0, "one distinct");
 
     fa_window none[2] = {{-1, -1}, {-1, -1}};
-    out.left = out.right = 5; en = -5;
+    out.left = out.right = 5;
+    en = -5;
     ASSERT_OK(fa_aot_sliding_window(none, 2, &out, &en));
     cr_assert_eq(en, 1);
     assert_window(out, -1, -1, "one distinct (none)");
 
     fa_window mix[3] = {{127, 0}, {-1, -1}, {127, 0}};
-    out.left = out.right = 5; en = -5;
+    out.left = out.right = 5;
+    en = -5;
     ASSERT_OK(fa_aot_sliding_window(mix, 3, &out, &en));
     cr_assert_eq(en, 0, "several distinct -> AOT off");
     assert_window(out, -1, -1, "several distinct");
 
     fa_window mix2[2] = {{127, 0}, {127, 127}}; /* same left, different right */
-    out.left = out.right = 5; en = -5;
+    out.left = out.right = 5;
+    en = -5;
     ASSERT_OK(fa_aot_sliding_window(mix2, 2, &out, &en));
     cr_assert_eq(en, 0);
     assert_window(out, -1, -1, "differ in right only");
 
     /* zero layers: no window to disagree about. The reference (vLLM builder) keeps AOT on
        with (-1,-1) when the set of windows is empty. */
-    out.left = out.right = 5; en = -5;
+    out.left = out.right = 5;
+    en = -5;
     ASSERT_OK(fa_aot_sliding_window(w, 0, &out, &en));
     assert_window(out, -1, -1, "zero layers");
     cr_assert_eq(en, 1, "zero layers: AOT stays enabled as in the reference, got %d", en);
@@ -432,8 +469,8 @@ Test(dcp, local_seq_len_table)
     for (int i = 0; i < 4; ++i)
         for (int r = 0; r < rows[i][1]; ++r) {
             int32_t got = fa_dcp_local_seq_len(rows[i][0], rows[i][1], r, rows[i][2]);
-            cr_assert_eq(got, want[i][r], "L=%d N=%d I=%d r=%d: %d, expected %d", rows[i][0],
-                         rows[i][1], rows[i][2], r, got, want[i][r]);
+            cr_assert_eq(got, want[i][r], "L=%d N=%d I=%d r=%d: %d, expected %d", rows[i][0], rows[i][1],
+                         rows[i][2], r, got, want[i][r]);
         }
 }
 
@@ -469,8 +506,8 @@ Test(dcp, local_seq_lens_batch)
                 memset(out, 0x7f, sizeof out);
                 ASSERT_OK(fa_dcp_local_seq_lens(lens, 100, N, r, I, out));
                 for (int i = 0; i < 100; ++i)
-                    cr_assert_eq(out[i], brute_local_len(lens[i], N, r, I), "L=%d N=%d r=%d I=%d",
-                                 lens[i], N, r, I);
+                    cr_assert_eq(out[i], brute_local_len(lens[i], N, r, I), "L=%d N=%d r=%d I=%d", lens[i], N,
+                                 r, I);
             }
 }
 
@@ -479,18 +516,25 @@ Test(dcp, slot_mapping_example)
     /* N=2, I=2, bs=4, block row [7,3,9], positions 0..19 */
     const int32_t row[3] = {7, 3, 9};
     int32_t req[20], pos[20];
-    for (int i = 0; i < 20; ++i) { req[i] = 0; pos[i] = i; }
-    const int64_t want0[20] = {28, 29, -1, -1, 30, 31, -1, -1, 12, 13, -1, -1, 14, 15, -1, -1, 36, 37, -1, -1};
-    const int64_t want1[20] = {-1, -1, 28, 29, -1, -1, 30, 31, -1, -1, 12, 13, -1, -1, 14, 15, -1, -1, 36, 37};
+    for (int i = 0; i < 20; ++i) {
+        req[i] = 0;
+        pos[i] = i;
+    }
+    const int64_t want0[20] = {28, 29, -1, -1, 30, 31, -1, -1, 12, 13,
+                               -1, -1, 14, 15, -1, -1, 36, 37, -1, -1};
+    const int64_t want1[20] = {-1, -1, 28, 29, -1, -1, 30, 31, -1, -1,
+                               12, 13, -1, -1, 14, 15, -1, -1, 36, 37};
     int64_t sm[20];
     memset(sm, 0x55, sizeof sm);
     ASSERT_OK(fa_dcp_slot_mapping(row, 3, 3, 4, req, pos, 20, 2, 0, 2, sm));
     for (int i = 0; i < 20; ++i)
-        cr_assert_eq(sm[i], want0[i], "rank 0 pos %d: %lld, expected %lld", i, (long long)sm[i], (long long)want0[i]);
+        cr_assert_eq(sm[i], want0[i], "rank 0 pos %d: %lld, expected %lld", i, (long long)sm[i],
+                     (long long)want0[i]);
     memset(sm, 0x55, sizeof sm);
     ASSERT_OK(fa_dcp_slot_mapping(row, 3, 3, 4, req, pos, 20, 2, 1, 2, sm));
     for (int i = 0; i < 20; ++i)
-        cr_assert_eq(sm[i], want1[i], "rank 1 pos %d: %lld, expected %lld", i, (long long)sm[i], (long long)want1[i]);
+        cr_assert_eq(sm[i], want1[i], "rank 1 pos %d: %lld, expected %lld", i, (long long)sm[i],
+                     (long long)want1[i]);
     /* N = 1 is the plain slot mapping block_table[p / bs] * bs + p % bs */
     ASSERT_OK(fa_dcp_slot_mapping(row, 3, 3, 4, req, pos, 12, 1, 0, 1, sm));
     for (int i = 0; i < 12; ++i) cr_assert_eq(sm[i], row[i / 4] * 4 + i % 4);
@@ -508,7 +552,9 @@ Test(dcp, slot_mapping_property)
         int32_t N = Ns[rng_int(0, 3)];
         int32_t bs = bss[rng_int(0, 2)];
         int32_t I = 1;
-        do { I = 1 << rng_int(0, 5); } while (bs % I != 0);
+        do {
+            I = 1 << rng_int(0, 5);
+        } while (bs % I != 0);
         int32_t max_blocks = rng_int(4, STRIDE);
         /* unique block ids per (request, column) */
         for (int i = 0; i < NREQ * STRIDE; ++i) bt[i] = -1;
@@ -519,7 +565,11 @@ Test(dcp, slot_mapping_property)
         int32_t len[NREQ], n = 0;
         for (int b = 0; b < NREQ; ++b) {
             len[b] = rng_int(0, cap < 100 ? cap : 100);
-            for (int32_t p = 0; p < len[b]; ++p) { req[n] = b; pos[n] = p; ++n; }
+            for (int32_t p = 0; p < len[b]; ++p) {
+                req[n] = b;
+                pos[n] = p;
+                ++n;
+            }
         }
         for (int32_t r = 0; r < N; ++r)
             ASSERT_OK(fa_dcp_slot_mapping(bt, STRIDE, max_blocks, bs, req, pos, n, N, r, I, sm[r]));
@@ -528,7 +578,10 @@ Test(dcp, slot_mapping_property)
         for (int32_t t = 0; t < n; ++t) {
             int owners = 0, owner = -1;
             for (int32_t r = 0; r < N; ++r)
-                if (sm[r][t] >= 0) { ++owners; owner = r; }
+                if (sm[r][t] >= 0) {
+                    ++owners;
+                    owner = r;
+                }
             cr_assert_eq(owners, 1, "position %d of req %d owned by %d ranks", pos[t], req[t], owners);
             cr_assert_eq(owner, (pos[t] / I) % N, "position %d owned by rank %d", pos[t], owner);
             for (int32_t r = 0; r < N; ++r)
@@ -538,8 +591,8 @@ Test(dcp, slot_mapping_property)
             int32_t b = req[t];
             int32_t k = k_of_rank[owner][b]++;
             int64_t want = (int64_t)bt[b * STRIDE + k / bs] * bs + k % bs;
-            cr_assert_eq(sm[owner][t], want, "N=%d I=%d bs=%d req %d pos %d: slot %lld, expected %lld",
-                         N, I, bs, b, pos[t], (long long)sm[owner][t], (long long)want);
+            cr_assert_eq(sm[owner][t], want, "N=%d I=%d bs=%d req %d pos %d: slot %lld, expected %lld", N, I,
+                         bs, b, pos[t], (long long)sm[owner][t], (long long)want);
         }
         /* slots of one rank are distinct and inside the rank's blocks of that request */
         for (int32_t r = 0; r < N; ++r)
@@ -586,8 +639,8 @@ static void assert_order(fa_kv_layout l, int layers, const int32_t *want, int32_
     ASSERT_OK(fa_kv_cache_stride_order(l, layers, o, &r));
     cr_assert_eq(r, rank);
     for (int i = 0; i < rank; ++i)
-        cr_assert_eq(o[i], want[i], "layout %d layers %d: order[%d] = %d, expected %d", (int)l, layers,
-                     i, o[i], want[i]);
+        cr_assert_eq(o[i], want[i], "layout %d layers %d: order[%d] = %d, expected %d", (int)l, layers, i,
+                     o[i], want[i]);
 }
 
 Test(caps, kv_cache_stride_order)
@@ -606,10 +659,14 @@ Test(caps, kv_cache_strides)
     const int64_t NB = 100;
     ASSERT_OK(fa_kv_cache_strides(FA_LAYOUT_NHD, NB, 16, 8, 128, s));
     const int64_t nhd[5] = {NB * 16384, 16384, 1024, 128, 1};
-    for (int i = 0; i < 5; ++i) cr_assert_eq(s[i], nhd[i], "NHD stride[%d] = %lld, expected %lld", i, (long long)s[i], (long long)nhd[i]);
+    for (int i = 0; i < 5; ++i)
+        cr_assert_eq(s[i], nhd[i], "NHD stride[%d] = %lld, expected %lld", i, (long long)s[i],
+                     (long long)nhd[i]);
     ASSERT_OK(fa_kv_cache_strides(FA_LAYOUT_HND, NB, 16, 8, 128, s));
     const int64_t hnd[5] = {NB * 16384, 16384, 128, 2048, 1};
-    for (int i = 0; i < 5; ++i) cr_assert_eq(s[i], hnd[i], "HND stride[%d] = %lld, expected %lld", i, (long long)s[i], (long long)hnd[i]);
+    for (int i = 0; i < 5; ++i)
+        cr_assert_eq(s[i], hnd[i], "HND stride[%d] = %lld, expected %lld", i, (long long)s[i],
+                     (long long)hnd[i]);
     /* consistent with the stride order: the strides of the physical order are decreasing */
     int32_t o[6], r;
     for (int l = 0; l < 2; ++l) {
@@ -636,8 +693,8 @@ Test(caps, kernel_block_sizes)
     fa_block_sizes h = fa_supported_kernel_block_sizes(1);
     cr_assert_eq(h.multiple_of, 0);
     cr_assert_eq(h.count, 3);
-    cr_assert(h.sizes[0] == 16 && h.sizes[1] == 32 && h.sizes[2] == 64, "hybrid {%d,%d,%d}",
-              h.sizes[0], h.sizes[1], h.sizes[2]);
+    cr_assert(h.sizes[0] == 16 && h.sizes[1] == 32 && h.sizes[2] == 64, "hybrid {%d,%d,%d}", h.sizes[0],
+              h.sizes[1], h.sizes[2]);
     cr_assert_eq(fa_supports_block_size(16, 0), 1);
     cr_assert_eq(fa_supports_block_size(48, 0), 1);
     cr_assert_eq(fa_supports_block_size(256, 0), 1);
@@ -703,28 +760,36 @@ Test(caps, check_combination)
     cr_assert_null(r, "hybrid with 64: %s", r);
     cr_assert_not_null(fa_check_combination(NULL, 100, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0), "head 100");
     cr_assert_not_null(fa_check_combination(NULL, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 24, 0, 0), "block 24");
-    cr_assert_not_null(fa_check_combination(NULL, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 48, 0, 1), "hybrid block 48");
-    cr_assert_not_null(fa_check_combination(NULL, 128, FA_DTYPE_BF16, (fa_cache_dtype)9, 16, 0, 0), "cache dtype 9");
+    cr_assert_not_null(fa_check_combination(NULL, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 48, 0, 1),
+                       "hybrid block 48");
+    cr_assert_not_null(fa_check_combination(NULL, 128, FA_DTYPE_BF16, (fa_cache_dtype)9, 16, 0, 0),
+                       "cache dtype 9");
     cr_assert_not_null(fa_check_combination(&old_gpu, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0), "cc 7.5");
     cr_assert_not_null(fa_check_combination(NULL, 128, FA_DTYPE_I32, FA_CACHE_AUTO, 16, 0, 0), "dtype i32");
-    cr_assert_not_null(fa_check_combination(NULL, 128, FA_DTYPE_FP8_E4M3, FA_CACHE_AUTO, 16, 0, 0), "dtype fp8 activations");
+    cr_assert_not_null(fa_check_combination(NULL, 128, FA_DTYPE_FP8_E4M3, FA_CACHE_AUTO, 16, 0, 0),
+                       "dtype fp8 activations");
     r = fa_check_combination(NULL, 100, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0);
     cr_assert(r && r[0], "reason is a non-empty string");
     /* the backend's capability block: what it compiled and runs */
     cr_assert_null(fa_check_combination(cpu, 128, FA_DTYPE_F32, FA_CACHE_AUTO, 16, 0, 0), "f32 on the CPU");
     old_gpu = *cpu;
     old_gpu.caps.act_dtypes &= ~(1u << FA_DTYPE_F32);
-    cr_assert_not_null(fa_check_combination(&old_gpu, 128, FA_DTYPE_F32, FA_CACHE_AUTO, 16, 0, 0), "no f32 kernels");
+    cr_assert_not_null(fa_check_combination(&old_gpu, 128, FA_DTYPE_F32, FA_CACHE_AUTO, 16, 0, 0),
+                       "no f32 kernels");
     old_gpu = *cpu;
     old_gpu.caps.num_dims = 3; /* widest 96: head 128 pruned */
-    cr_assert_not_null(fa_check_combination(&old_gpu, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0), "pruned head dim");
-    cr_assert_null(fa_check_combination(&old_gpu, 96, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0), "head 96 compiled");
+    cr_assert_not_null(fa_check_combination(&old_gpu, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0),
+                       "pruned head dim");
+    cr_assert_null(fa_check_combination(&old_gpu, 96, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0),
+                   "head 96 compiled");
     old_gpu = *cpu;
     old_gpu.caps.cache_dtypes &= ~(1u << FA_DTYPE_FP8_E5M2);
-    cr_assert_not_null(fa_check_combination(&old_gpu, 128, FA_DTYPE_BF16, FA_CACHE_FP8_E5M2, 16, 0, 0), "no e5m2 reads");
+    cr_assert_not_null(fa_check_combination(&old_gpu, 128, FA_DTYPE_BF16, FA_CACHE_FP8_E5M2, 16, 0, 0),
+                       "no e5m2 reads");
     old_gpu = *cpu;
     old_gpu.caps.block_size_multiple = 32;
-    cr_assert_not_null(fa_check_combination(&old_gpu, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0), "block 16 of 32s");
+    cr_assert_not_null(fa_check_combination(&old_gpu, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0),
+                       "block 16 of 32s");
     fa_cpu_backend_destroy(cpu);
 }
 
@@ -805,7 +870,8 @@ Test(splits, heuristic_rule_random)
             if (ms > sms) ms = sms;
             if (ms > nb) ms = nb;
             double best = 0;
-            for (int32_t s = 1; s <= ms; ++s) if (eff_of(work, sms, s) > best) best = eff_of(work, sms, s);
+            for (int32_t s = 1; s <= ms; ++s)
+                if (eff_of(work, sms, s) > best) best = eff_of(work, sms, s);
             /* skip float-borderline cases */
             int borderline = 0;
             for (int32_t s = 1; s <= ms; ++s)
@@ -813,11 +879,15 @@ Test(splits, heuristic_rule_random)
             if (borderline) continue;
             want = 1;
             for (int32_t s = 1; s <= ms; ++s)
-                if (eff_of(work, sms, s) >= 0.85 * best) { want = s; break; }
+                if (eff_of(work, sms, s) >= 0.85 * best) {
+                    want = s;
+                    break;
+                }
         }
-        cr_assert_eq(got, want, "work %lld sms %d n_blocks %d max %d: %d, expected %d "
-                     "(smallest s within 85%% of the best efficiency)", (long long)work, sms, nb,
-                     maxs, got, want);
+        cr_assert_eq(got, want,
+                     "work %lld sms %d n_blocks %d max %d: %d, expected %d "
+                     "(smallest s within 85%% of the best efficiency)",
+                     (long long)work, sms, nb, maxs, got, want);
         cr_assert(got >= 1 && got <= (maxs < 1 ? 1 : maxs));
     }
 }
@@ -847,8 +917,8 @@ static void check_plan_layout(const int32_t *plan, int32_t n, int32_t plan_len, 
 {
     cr_assert(plan[0] >= 1 && plan[0] <= cap, "S = %d not in [1, %d]", plan[0], cap);
     for (int32_t b = 0; b < n; ++b)
-        cr_assert(plan[1 + b] >= 1 && plan[1 + b] <= plan[0], "plan[1+%d] = %d not in [1, S=%d]",
-                  b, plan[1 + b], plan[0]);
+        cr_assert(plan[1 + b] >= 1 && plan[1 + b] <= plan[0], "plan[1+%d] = %d not in [1, S=%d]", b,
+                  plan[1 + b], plan[0]);
     for (int32_t i = 1 + n; i < plan_len; ++i)
         cr_assert_eq(plan[i], 0, "tail plan[%d] = %d, expected 0", i, plan[i]);
 }
@@ -928,8 +998,10 @@ Test(splits, plan_decode_rule)
         p.max_num_splits = 128;
         ASSERT_OK(fa_plan_splits(&p, plan, 300));
         check_plan_layout(plan, batch[i], 300, 128);
-        cr_assert_eq(plan[0], want[i], "batch %d x %d: %d splits, expected %d", batch[i], ctx[i], plan[0], want[i]);
-        for (int b = 0; b < batch[i]; ++b) cr_assert_eq(plan[1 + b], want[i], "batch %d x %d, request %d", batch[i], ctx[i], b);
+        cr_assert_eq(plan[0], want[i], "batch %d x %d: %d splits, expected %d", batch[i], ctx[i], plan[0],
+                     want[i]);
+        for (int b = 0; b < batch[i]; ++b)
+            cr_assert_eq(plan[1 + b], want[i], "batch %d x %d, request %d", batch[i], ctx[i], b);
     }
     /* the cap binds */
     p = decode_params(1, 32768, cu, sk);
@@ -947,7 +1019,8 @@ Test(splits, plan_decode_rule)
         for (int h = 0; h < 3; ++h) {
             const int32_t s16 = decode_splits(batch[i], ctx[i], heads[h], 2, cu, sk);
             const int32_t s0 = decode_splits(batch[i], ctx[i], heads[h], 0, cu, sk);
-            cr_assert_eq(s0, s16, "batch %d x %d head %d: kv_bytes 0 %d splits, 2 %d", batch[i], ctx[i], heads[h], s0, s16);
+            cr_assert_eq(s0, s16, "batch %d x %d head %d: kv_bytes 0 %d splits, 2 %d", batch[i], ctx[i],
+                         heads[h], s0, s16);
         }
     cr_assert_neq(decode_splits(64, 8192, 256, 1, cu, sk), decode_splits(64, 8192, 256, 2, cu, sk),
                   "64 x 8k head 256: fp8 and bf16 the same split count");
@@ -1106,7 +1179,8 @@ Test(splits, decode_cost_worked_example)
     cr_assert(fabs(one - (256.0 * (512.0 / 132.0) * 16384.0 / 32768.0 + 0.008 * 512)) < 1e-9, "%.6f", one);
     cr_assert(fabs(one - 500.6) < 0.05, "one split: %.3f us, expected 500.6", one);
     double two = fa__decode_cost(cp, kd, 1024, 128, 2, 132, 128, 2);
-    cr_assert(fabs(two - (2.0 * 128.0 * 6.0 * 16384.0 / 32768.0 + 0.008 * 1024 + 6.0 + 0.2 * 2)) < 1e-9, "%.6f", two);
+    cr_assert(fabs(two - (2.0 * 128.0 * 6.0 * 16384.0 / 32768.0 + 0.008 * 1024 + 6.0 + 0.2 * 2)) < 1e-9,
+              "%.6f", two);
     cr_assert_gt(two, one, "two splits cost more than one at 64 x 8k");
     /* fp8 halves the bytes of a step: latency-bound again at 1.6 us */
     double fp8 = fa__decode_cost(cp, kd, 512, 256, 1, 132, 128, 1);
@@ -1114,5 +1188,6 @@ Test(splits, decode_cost_worked_example)
     /* a backend's constants are what the model uses: a slower step shows up one for one */
     fa_backend_caps slow = *cp;
     slow.dims[3].decode_step_us = 4.0;
-    cr_assert(fabs(fa__decode_cost(&slow, &slow.dims[3], 512, 256, 1, 132, 128, 1) - (256.0 * 4.0 + 0.008 * 512)) < 1e-9);
+    cr_assert(fabs(fa__decode_cost(&slow, &slow.dims[3], 512, 256, 1, 132, 128, 1) -
+                   (256.0 * 4.0 + 0.008 * 512)) < 1e-9);
 }

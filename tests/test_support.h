@@ -14,11 +14,11 @@
 #include <stdint.h>
 #include <string.h>
 
-#define ASSERT_OK(expr)                                                                      \
-    do {                                                                                     \
-        fa_status st__ = (expr);                                                             \
-        cr_assert_eq(st__, FA_OK, "%s -> %d (%s): %s", #expr, (int)st__,                     \
-                     fa_status_string(st__), fa_last_error());                               \
+#define ASSERT_OK(expr) \
+    do { \
+        fa_status st__ = (expr); \
+        cr_assert_eq(st__, FA_OK, "%s -> %d (%s): %s", #expr, (int)st__, fa_status_string(st__), \
+                     fa_last_error()); \
     } while (0)
 
 /* splitmix64: the tests' random numbers (fixed seeds, the same sequence on every machine) */
@@ -32,7 +32,10 @@ static inline uint64_t rng_u64(void)
     return z ^ (z >> 31);
 }
 /* uniform integer in [lo, hi] */
-static inline int32_t rng_int(int32_t lo, int32_t hi) { return lo + (int32_t)(rng_u64() % (uint64_t)(hi - lo + 1)); }
+static inline int32_t rng_int(int32_t lo, int32_t hi)
+{
+    return lo + (int32_t)(rng_u64() % (uint64_t)(hi - lo + 1));
+}
 
 /* The CPU backend's capability block (what the planner tests plan for). */
 fa_status fa_cpu_backend_create(fa_backend **out);
@@ -66,8 +69,8 @@ static inline int32_t test_tile_n(int32_t d)
 
 /* A model config (heads, head size, dtype, block size; bs 0 = the default) with the scheduler's
    sizes; every other field zero (the defaults). */
-static inline fa_config test_cfg(int32_t hq, int32_t hkv, int32_t d, fa_dtype dt, int32_t bs, int32_t max_seqs,
-                                 int32_t max_tokens)
+static inline fa_config test_cfg(int32_t hq, int32_t hkv, int32_t d, fa_dtype dt, int32_t bs,
+                                 int32_t max_seqs, int32_t max_tokens)
 {
     fa_config c;
     memset(&c, 0, sizeof c);
@@ -94,8 +97,24 @@ static inline fa_layer_desc test_desc(int32_t hq, int32_t hkv, int32_t d, fa_dty
 }
 
 /* static inline: no unused-function warning in a file that only wants ASSERT_OK */
-static inline fa_status cm_ag(void *c, const void *s, void *r, size_t n, fa_dtype t) { (void)c; (void)s; (void)r; (void)n; (void)t; return FA_OK; }
-static inline fa_status cm_rs(void *c, const void *s, void *r, size_t n, fa_dtype t) { (void)c; (void)s; (void)r; (void)n; (void)t; return FA_OK; }
+static inline fa_status cm_ag(void *c, const void *s, void *r, size_t n, fa_dtype t)
+{
+    (void)c;
+    (void)s;
+    (void)r;
+    (void)n;
+    (void)t;
+    return FA_OK;
+}
+static inline fa_status cm_rs(void *c, const void *s, void *r, size_t n, fa_dtype t)
+{
+    (void)c;
+    (void)s;
+    (void)r;
+    (void)n;
+    (void)t;
+    return FA_OK;
+}
 static inline fa_comm make_comm(int32_t world, int32_t rank)
 {
     fa_comm c;

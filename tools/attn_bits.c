@@ -108,7 +108,8 @@ static void run_case(const Case *c, const char *filter)
     snprintf(name, sizeof(name), "d%d_%s_%s_%s_v%d", D, c->q == FA_DTYPE_BF16 ? "bf16" : "f16",
              c->kv == c->q ? "same" : "e4m3", c->mixed ? "mixed" : "decode", c->variant);
     if (filter && !strstr(name, filter)) return;
-    rng_state = 0x9e3779b97f4a7c15ULL ^ (uint64_t)(D * 131 + c->q * 17 + c->kv * 5 + c->mixed * 3 + c->variant * 1000);
+    rng_state = 0x9e3779b97f4a7c15ULL ^
+                (uint64_t)(D * 131 + c->q * 17 + c->kv * 5 + c->mixed * 3 + c->variant * 1000);
 
     cu_q[0] = cu_k[0] = 0;
     for (b = 0; b < B; ++b) {
@@ -134,7 +135,7 @@ static void run_case(const Case *c, const char *filter)
         int32_t *perm = (int32_t *)malloc(sizeof(int32_t) * (size_t)(nblk > 0 ? nblk : 1));
         float slopes[64], sinks[64];
         void *dq, *dk, *dv, *dout, *dbt = NULL, *dcuq, *dcuk = NULL, *dused = NULL, *dslopes = NULL,
-             *dsinks = NULL, *dplan = NULL, *dsout = NULL, *dslse = NULL;
+                                   *dsinks = NULL, *dplan = NULL, *dsout = NULL, *dslse = NULL;
         float *dlse;
         unsigned char *hout;
         float *hlse;
@@ -174,7 +175,8 @@ static void run_case(const Case *c, const char *filter)
         dk = dev_up(hk, nkv * ke);
         dv = dev_up(hv, nkv * ke);
         dcuq = dev_up(cu_q, sizeof(int32_t) * (size_t)(B + 1));
-        if (dense) dcuk = dev_up(cu_k, sizeof(int32_t) * (size_t)(B + 1));
+        if (dense)
+            dcuk = dev_up(cu_k, sizeof(int32_t) * (size_t)(B + 1));
         else {
             dused = dev_up(used, sizeof(int32_t) * (size_t)B);
             dbt = dev_up(bt, sizeof(int32_t) * (size_t)B * bt_cols);
@@ -247,8 +249,7 @@ static void run_case(const Case *c, const char *filter)
             a.window_left = 200;
             a.num_splits = S;
             break;
-        default:
-            break;
+        default: break;
         }
         if (c->kv != c->q) {
             a.k_scale = 0.75f;

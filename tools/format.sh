@@ -7,7 +7,8 @@
 #   tools/format.sh [--check] FILE...    the same for the named files only
 #
 # The sources: the git-tracked *.c *.h *.cpp *.cu *.cuh files, less the generated instance files
-# of backends/cuda/attention/instances/ (gen_instances.py writes those; its --check checks them)
+# of backends/cuda/attention/instances/ and dispatch_generated.h (gen_instances.py writes those;
+# its --check checks them)
 # and examples/readme_example.c (its README part is the README's text, hand-laid-out; the
 # readme_in_sync test keeps the two equal). backends/cuda/.clang-format adjusts the root file
 # for the CUDA C++ sources.
@@ -39,10 +40,12 @@ if [ $# -gt 0 ]; then
     files=$(printf '%s\n' "$@")
 elif git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
     files=$(git ls-files -- '*.c' '*.h' '*.cpp' '*.cu' '*.cuh' |
-            grep -v -e '^backends/cuda/attention/instances/' -e '^examples/readme_example\.c$')
+            grep -v -e '^backends/cuda/attention/instances/' -e '^backends/cuda/attention/dispatch_generated\.h$' \
+                -e '^examples/readme_example\.c$')
 else
     files=$(find . -path ./.git -prune -o -path './build*' -prune -o \
                  -path ./backends/cuda/attention/instances -prune -o \
+                 -path ./backends/cuda/attention/dispatch_generated.h -prune -o \
                  -path ./examples/readme_example.c -prune -o -type f \
                  \( -name '*.c' -o -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) \
                  -print | sed 's|^\./||' | sort)

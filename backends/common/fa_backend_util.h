@@ -37,8 +37,8 @@
    new mask variant changes this rule and the planner's key spans (fa__window_keys). The macro
    is the rule in the caller's integer type (kernels keep int32 keys in their inner loops); the
    function is it in int64. */
-#define FA_BU_KEY_ALLOWED(j, diag_key, lk, wl, wr)                                              \
-    ((j) >= 0 && (j) < (lk) && ((wl) < 0 || (j) - (diag_key) >= -(wl)) &&                       \
+#define FA_BU_KEY_ALLOWED(j, diag_key, lk, wl, wr) \
+    ((j) >= 0 && (j) < (lk) && ((wl) < 0 || (j) - (diag_key) >= -(wl)) && \
      ((wr) < 0 || (j) - (diag_key) <= (wr)))
 FA_BU_HD static inline int fa_bu_key_allowed(int64_t j, int64_t diag_key, int64_t lk, int32_t wl, int32_t wr)
 {
@@ -63,9 +63,12 @@ FA_BU_HD static inline int fa_bu_key_allowed(int64_t j, int64_t diag_key, int64_
 static inline size_t fa_bu_dtype_size(fa_dtype t)
 {
     switch (t) {
-    case FA_DTYPE_F32: case FA_DTYPE_I32: return 4;
-    case FA_DTYPE_F16: case FA_DTYPE_BF16: return 2;
-    case FA_DTYPE_FP8_E4M3: case FA_DTYPE_FP8_E5M2: return 1;
+    case FA_DTYPE_F32:
+    case FA_DTYPE_I32: return 4;
+    case FA_DTYPE_F16:
+    case FA_DTYPE_BF16: return 2;
+    case FA_DTYPE_FP8_E4M3:
+    case FA_DTYPE_FP8_E5M2: return 1;
     case FA_DTYPE_I64: return 8;
     default: return 0;
     }
@@ -146,8 +149,7 @@ static inline fa_status fa_bu_check_head_size(const fa_bu_err *e, int32_t head_s
     if (head_size % FA_BU_HEAD_SIZE_MULTIPLE != 0 || head_size < FA_BU_HEAD_SIZE_MIN ||
         head_size > FA_BU_HEAD_SIZE_MAX)
         return fa_bu_fail(e, FA_ERR_INVALID_ARG, "head_size %d is not a multiple of %d in [%d, %d]",
-                          (int)head_size, FA_BU_HEAD_SIZE_MULTIPLE, FA_BU_HEAD_SIZE_MIN,
-                          FA_BU_HEAD_SIZE_MAX);
+                          (int)head_size, FA_BU_HEAD_SIZE_MULTIPLE, FA_BU_HEAD_SIZE_MIN, FA_BU_HEAD_SIZE_MAX);
     return FA_OK;
 }
 
@@ -166,10 +168,10 @@ static inline fa_status fa_bu_check_scale(const fa_bu_err *e, float x, const cha
     return FA_OK;
 }
 
-#define FA_BU_TRY(expr)                                                                       \
-    do {                                                                                      \
-        fa_status fa_bu_st_ = (expr);                                                         \
-        if (fa_bu_st_ != FA_OK) return fa_bu_st_;                                             \
+#define FA_BU_TRY(expr) \
+    do { \
+        fa_status fa_bu_st_ = (expr); \
+        if (fa_bu_st_ != FA_OK) return fa_bu_st_; \
     } while (0)
 
 /* ---- op argument structs ------------------------------------------------------------------ */
@@ -194,7 +196,8 @@ static inline fa_status fa_bu_check_cache_write(const fa_bu_err *e, const fa_cac
         return fa_bu_fail(e, FA_ERR_INVALID_ARG, "kv_dtype %s is not f32, f16 or bf16",
                           fa_bu_dtype_name(a->kv_dtype, n1));
     if (a->cache_dtype != a->kv_dtype && !fa_bu_is_fp8(a->cache_dtype))
-        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "cache_dtype %s is neither kv_dtype %s nor fp8_e4m3 / fp8_e5m2",
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
+                          "cache_dtype %s is neither kv_dtype %s nor fp8_e4m3 / fp8_e5m2",
                           fa_bu_dtype_name(a->cache_dtype, n1), fa_bu_dtype_name(a->kv_dtype, n2));
     if (fa_bu_is_fp8(a->cache_dtype)) {
         FA_BU_TRY(fa_bu_check_scale(e, a->k_scale, "k_scale"));
@@ -211,10 +214,12 @@ static inline fa_status fa_bu_check_cache_write(const fa_bu_err *e, const fa_cac
     FA_BU_TRY(fa_bu_check_ptr(e, a->slot_mapping, "slot_mapping"));
     row = (int64_t)a->num_heads_kv * a->head_size;
     if (a->num_tokens > 1 && a->key_token_stride < row)
-        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "key_token_stride %lld is smaller than num_heads_kv * head_size = %lld",
+        return fa_bu_fail(e, FA_ERR_INVALID_ARG,
+                          "key_token_stride %lld is smaller than num_heads_kv * head_size = %lld",
                           (long long)a->key_token_stride, (long long)row);
     if (a->num_tokens > 1 && a->value_token_stride < row)
-        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "value_token_stride %lld is smaller than num_heads_kv * head_size = %lld",
+        return fa_bu_fail(e, FA_ERR_INVALID_ARG,
+                          "value_token_stride %lld is smaller than num_heads_kv * head_size = %lld",
                           (long long)a->value_token_stride, (long long)row);
     return FA_OK;
 }
@@ -231,7 +236,8 @@ static inline fa_status fa_bu_check_attention(const fa_bu_err *e, const fa_attn_
     const int paged = a != NULL && a->cu_seqlens_k == NULL;
     if (a == NULL) return fa_bu_fail(e, FA_ERR_INVALID_ARG, "args is NULL");
     if (block_size_multiple < 1) block_size_multiple = 1;
-    if (a->num_seqs < 0) return fa_bu_fail(e, FA_ERR_INVALID_ARG, "num_seqs %d is negative", (int)a->num_seqs);
+    if (a->num_seqs < 0)
+        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "num_seqs %d is negative", (int)a->num_seqs);
     if (a->num_tokens < 0)
         return fa_bu_fail(e, FA_ERR_INVALID_ARG, "num_tokens %d is negative", (int)a->num_tokens);
     FA_BU_TRY(fa_bu_check_heads(e, a->num_heads_q, "num_heads_q"));
@@ -239,24 +245,28 @@ static inline fa_status fa_bu_check_attention(const fa_bu_err *e, const fa_attn_
     if (a->num_heads_q % a->num_heads_kv != 0)
         return fa_bu_fail(e, FA_ERR_INVALID_ARG, "num_heads_q %d is not a multiple of num_heads_kv %d",
                           (int)a->num_heads_q, (int)a->num_heads_kv);
-    if (a->q_head_group < 0 ||
-        (a->q_head_group > 0 && (a->num_heads_q % a->q_head_group != 0 || a->q_head_group % a->num_heads_kv != 0)))
+    if (a->q_head_group < 0 || (a->q_head_group > 0 && (a->num_heads_q % a->q_head_group != 0 ||
+                                                        a->q_head_group % a->num_heads_kv != 0)))
         return fa_bu_fail(e, FA_ERR_INVALID_ARG,
                           "q_head_group %d must divide num_heads_q %d and be a multiple of num_heads_kv %d",
                           (int)a->q_head_group, (int)a->num_heads_q, (int)a->num_heads_kv);
     FA_BU_TRY(fa_bu_check_head_size(e, a->head_size));
     if (!fa_bu_is_act_dtype(a->q_dtype))
-        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "q_dtype %s is not f32, f16 or bf16", fa_bu_dtype_name(a->q_dtype, n1));
+        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "q_dtype %s is not f32, f16 or bf16",
+                          fa_bu_dtype_name(a->q_dtype, n1));
     if (a->kv_dtype != a->q_dtype && !fa_bu_is_fp8(a->kv_dtype))
         return fa_bu_fail(e, FA_ERR_INVALID_ARG, "kv_dtype %s with q_dtype %s (K/V are in q_dtype or fp8)",
                           fa_bu_dtype_name(a->kv_dtype, n1), fa_bu_dtype_name(a->q_dtype, n2));
     if (paged && a->seqused_k == NULL)
-        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "seqused_k and cu_seqlens_k are both NULL (one is required)");
+        return fa_bu_fail(e, FA_ERR_INVALID_ARG,
+                          "seqused_k and cu_seqlens_k are both NULL (one is required)");
     if (!paged && a->seqused_k != NULL)
-        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "seqused_k and cu_seqlens_k are both set (they are exclusive)");
+        return fa_bu_fail(e, FA_ERR_INVALID_ARG,
+                          "seqused_k and cu_seqlens_k are both set (they are exclusive)");
     if (paged) {
         if (a->block_table == NULL)
-            return fa_bu_fail(e, FA_ERR_INVALID_ARG, "block_table is NULL (paged attention: seqused_k is set)");
+            return fa_bu_fail(e, FA_ERR_INVALID_ARG,
+                              "block_table is NULL (paged attention: seqused_k is set)");
         if (a->block_size <= 0 || a->block_size % block_size_multiple != 0)
             return fa_bu_fail(e, FA_ERR_INVALID_ARG, "block_size %d is not a positive multiple of %d",
                               (int)a->block_size, (int)block_size_multiple);
@@ -295,8 +305,10 @@ static inline fa_status fa_bu_check_rows(const fa_bu_err *e, fa_dtype dtype, int
 {
     char n1[FA_BU_NAME_BUF];
     if (!fa_bu_is_act_dtype(dtype))
-        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "dtype %s is not f32, f16 or bf16", fa_bu_dtype_name(dtype, n1));
-    if (num_tokens < 0) return fa_bu_fail(e, FA_ERR_INVALID_ARG, "num_tokens %d is negative", (int)num_tokens);
+        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "dtype %s is not f32, f16 or bf16",
+                          fa_bu_dtype_name(dtype, n1));
+    if (num_tokens < 0)
+        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "num_tokens %d is negative", (int)num_tokens);
     FA_BU_TRY(fa_bu_check_heads(e, num_heads, "num_heads"));
     return fa_bu_check_head_size(e, head_size);
 }

@@ -73,37 +73,61 @@ static void *run_ops(void *p)
     int i, r;
     for (i = 0; i < 3 * D; ++i)
         key[i] = (float)(i / D + 1) + 10.0f * (float)who;   /* value row j = j + 1 + 10 who */
-    for (i = 0; i < D; ++i)
-        q[i] = 0.0f;                                          /* equal logits: out = mean */
+    for (i = 0; i < D; ++i) q[i] = 0.0f; /* equal logits: out = mean */
     memset(&w, 0, sizeof w);
-    w.key = key; w.value = key;
+    w.key = key;
+    w.value = key;
     w.key_token_stride = w.value_token_stride = D;
     w.kv_dtype = w.cache_dtype = FA_DTYPE_F32;
-    w.key_cache = kc; w.value_cache = vc;
-    w.cache_block_stride = BS * D; w.cache_row_stride = D; w.cache_head_stride = D;
+    w.key_cache = kc;
+    w.value_cache = vc;
+    w.cache_block_stride = BS * D;
+    w.cache_row_stride = D;
+    w.cache_head_stride = D;
     w.slot_mapping = slot;
     w.num_blocks = NB;
-    w.num_tokens = 3; w.num_heads_kv = 1; w.head_size = D; w.block_size = BS;
+    w.num_tokens = 3;
+    w.num_heads_kv = 1;
+    w.head_size = D;
+    w.block_size = BS;
     memset(&a, 0, sizeof a);
-    a.q = q; a.q_token_stride = D; a.q_head_stride = D; a.q_dtype = FA_DTYPE_F32;
-    a.k = kc; a.v = vc; a.kv_dtype = FA_DTYPE_F32;
+    a.q = q;
+    a.q_token_stride = D;
+    a.q_head_stride = D;
+    a.q_dtype = FA_DTYPE_F32;
+    a.k = kc;
+    a.v = vc;
+    a.kv_dtype = FA_DTYPE_F32;
     a.k_block_stride = a.v_block_stride = BS * D;
     a.k_row_stride = a.v_row_stride = D;
     a.k_head_stride = a.v_head_stride = D;
-    a.out = out; a.out_token_stride = D; a.out_head_stride = D;
-    a.lse = lse; a.lse_head_stride = 1;
-    a.cu_seqlens_q = cu_q; a.seqused_k = used; a.block_table = bt; a.block_table_stride = 1;
+    a.out = out;
+    a.out_token_stride = D;
+    a.out_head_stride = D;
+    a.lse = lse;
+    a.lse_head_stride = 1;
+    a.cu_seqlens_q = cu_q;
+    a.seqused_k = used;
+    a.block_table = bt;
+    a.block_table_stride = 1;
     a.num_blocks = NB;
-    a.num_seqs = 1; a.num_tokens = 1; a.max_seqlen_q = 1; a.max_seqlen_k = 3;
-    a.num_heads_q = 1; a.num_heads_kv = 1; a.head_size = D; a.block_size = BS;
-    a.softmax_scale = 1.0f; a.window_left = a.window_right = -1; a.num_splits = 1;
+    a.num_seqs = 1;
+    a.num_tokens = 1;
+    a.max_seqlen_q = 1;
+    a.max_seqlen_k = 3;
+    a.num_heads_q = 1;
+    a.num_heads_kv = 1;
+    a.head_size = D;
+    a.block_size = BS;
+    a.softmax_scale = 1.0f;
+    a.window_left = a.window_right = -1;
+    a.num_splits = 1;
     for (r = 0; r < ROUNDS / 10; ++r) {
         memset(kc, 0, sizeof kc);
         memset(vc, 0, sizeof vc);
         if (g_be->ops.reshape_and_cache(g_be->ctx, &w) != FA_OK ||
             g_be->ops.check(g_be->ctx, FA_OP_ATTENTION, &a) != FA_OK ||
-            g_be->ops.attention(g_be->ctx, &a) != FA_OK ||
-            out[0] != 2.0f + 10.0f * (float)who)
+            g_be->ops.attention(g_be->ctx, &a) != FA_OK || out[0] != 2.0f + 10.0f * (float)who)
             g_bad[2 + who]++;
     }
     return NULL;
@@ -136,15 +160,13 @@ int main(void)
     float s[4] = {0, 0, 0, 0}, rv[8];
     int i, fails = 0;
 
-    alarm(120);   /* a hang fails */
-    if (fa_cpu_backend_create(&g_be) != FA_OK)
-        return 2;
+    alarm(120); /* a hang fails */
+    if (fa_cpu_backend_create(&g_be) != FA_OK) return 2;
     pthread_create(&t[0], NULL, fail_fill, NULL);
     pthread_create(&t[1], NULL, fail_dcp, NULL);
     pthread_create(&t[2], NULL, run_ops, (void *)(size_t)0);
     pthread_create(&t[3], NULL, run_ops, (void *)(size_t)1);
-    for (i = 0; i < 4; ++i)
-        pthread_join(t[i], NULL);
+    for (i = 0; i < 4; ++i) pthread_join(t[i], NULL);
     for (i = 0; i < 4; ++i)
         if (g_bad[i]) {
             fprintf(stderr, "thread %d: %d wrong results or messages\n", i, g_bad[i]);
@@ -158,8 +180,7 @@ int main(void)
     fa_cpu_backend_destroy(g_be);
 
     /* abort wakes a waiting rank */
-    if (fa_fake_comm_group_create(2, &g_comms) != FA_OK)
-        return 2;
+    if (fa_fake_comm_group_create(2, &g_comms) != FA_OK) return 2;
     fa_fake_comm_group_set_timeout(g_comms, 0);
     pthread_create(&t[0], NULL, rank_wait, NULL);
     pthread_create(&t[1], NULL, rank_abort, NULL);
@@ -167,8 +188,7 @@ int main(void)
     pthread_join(t[1], NULL);
     if (g_st0 != FA_ERR_BACKEND ||
         strstr(g_comms[0].last_error(g_comms[0].ctx), "peer rank 1 aborted") == NULL) {
-        fprintf(stderr, "abort: rank 0 got %d: %s\n", (int)g_st0,
-                g_comms[0].last_error(g_comms[0].ctx));
+        fprintf(stderr, "abort: rank 0 got %d: %s\n", (int)g_st0, g_comms[0].last_error(g_comms[0].ctx));
         fails++;
     }
     /* reset, then a timeout (rank 1 never comes) */

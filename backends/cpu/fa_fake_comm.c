@@ -63,10 +63,8 @@ typedef struct fa__fake_group {
 
 static float fa__fake_load(const void *base, size_t i, fa_dtype t)
 {
-    if (t == FA_DTYPE_F32)
-        return ((const float *)base)[i];
-    if (t == FA_DTYPE_F16)
-        return fa_cpu_half_to_float(((const uint16_t *)base)[i]);
+    if (t == FA_DTYPE_F32) return ((const float *)base)[i];
+    if (t == FA_DTYPE_F16) return fa_cpu_half_to_float(((const uint16_t *)base)[i]);
     return fa_cpu_bf16_to_float(((const uint16_t *)base)[i]);
 }
 
@@ -120,11 +118,9 @@ static void fa__fake_missing(const fa__fake_group *g, char *buf, size_t n)
     buf[0] = '\0';
     for (q = 0; q < g->world_size && len + 1 < n; ++q) {
         int w;
-        if (g->present[q])
-            continue;
+        if (g->present[q]) continue;
         w = snprintf(buf + len, n - len, "%s%d", len ? ", " : "", (int)q);
-        if (w < 0)
-            break;
+        if (w < 0) break;
         len += (size_t)w < n - len ? (size_t)w : n - len - 1;
     }
 }
@@ -133,24 +129,20 @@ static void fa__fake_missing(const fa__fake_group *g, char *buf, size_t n)
    returns FA_ERR_BACKEND (message in me->err) when the group is or becomes aborted, or when
    the group's timeout passes first (that aborts the group). The second meeting is never left
    early: every rank has passed the first, so each is reading the send buffers and arrives. */
-static fa_status fa__fake_meet(fa__fake_group *g, fa__fake_rank *me, const char *name,
-                               int abortable)
+static fa_status fa__fake_meet(fa__fake_group *g, fa__fake_rank *me, const char *name, int abortable)
 {
     const unsigned long gen = g->generation;
     const fa_bu_err e = fa__fake_err(me, name);
     struct timespec deadline;
-    if (abortable)
-        g->present[me->rank] = 1;
+    if (abortable) g->present[me->rank] = 1;
     if (++g->waiting == g->world_size) {
         g->waiting = 0;
         g->generation++;
-        if (abortable)
-            memset(g->present, 0, (size_t)g->world_size);
+        if (abortable) memset(g->present, 0, (size_t)g->world_size);
         pthread_cond_broadcast(&g->cv);
         return FA_OK;
     }
-    if (abortable && g->timeout_ms > 0)
-        fa__fake_deadline(g, &deadline);
+    if (abortable && g->timeout_ms > 0) fa__fake_deadline(g, &deadline);
     while (gen == g->generation) {
         if (abortable && g->aborted) {
             return fa_bu_fail(&e, FA_ERR_BACKEND, "rank %d: %s", (int)me->rank, g->abort_reason);
@@ -165,8 +157,8 @@ static fa_status fa__fake_meet(fa__fake_group *g, fa__fake_rank *me, const char 
                          (int)me->rank, (long long)g->timeout_ms, name, missing);
                 fa__fake_abort_locked(g, reason);
                 return fa_bu_fail(&e, FA_ERR_BACKEND,
-                                  "rank %d timed out after %lld ms: rank(s) %s did not arrive",
-                                  (int)me->rank, (long long)g->timeout_ms, missing);
+                                  "rank %d timed out after %lld ms: rank(s) %s did not arrive", (int)me->rank,
+                                  (long long)g->timeout_ms, missing);
             }
         } else {
             pthread_cond_wait(&g->cv, &g->mu);
@@ -178,8 +170,8 @@ static fa_status fa__fake_meet(fa__fake_group *g, fa__fake_rank *me, const char 
 /* One collective: publish the arguments, meet, check that every rank agrees, move the data,
    meet again (so no rank reuses its send buffer while another still reads it). A bad call
    fails on every rank (each sees every rank's arguments) and aborts the group. */
-static fa_status fa__fake_collective(void *ctx, int op, const void *send, void *recv,
-                                     size_t count, fa_dtype dtype)
+static fa_status fa__fake_collective(void *ctx, int op, const void *send, void *recv, size_t count,
+                                     fa_dtype dtype)
 {
     fa__fake_rank *me = (fa__fake_rank *)ctx;
     fa__fake_group *g = me->group;
@@ -202,8 +194,7 @@ static fa_status fa__fake_collective(void *ctx, int op, const void *send, void *
     g->slots[me->rank].dtype = dtype;
     st = fa__fake_meet(g, me, name, 1);
     pthread_mutex_unlock(&g->mu);
-    if (st != FA_OK)
-        return st;
+    if (st != FA_OK) return st;
 
     /* every rank is here and the slots stay put until the second meeting */
     for (q = 0; q < g->world_size && st == FA_OK; ++q) {
@@ -211,16 +202,15 @@ static fa_status fa__fake_collective(void *ctx, int op, const void *send, void *
         if (s->op != op || s->count != count || s->dtype != dtype)
             st = fa_bu_fail(&e, FA_ERR_INVALID_ARG,
                             "rank %d called %s with count %zu dtype %d, rank %d called %s with "
-                            "count %zu dtype %d", (int)me->rank, name, count,
-                               (int)dtype, (int)q,
-                               s->op == FA__FAKE_ALL_GATHER ? "all_gather" : "reduce_scatter",
-                               s->count, (int)s->dtype);
+                            "count %zu dtype %d",
+                            (int)me->rank, name, count, (int)dtype, (int)q,
+                            s->op == FA__FAKE_ALL_GATHER ? "all_gather" : "reduce_scatter", s->count,
+                            (int)s->dtype);
         else if (es == 0)
             st = fa_bu_fail(&e, FA_ERR_INVALID_ARG, "dtype %d is unknown", (int)dtype);
-        else if (op == FA__FAKE_REDUCE_SCATTER && dtype != FA_DTYPE_F32 &&
-                 dtype != FA_DTYPE_F16 && dtype != FA_DTYPE_BF16)
-            st = fa_bu_fail(&e, FA_ERR_UNSUPPORTED, "dtype %d is not F32, F16 or BF16",
-                            (int)dtype);
+        else if (op == FA__FAKE_REDUCE_SCATTER && dtype != FA_DTYPE_F32 && dtype != FA_DTYPE_F16 &&
+                 dtype != FA_DTYPE_BF16)
+            st = fa_bu_fail(&e, FA_ERR_UNSUPPORTED, "dtype %d is not F32, F16 or BF16", (int)dtype);
         else if (count > 0 && (!s->send || !s->recv))
             st = fa_bu_fail(&e, FA_ERR_INVALID_ARG, "rank %d passed a NULL %s", (int)q,
                             !s->send ? "send" : "recv");
@@ -245,8 +235,7 @@ static fa_status fa__fake_collective(void *ctx, int op, const void *send, void *
     pthread_mutex_lock(&g->mu);
     if (st != FA_OK) {
         char reason[256];
-        snprintf(reason, sizeof reason, "peer rank %d aborted (its %s failed)", (int)me->rank,
-                 name);
+        snprintf(reason, sizeof reason, "peer rank %d aborted (its %s failed)", (int)me->rank, name);
         fa__fake_abort_locked(g, reason);
     }
     (void)fa__fake_meet(g, me, name, 0);
@@ -254,8 +243,7 @@ static fa_status fa__fake_collective(void *ctx, int op, const void *send, void *
     return st;
 }
 
-static fa_status fa__fake_all_gather(void *ctx, const void *send, void *recv, size_t count,
-                                     fa_dtype dtype)
+static fa_status fa__fake_all_gather(void *ctx, const void *send, void *recv, size_t count, fa_dtype dtype)
 {
     return fa__fake_collective(ctx, FA__FAKE_ALL_GATHER, send, recv, count, dtype);
 }
@@ -266,10 +254,7 @@ static fa_status fa__fake_reduce_scatter(void *ctx, const void *send, void *recv
     return fa__fake_collective(ctx, FA__FAKE_REDUCE_SCATTER, send, recv, count, dtype);
 }
 
-static const char *fa__fake_last_error(void *ctx)
-{
-    return ((const fa__fake_rank *)ctx)->err;
-}
+static const char *fa__fake_last_error(void *ctx) { return ((const fa__fake_rank *)ctx)->err; }
 
 /* fa_comm.abort: this rank failed a step, the peers must not wait for it. */
 static void fa__fake_abort_op(void *ctx)
@@ -285,8 +270,7 @@ static void fa__fake_abort_op(void *ctx)
 /* The group of a comm made here (NULL for anything else). */
 static fa__fake_group *fa__fake_group_of(const fa_comm *comm)
 {
-    if (!comm || !comm->ctx || comm->all_gather != fa__fake_all_gather)
-        return NULL;
+    if (!comm || !comm->ctx || comm->all_gather != fa__fake_all_gather) return NULL;
     return ((const fa__fake_rank *)comm->ctx)->group;
 }
 
@@ -297,8 +281,7 @@ fa_status fa_fake_comm_group_create(int32_t world_size, fa_comm **comms_out)
     pthread_condattr_t ca;
     int32_t r;
 
-    if (!comms_out || world_size < 1)
-        return FA_ERR_INVALID_ARG;
+    if (!comms_out || world_size < 1) return FA_ERR_INVALID_ARG;
     *comms_out = NULL;
     g = (fa__fake_group *)calloc(1, sizeof *g);
     comms = (fa_comm *)calloc((size_t)world_size, sizeof *comms);
@@ -345,8 +328,7 @@ fa_status fa_fake_comm_group_create(int32_t world_size, fa_comm **comms_out)
 void fa_fake_comm_group_destroy(fa_comm *comms)
 {
     fa__fake_group *g;
-    if (!comms)
-        return;
+    if (!comms) return;
     g = ((fa__fake_rank *)comms[0].ctx)->group;
     pthread_mutex_destroy(&g->mu);
     pthread_cond_destroy(&g->cv);
@@ -361,10 +343,8 @@ fa_status fa_fake_comm_abort(const fa_comm *comm)
 {
     fa__fake_group *g = fa__fake_group_of(comm);
     char reason[256];
-    if (!g)
-        return FA_ERR_INVALID_ARG;
-    snprintf(reason, sizeof reason, "peer rank %d aborted (fa_fake_comm_abort)",
-             (int)comm->rank);
+    if (!g) return FA_ERR_INVALID_ARG;
+    snprintf(reason, sizeof reason, "peer rank %d aborted (fa_fake_comm_abort)", (int)comm->rank);
     pthread_mutex_lock(&g->mu);
     fa__fake_abort_locked(g, reason);
     pthread_mutex_unlock(&g->mu);
@@ -375,8 +355,7 @@ int fa_fake_comm_aborted(const fa_comm *comm)
 {
     fa__fake_group *g = fa__fake_group_of(comm);
     int a;
-    if (!g)
-        return 0;
+    if (!g) return 0;
     pthread_mutex_lock(&g->mu);
     a = g->aborted;
     pthread_mutex_unlock(&g->mu);
@@ -387,16 +366,14 @@ fa_status fa_fake_comm_group_reset(fa_comm *comms)
 {
     fa__fake_group *g = fa__fake_group_of(comms);
     int32_t r;
-    if (!g)
-        return FA_ERR_INVALID_ARG;
+    if (!g) return FA_ERR_INVALID_ARG;
     pthread_mutex_lock(&g->mu);
     g->aborted = 0;
     g->abort_reason[0] = '\0';
     g->waiting = 0;
     g->generation++;
     memset(g->present, 0, (size_t)g->world_size);
-    for (r = 0; r < g->world_size; ++r)
-        g->ranks[r].err[0] = '\0';
+    for (r = 0; r < g->world_size; ++r) g->ranks[r].err[0] = '\0';
     pthread_mutex_unlock(&g->mu);
     return FA_OK;
 }
@@ -404,8 +381,7 @@ fa_status fa_fake_comm_group_reset(fa_comm *comms)
 fa_status fa_fake_comm_group_set_timeout(fa_comm *comms, int64_t timeout_ms)
 {
     fa__fake_group *g = fa__fake_group_of(comms);
-    if (!g)
-        return FA_ERR_INVALID_ARG;
+    if (!g) return FA_ERR_INVALID_ARG;
     pthread_mutex_lock(&g->mu);
     g->timeout_ms = timeout_ms > 0 ? timeout_ms : 0;
     pthread_mutex_unlock(&g->mu);
@@ -430,12 +406,10 @@ static void *fa__fake_trampoline(void *p)
     fa__fake_thread *t = (fa__fake_thread *)p;
     int state;
     pthread_mutex_lock(&t->gate->mu);
-    while (t->gate->state == 0)
-        pthread_cond_wait(&t->gate->cv, &t->gate->mu);
+    while (t->gate->state == 0) pthread_cond_wait(&t->gate->cv, &t->gate->mu);
     state = t->gate->state;
     pthread_mutex_unlock(&t->gate->mu);
-    if (state == 1)
-        (void)t->fn(t->arg);
+    if (state == 1) (void)t->fn(t->arg);
     return NULL;
 }
 
@@ -446,8 +420,7 @@ fa_status fa_fake_comm_run(int32_t world_size, void *(*fn)(void *), void **args)
     pthread_t *ids;
     int32_t r, started = 0;
 
-    if (world_size < 1 || !fn)
-        return FA_ERR_INVALID_ARG;
+    if (world_size < 1 || !fn) return FA_ERR_INVALID_ARG;
     th = (fa__fake_thread *)calloc((size_t)world_size, sizeof *th);
     ids = (pthread_t *)calloc((size_t)world_size, sizeof *ids);
     if (!th || !ids) {
@@ -462,16 +435,14 @@ fa_status fa_fake_comm_run(int32_t world_size, void *(*fn)(void *), void **args)
         th[r].gate = &gate;
         th[r].fn = fn;
         th[r].arg = args ? args[r] : NULL;
-        if (pthread_create(&ids[r], NULL, fa__fake_trampoline, &th[r]) != 0)
-            break;
+        if (pthread_create(&ids[r], NULL, fa__fake_trampoline, &th[r]) != 0) break;
         started++;
     }
     pthread_mutex_lock(&gate.mu);
     gate.state = started == world_size ? 1 : 2;
     pthread_cond_broadcast(&gate.cv);
     pthread_mutex_unlock(&gate.mu);
-    for (r = 0; r < started; ++r)
-        pthread_join(ids[r], NULL);
+    for (r = 0; r < started; ++r) pthread_join(ids[r], NULL);
     pthread_mutex_destroy(&gate.mu);
     pthread_cond_destroy(&gate.cv);
     free(th);

@@ -56,13 +56,11 @@ struct CacheParams {
     FaRowMap map;                        // threads -> (token, head, chunk)
 };
 
-template <class T>
-struct alignas(16) Chunk {
+template <class T> struct alignas(16) Chunk {
     typename T::raw e[kChunk];
 };
 
-template <class T, bool kVec>
-__device__ __forceinline__ Chunk<T> load_chunk(const typename T::raw *src) {
+template <class T, bool kVec> __device__ __forceinline__ Chunk<T> load_chunk(const typename T::raw *src) {
     Chunk<T> c;
     if (kVec) {
         constexpr int n = (int)sizeof(Chunk<T>) / 16;
@@ -100,10 +98,8 @@ __device__ __forceinline__ void store_fp8(uint8_t *dst, const Chunk<T> &c, float
         uint32_t w[2];
 #pragma unroll
         for (int i = 0; i < kChunk / 4; ++i) {
-            float2 lo = make_float2(T::to_float(c.e[4 * i + 0]) / scale,
-                                    T::to_float(c.e[4 * i + 1]) / scale);
-            float2 hi = make_float2(T::to_float(c.e[4 * i + 2]) / scale,
-                                    T::to_float(c.e[4 * i + 3]) / scale);
+            float2 lo = make_float2(T::to_float(c.e[4 * i + 0]) / scale, T::to_float(c.e[4 * i + 1]) / scale);
+            float2 hi = make_float2(T::to_float(c.e[4 * i + 2]) / scale, T::to_float(c.e[4 * i + 3]) / scale);
             // element 2j in the low byte of each pair: memory order is element order
             uint32_t a = (uint32_t)__nv_cvt_float2_to_fp8x2(lo, __NV_SATFINITE, fmt);
             uint32_t b = (uint32_t)__nv_cvt_float2_to_fp8x2(hi, __NV_SATFINITE, fmt);
@@ -170,8 +166,7 @@ void launch(const CacheParams &p, bool vec, dim3 grid, dim3 block, cudaStream_t 
 }
 
 template <class T>
-void launch_fp8(const CacheParams &p, int mode, bool vec, dim3 grid, dim3 block,
-                cudaStream_t stream) {
+void launch_fp8(const CacheParams &p, int mode, bool vec, dim3 grid, dim3 block, cudaStream_t stream) {
     if (mode == kFp8E4M3)
         launch<T, kFp8E4M3>(p, vec, grid, block, stream);
     else
@@ -191,19 +186,18 @@ fa_status fa_cuda__reshape_and_cache(const fa_cache_write_args *a, const FaLaunc
     const fa_status st = fa_cuda__reshape_and_cache_check(a, err, err_size);
     if (st != FA_OK || a->num_tokens == 0) return st;
     cudaStream_t stream = L->stream;
-    const int mode = a->cache_dtype == a->kv_dtype ? kCopy
-                     : a->cache_dtype == FA_DTYPE_FP8_E4M3 ? kFp8E4M3 : kFp8E5M2;
+    const int mode = a->cache_dtype == a->kv_dtype         ? kCopy
+                     : a->cache_dtype == FA_DTYPE_FP8_E4M3 ? kFp8E4M3
+                                                           : kFp8E5M2;
 
     // 16-byte source vectors; 16-byte destination vectors (8-byte for fp8)
     const int in_es = (int)fa_bu_dtype_size(a->kv_dtype), out_es = (int)fa_bu_dtype_size(a->cache_dtype);
     const int64_t out_align = out_es == 1 ? 8 : 16;
-    const bool vec = aligned(a->key, 16) && aligned(a->value, 16) &&
-                     (a->key_token_stride * in_es) % 16 == 0 &&
-                     (a->value_token_stride * in_es) % 16 == 0 &&
-                     aligned(a->key_cache, out_align) && aligned(a->value_cache, out_align) &&
-                     (a->cache_block_stride * out_es) % out_align == 0 &&
-                     (a->cache_row_stride * out_es) % out_align == 0 &&
-                     (a->cache_head_stride * out_es) % out_align == 0;
+    const bool vec =
+        aligned(a->key, 16) && aligned(a->value, 16) && (a->key_token_stride * in_es) % 16 == 0 &&
+        (a->value_token_stride * in_es) % 16 == 0 && aligned(a->key_cache, out_align) &&
+        aligned(a->value_cache, out_align) && (a->cache_block_stride * out_es) % out_align == 0 &&
+        (a->cache_row_stride * out_es) % out_align == 0 && (a->cache_head_stride * out_es) % out_align == 0;
 
     CacheParams p;
     p.key = a->key;

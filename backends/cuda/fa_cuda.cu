@@ -40,8 +40,7 @@ __attribute__((format(printf, 3, 4))) fa_status fail(Ctx *c, fa_status st, const
     return st;
 }
 
-#define create_fail(st, ...)                                                                    \
-    fa_bu_fail(&g_create_e, (st), __VA_ARGS__)
+#define create_fail(st, ...) fa_bu_fail(&g_create_e, (st), __VA_ARGS__)
 thread_local fa_bu_err g_create_e = {g_create_err, sizeof g_create_err, "fa_cuda_backend_create"};
 
 // A bad index an earlier kernel recorded in the error word: reported by the next op call (or
@@ -56,11 +55,13 @@ fa_status take_device_error(Ctx *c) {
     if (op == FA_DEVERR_CACHE_SLOT)
         fail(c, FA_ERR_INVALID_ARG,
              "cuda reshape_and_cache: slot_mapping[%lld] = %lld is outside the cache (%lld blocks x %lld); "
-             "the token was not written", index, value, limit, aux);
+             "the token was not written",
+             index, value, limit, aux);
     else if (op == FA_DEVERR_BLOCK_ID)
         fail(c, FA_ERR_INVALID_ARG,
              "cuda attention: block_table id %lld (row %lld, column %lld) is outside [0, %lld); "
-             "its keys were not read and the row's output is undefined (finite)", value, index, aux, limit);
+             "its keys were not read and the row's output is undefined (finite)",
+             value, index, aux, limit);
     else
         fail(c, FA_ERR_INVALID_ARG, "cuda: a kernel reported error %d (index %lld, value %lld, limit %lld)",
              op, index, value, limit);
@@ -71,10 +72,10 @@ fa_status take_device_error(Ctx *c) {
     return FA_ERR_INVALID_ARG;
 }
 
-#define FA__TAKE_DEVICE_ERROR(c)                                                                \
-    do {                                                                                       \
-        const fa_status dev_st_ = take_device_error(c);                                        \
-        if (dev_st_ != FA_OK) return dev_st_;                                                   \
+#define FA__TAKE_DEVICE_ERROR(c) \
+    do { \
+        const fa_status dev_st_ = take_device_error(c); \
+        if (dev_st_ != FA_OK) return dev_st_; \
     } while (0)
 
 // Makes `device` current for the scope; restores the previous device at the end.
@@ -102,14 +103,14 @@ Ctx *ctx_of(void *ctx) { return static_cast<Ctx *>(ctx); }
 // returns FA_ERR_BACKEND from the op if that fails. Then clears a stale, non-sticky error of
 // an earlier runtime call on this thread (the caller's), so that the launch check after the
 // op's kernel reports the op's own failure only (a sticky error still shows there).
-#define FA__ENTER(c, op)                                                                        \
-    FA__TAKE_DEVICE_ERROR(c);                                                                  \
-    DeviceGuard guard_((c)->device);                                                           \
-    if (guard_.status != cudaSuccess) {                                                        \
-        cudaGetLastError();                                                                    \
-        return fail((c), FA_ERR_BACKEND, "%s: cannot make device %d current: %s", (op),         \
-                    (c)->device, cudaGetErrorString(guard_.status));                           \
-    }                                                                                          \
+#define FA__ENTER(c, op) \
+    FA__TAKE_DEVICE_ERROR(c); \
+    DeviceGuard guard_((c)->device); \
+    if (guard_.status != cudaSuccess) { \
+        cudaGetLastError(); \
+        return fail((c), FA_ERR_BACKEND, "%s: cannot make device %d current: %s", (op), (c)->device, \
+                    cudaGetErrorString(guard_.status)); \
+    } \
     cudaGetLastError();
 
 FaLaunch launch_of(Ctx *c) {
@@ -136,8 +137,9 @@ fa_status op_attention(void *ctx, const fa_attn_args *a) {
 #else   // !FA_CUDA_HAVE_ATTENTION
     (void)a;
     FA__TAKE_DEVICE_ERROR(c);
-    return fail(c, FA_ERR_UNSUPPORTED, "attention: this build of the CUDA backend has no attention "
-                                       "kernels (backends/cuda/attention was not built)");
+    return fail(c, FA_ERR_UNSUPPORTED,
+                "attention: this build of the CUDA backend has no attention "
+                "kernels (backends/cuda/attention was not built)");
 #endif  // FA_CUDA_HAVE_ATTENTION
 }
 
@@ -162,20 +164,23 @@ fa_status op_check(void *ctx, fa_op op, const void *args) {
     FA__TAKE_DEVICE_ERROR(c);
     switch (op) {
     case FA_OP_RESHAPE_AND_CACHE:
-        return fa_cuda__reshape_and_cache_check(static_cast<const fa_cache_write_args *>(args), c->err, sizeof c->err);
+        return fa_cuda__reshape_and_cache_check(static_cast<const fa_cache_write_args *>(args), c->err,
+                                                sizeof c->err);
     case FA_OP_ATTENTION:
 #if FA_CUDA_HAVE_ATTENTION
-        return fa_cuda__attention_check(static_cast<const fa_attn_args *>(args), &c->be.info, c->err, sizeof c->err);
+        return fa_cuda__attention_check(static_cast<const fa_attn_args *>(args), &c->be.info, c->err,
+                                        sizeof c->err);
 #else   // !FA_CUDA_HAVE_ATTENTION
-        return fail(c, FA_ERR_UNSUPPORTED, "attention: this build of the CUDA backend has no attention "
-                                           "kernels (backends/cuda/attention was not built)");
+        return fail(c, FA_ERR_UNSUPPORTED,
+                    "attention: this build of the CUDA backend has no attention "
+                    "kernels (backends/cuda/attention was not built)");
 #endif  // FA_CUDA_HAVE_ATTENTION
     case FA_OP_MERGE_STATES:
         return fa_cuda__merge_states_check(static_cast<const fa_merge_args *>(args), c->err, sizeof c->err);
     case FA_OP_DCP_CORRECT:
-        return fa_cuda__dcp_correct_check(static_cast<const fa_dcp_correct_args *>(args), c->err, sizeof c->err);
-    default:
-        return fail(c, FA_ERR_INVALID_ARG, "check: op %d is not a fa_op", (int)op);
+        return fa_cuda__dcp_correct_check(static_cast<const fa_dcp_correct_args *>(args), c->err,
+                                          sizeof c->err);
+    default: return fail(c, FA_ERR_INVALID_ARG, "check: op %d is not a fa_op", (int)op);
     }
 }
 
@@ -202,8 +207,8 @@ fa_status op_copy(void *ctx, void *dst, const void *src, size_t bytes, fa_copy_k
     return FA_OK;
 }
 
-fa_status op_copy_2d(void *ctx, void *dst, size_t dpitch, const void *src, size_t spitch,
-                     size_t width_bytes, size_t rows, fa_copy_kind kind) {
+fa_status op_copy_2d(void *ctx, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width_bytes,
+                     size_t rows, fa_copy_kind kind) {
     Ctx *c = ctx_of(ctx);
     FA__TAKE_DEVICE_ERROR(c);
     cudaMemcpyKind k;
@@ -224,8 +229,8 @@ fa_status op_copy_2d(void *ctx, void *dst, size_t dpitch, const void *src, size_
     const cudaError_t e = cudaMemcpy2DAsync(dst, dpitch, src, spitch, width_bytes, rows, k, c->stream);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        return fail(c, FA_ERR_BACKEND, "copy_2d: cudaMemcpy2DAsync of %zu rows x %zu bytes failed: %s",
-                    rows, width_bytes, cudaGetErrorString(e));
+        return fail(c, FA_ERR_BACKEND, "copy_2d: cudaMemcpy2DAsync of %zu rows x %zu bytes failed: %s", rows,
+                    width_bytes, cudaGetErrorString(e));
     }
     return FA_OK;
 }
@@ -243,8 +248,8 @@ fa_status op_fill(void *ctx, void *dst, size_t pitch, int value, size_t width_by
                                     : cudaMemset2DAsync(dst, pitch, value, width_bytes, rows, c->stream);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        return fail(c, FA_ERR_BACKEND, "fill: memset of %zu rows x %zu bytes (pitch %zu) failed: %s",
-                    rows, width_bytes, pitch, cudaGetErrorString(e));
+        return fail(c, FA_ERR_BACKEND, "fill: memset of %zu rows x %zu bytes (pitch %zu) failed: %s", rows,
+                    width_bytes, pitch, cudaGetErrorString(e));
     }
     return FA_OK;
 }
@@ -339,7 +344,8 @@ extern "C" fa_status fa_cuda_backend_create(int device, void *stream, fa_backend
     Ctx *c = static_cast<Ctx *>(calloc(1, sizeof(Ctx)));
     if (!c) return create_fail(FA_ERR_OUT_OF_MEMORY, "malloc of %zu bytes failed", sizeof(Ctx));
     void *word = nullptr;
-    if ((e = cudaHostAlloc(&word, sizeof(FaDevErr), cudaHostAllocMapped | cudaHostAllocPortable)) != cudaSuccess ||
+    if ((e = cudaHostAlloc(&word, sizeof(FaDevErr), cudaHostAllocMapped | cudaHostAllocPortable)) !=
+            cudaSuccess ||
         (e = cudaHostGetDevicePointer(reinterpret_cast<void **>(&c->err_dev), word, 0)) != cudaSuccess) {
         cudaGetLastError();
         if (word) cudaFreeHost(word);

@@ -16,10 +16,10 @@ enum { FA_DEVERR_NONE = 0, FA_DEVERR_CACHE_SLOT = 1, FA_DEVERR_BLOCK_ID = 2 };
 struct FaDevErr {
     int32_t flag;
     int32_t op;        // FA_DEVERR_*
-    int64_t index;     // cache slot: the token t of slot_mapping[t]; block id: the sequence (block-table row)
-    int64_t value;     // the bad slot / block id
-    int64_t limit;     // num_blocks
-    int64_t aux;       // cache slot: block_size; block id: the block-table column
+    int64_t index; // cache slot: the token t of slot_mapping[t]; block id: the sequence (block-table row)
+    int64_t value; // the bad slot / block id
+    int64_t limit; // num_blocks
+    int64_t aux; // cache slot: block_size; block id: the block-table column
 };
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
@@ -28,7 +28,7 @@ struct FaDevErr {
 static __device__ __noinline__ void fa_dev_err_report(FaDevErr *w, int op, int64_t index, int64_t value,
                                                       int64_t limit, int64_t aux) {
     if (w == nullptr) return;
-    if (*reinterpret_cast<volatile int32_t *>(&w->flag) != 0) return;   // already taken
+    if (*reinterpret_cast<volatile int32_t *>(&w->flag) != 0) return; // already taken
     if (atomicCAS(&w->flag, 0, 1) != 0) return;
     w->op = op;
     w->index = index;
@@ -38,13 +38,13 @@ static __device__ __noinline__ void fa_dev_err_report(FaDevErr *w, int op, int64
     __threadfence_system();
     atomicExch(&w->flag, 2);
 }
-#endif  // __CUDACC__ || __HIPCC__
+#endif // __CUDACC__ || __HIPCC__
 
 // What every kernel-launching op needs besides its arguments.
 struct FaLaunch {
     cudaStream_t stream;
     const fa_device_info *info;
-    FaDevErr *err_word;   // device address of the backend's error word
+    FaDevErr *err_word; // device address of the backend's error word
 };
 
 // Paged / dense varlen attention incl. split-KV and its combine (backends/cuda/attention/).
@@ -60,7 +60,8 @@ void fa_cuda__attention_caps(fa_backend_caps *caps);
 
 // Memory-bound kernels (cache_kernels.cu, merge_kernels.cu); same contract.
 fa_status fa_cuda__reshape_and_cache_check(const fa_cache_write_args *a, char *err, size_t err_size);
-fa_status fa_cuda__reshape_and_cache(const fa_cache_write_args *a, const FaLaunch *L, char *err, size_t err_size);
+fa_status fa_cuda__reshape_and_cache(const fa_cache_write_args *a, const FaLaunch *L, char *err,
+                                     size_t err_size);
 fa_status fa_cuda__merge_states_check(const fa_merge_args *a, char *err, size_t err_size);
 fa_status fa_cuda__merge_states(const fa_merge_args *a, const FaLaunch *L, char *err, size_t err_size);
 fa_status fa_cuda__dcp_correct_check(const fa_dcp_correct_args *a, char *err, size_t err_size);
@@ -71,14 +72,14 @@ fa_status fa_cuda__dcp_correct(const fa_dcp_correct_args *a, const FaLaunch *L, 
 // tokens (or one 256-chunk part of a longer row), so that a block reads and writes contiguous
 // memory and the heads of a row are moved together.
 struct FaRowMap {
-    int32_t cph;      // chunks per head
-    int32_t cpr;      // chunks per token row (heads * cph)
-    int32_t rows;     // tokens per block (1 when a row spans several blocks)
+    int32_t cph; // chunks per head
+    int32_t cpr; // chunks per token row (heads * cph)
+    int32_t rows; // tokens per block (1 when a row spans several blocks)
 };
 
 // Grid, block and map for num_tokens rows of heads * cph chunks, at most `threads` per block.
-static inline FaRowMap fa_row_map(int32_t num_tokens, int32_t heads, int32_t cph, int32_t threads,
-                                  dim3 *grid, dim3 *block) {
+static inline FaRowMap fa_row_map(int32_t num_tokens, int32_t heads, int32_t cph, int32_t threads, dim3 *grid,
+                                  dim3 *block) {
     FaRowMap m;
     m.cph = cph;
     m.cpr = heads * cph;

@@ -35,9 +35,7 @@ struct TF32 {
 struct TF16 {
     typedef uint16_t raw;
     static __device__ __forceinline__ float to_float(raw r) { return __half2float(__ushort_as_half(r)); }
-    static __device__ __forceinline__ raw from_float(float x) {
-        return __half_as_ushort(__float2half_rn(x));
-    }
+    static __device__ __forceinline__ raw from_float(float x) { return __half_as_ushort(__float2half_rn(x)); }
 };
 struct TBF16 {
     typedef uint16_t raw;
@@ -49,8 +47,7 @@ struct TBF16 {
     }
 };
 
-template <class T>
-struct alignas(16) Chunk {
+template <class T> struct alignas(16) Chunk {
     static constexpr int n = 16 / (int)sizeof(typename T::raw);
     typename T::raw e[n];
 };
@@ -120,9 +117,11 @@ __global__ void __launch_bounds__(kThreads) merge_states_kernel(const MergeParam
     const float sl = empty_if_not_finite(*(p.suffix_lse + h * p.suffix_lse_head_stride + t));
     float px[n], sx[n];
     load_chunk<T, kVec>(static_cast<const R *>(p.prefix) + t * p.prefix_token_stride +
-                            h * p.prefix_head_stride + d, px);
+                            h * p.prefix_head_stride + d,
+                        px);
     load_chunk<T, kVec>(static_cast<const R *>(p.suffix) + t * p.suffix_token_stride +
-                            h * p.suffix_head_stride + d, sx);
+                            h * p.suffix_head_stride + d,
+                        sx);
     const float m = fmaxf(pl, sl);
     float pw = 0.0f, sw = 0.0f, lse = -INFINITY;
     if (m != -INFINITY) {                // at least one side holds keys
@@ -139,8 +138,7 @@ __global__ void __launch_bounds__(kThreads) merge_states_kernel(const MergeParam
         if (sw != 0.0f) v += sx[i] * sw;
         acc[i] = v;
     }
-    store_chunk<T, kVec>(static_cast<R *>(p.out) + t * p.out_token_stride + h * p.out_head_stride + d,
-                         acc);
+    store_chunk<T, kVec>(static_cast<R *>(p.out) + t * p.out_token_stride + h * p.out_head_stride + d, acc);
     if (p.out_lse && c == 0) p.out_lse[h * p.out_lse_head_stride + t] = lse;
 }
 
@@ -215,8 +213,7 @@ void launch_merge(const MergeParams &p, bool vec, dim3 grid, dim3 block, cudaStr
         merge_states_kernel<T, false><<<grid, block, 0, stream>>>(p);
 }
 
-template <class T>
-void launch_dcp(const DcpParams &p, bool vec, dim3 grid, dim3 block, cudaStream_t stream) {
+template <class T> void launch_dcp(const DcpParams &p, bool vec, dim3 grid, dim3 block, cudaStream_t stream) {
     if (vec)
         dcp_correct_kernel<T, true><<<grid, block, 0, stream>>>(p);
     else
@@ -225,7 +222,8 @@ void launch_dcp(const DcpParams &p, bool vec, dim3 grid, dim3 block, cudaStream_
 
 fa_status launched(const fa_bu_err *e) {
     const cudaError_t ce = cudaGetLastError();
-    if (ce != cudaSuccess) return fa_bu_fail(e, FA_ERR_BACKEND, "kernel launch failed: %s", cudaGetErrorString(ce));
+    if (ce != cudaSuccess)
+        return fa_bu_fail(e, FA_ERR_BACKEND, "kernel launch failed: %s", cudaGetErrorString(ce));
     return FA_OK;
 }
 

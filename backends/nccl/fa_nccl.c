@@ -108,8 +108,10 @@ static cudaError_t fa__nccl_enter(int device, int *prev)
     }
     if (cur != device) {
         e = cudaSetDevice(device);
-        if (e == cudaSuccess) *prev = cur;
-        else cudaGetLastError();
+        if (e == cudaSuccess)
+            *prev = cur;
+        else
+            cudaGetLastError();
     }
     return e;
 }
@@ -173,9 +175,16 @@ static int fa__nccl_type(fa_dtype dt, int reduce, ncclDataType_t *nt, size_t *mu
     case FA_DTYPE_F32: *nt = ncclFloat32; return 1;
     case FA_DTYPE_F16: *nt = ncclFloat16; return 1;
     case FA_DTYPE_BF16: *nt = ncclBfloat16; return 1;
-    case FA_DTYPE_I32: *nt = ncclUint8; *mult = 4; return !reduce;
-    case FA_DTYPE_I64: *nt = ncclUint8; *mult = 8; return !reduce;
-    case FA_DTYPE_FP8_E4M3: case FA_DTYPE_FP8_E5M2: *nt = ncclUint8; return !reduce;
+    case FA_DTYPE_I32:
+        *nt = ncclUint8;
+        *mult = 4;
+        return !reduce;
+    case FA_DTYPE_I64:
+        *nt = ncclUint8;
+        *mult = 8;
+        return !reduce;
+    case FA_DTYPE_FP8_E4M3:
+    case FA_DTYPE_FP8_E5M2: *nt = ncclUint8; return !reduce;
     default: return 0;
     }
 }
@@ -190,32 +199,37 @@ static fa_status fa__nccl_prepare(fa__nccl_ctx *c, const char *op, int reduce, c
     if (!fa__nccl_type(dtype, reduce, nt, &mult))
         return fa__nccl_ctx_fail(c, FA_ERR_UNSUPPORTED, "%s: dtype %d (%s) is not %s", op, (int)dtype,
                                  fa__nccl_dtype_name(dtype),
-                                 reduce ? "f32, f16 or bf16" : "f32, f16, bf16, i32, i64, fp8_e4m3 or fp8_e5m2");
+                                 reduce ? "f32, f16 or bf16"
+                                        : "f32, f16, bf16, i32, i64, fp8_e4m3 or fp8_e5m2");
     if (count == 0) return FA_OK;
     if (send == NULL || recv == NULL)
         return fa__nccl_ctx_fail(c, FA_ERR_INVALID_ARG, "%s: %s is NULL (count %zu, rank %d)", op,
                                  send == NULL ? "send" : "recv", count, c->rank);
     if (count > (size_t)-1 / mult / (size_t)c->world_size / 8u)
-        return fa__nccl_ctx_fail(c, FA_ERR_INVALID_ARG, "%s: count %zu x world_size %d overflows size_t", op, count,
-                                 c->world_size);
+        return fa__nccl_ctx_fail(c, FA_ERR_INVALID_ARG, "%s: count %zu x world_size %d overflows size_t", op,
+                                 count, c->world_size);
     *elems = count * mult;
     return FA_OK;
 }
 
 /* Status of an enqueued collective: the call's result, then the comm's asynchronous state. */
-static fa_status fa__nccl_result(fa__nccl_ctx *c, const char *op, ncclResult_t r, size_t count, fa_dtype dtype)
+static fa_status fa__nccl_result(fa__nccl_ctx *c, const char *op, ncclResult_t r, size_t count,
+                                 fa_dtype dtype)
 {
     ncclResult_t ar = ncclSuccess;
     if (r != ncclSuccess && r != ncclInProgress) {
         const char *detail = ncclGetLastError(c->comm);
-        return fa__nccl_ctx_fail(c, FA_ERR_BACKEND, "%s of %zu x %s on rank %d of %d (device %d) failed: %s%s%s", op,
-                                 count, fa__nccl_dtype_name(dtype), c->rank, c->world_size, c->device,
-                                 ncclGetErrorString(r), detail && detail[0] ? ": " : "", detail ? detail : "");
+        return fa__nccl_ctx_fail(c, FA_ERR_BACKEND,
+                                 "%s of %zu x %s on rank %d of %d (device %d) failed: %s%s%s", op, count,
+                                 fa__nccl_dtype_name(dtype), c->rank, c->world_size, c->device,
+                                 ncclGetErrorString(r), detail && detail[0] ? ": " : "",
+                                 detail ? detail : "");
     }
     if (ncclCommGetAsyncError(c->comm, &ar) == ncclSuccess && ar != ncclSuccess && ar != ncclInProgress) {
         const char *detail = ncclGetLastError(c->comm);
-        return fa__nccl_ctx_fail(c, FA_ERR_BACKEND, "%s on rank %d of %d (device %d): the communicator failed: %s%s%s",
-                                 op, c->rank, c->world_size, c->device, ncclGetErrorString(ar),
+        return fa__nccl_ctx_fail(c, FA_ERR_BACKEND,
+                                 "%s on rank %d of %d (device %d): the communicator failed: %s%s%s", op,
+                                 c->rank, c->world_size, c->device, ncclGetErrorString(ar),
                                  detail && detail[0] ? ": " : "", detail ? detail : "");
     }
     return FA_OK;
@@ -252,15 +266,13 @@ static fa_status fa__nccl_all_gather(void *ctx, const void *send, void *recv, si
     return fa__nccl_collective(ctx, 0, send, recv, count, dtype);
 }
 
-static fa_status fa__nccl_reduce_scatter(void *ctx, const void *send, void *recv, size_t count, fa_dtype dtype)
+static fa_status fa__nccl_reduce_scatter(void *ctx, const void *send, void *recv, size_t count,
+                                         fa_dtype dtype)
 {
     return fa__nccl_collective(ctx, 1, send, recv, count, dtype);
 }
 
-static const char *fa__nccl_last_error_op(void *ctx)
-{
-    return ctx ? ((const fa__nccl_ctx *)ctx)->err : "";
-}
+static const char *fa__nccl_last_error_op(void *ctx) { return ctx ? ((const fa__nccl_ctx *)ctx)->err : ""; }
 
 static void fa__nccl_group_free(fa__nccl_group *g)
 {
@@ -286,8 +298,8 @@ static fa__nccl_group *fa__nccl_group_alloc(int count)
 }
 
 /* Fills entry i of a group around an initialised NCCL communicator. */
-static void fa__nccl_group_set(fa__nccl_group *g, int i, ncclComm_t comm, int world_size, int rank, int device,
-                               void *stream)
+static void fa__nccl_group_set(fa__nccl_group *g, int i, ncclComm_t comm, int world_size, int rank,
+                               int device, void *stream)
 {
     fa__nccl_ctx *c = &g->ctxs[i];
     fa_comm *fc = &g->comms[i];
@@ -331,9 +343,11 @@ fa_status fa_nccl_comm_create(int world_size, int rank, const void *unique_id, i
     fa__nccl_clear();
     if (out == NULL) return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: out is NULL", fn);
     *out = NULL;
-    if (world_size < 1) return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: world_size %d must be >= 1", fn, world_size);
+    if (world_size < 1)
+        return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: world_size %d must be >= 1", fn, world_size);
     if (rank < 0 || rank >= world_size)
-        return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: rank %d is outside [0, world_size %d)", fn, rank, world_size);
+        return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: rank %d is outside [0, world_size %d)", fn, rank,
+                             world_size);
     if (unique_id == NULL) return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: unique_id is NULL", fn);
     s = fa__nccl_check_device(fn, "device", device);
     if (s != FA_OK) return s;
@@ -352,8 +366,9 @@ fa_status fa_nccl_comm_create(int world_size, int rank, const void *unique_id, i
     if (r != ncclSuccess) {
         const char *detail = ncclGetLastError(NULL);
         fa__nccl_group_free(g);
-        return fa__nccl_fail(FA_ERR_BACKEND, "%s: ncclCommInitRank (world_size %d, rank %d, device %d) failed: %s%s%s",
-                             fn, world_size, rank, device, ncclGetErrorString(r), detail && detail[0] ? ": " : "",
+        return fa__nccl_fail(FA_ERR_BACKEND,
+                             "%s: ncclCommInitRank (world_size %d, rank %d, device %d) failed: %s%s%s", fn,
+                             world_size, rank, device, ncclGetErrorString(r), detail && detail[0] ? ": " : "",
                              detail ? detail : "");
     }
     g->magic = FA__NCCL_MAGIC;
@@ -362,7 +377,8 @@ fa_status fa_nccl_comm_create(int world_size, int rank, const void *unique_id, i
     return FA_OK;
 }
 
-fa_status fa_nccl_comms_create_local(int world_size, const int *devices, void *const *streams, fa_comm **comms_out)
+fa_status fa_nccl_comms_create_local(int world_size, const int *devices, void *const *streams,
+                                     fa_comm **comms_out)
 {
     const char *fn = "fa_nccl_comms_create_local";
     fa__nccl_group *g;
@@ -373,7 +389,8 @@ fa_status fa_nccl_comms_create_local(int world_size, const int *devices, void *c
     fa__nccl_clear();
     if (comms_out == NULL) return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: comms_out is NULL", fn);
     *comms_out = NULL;
-    if (world_size < 1) return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: world_size %d must be >= 1", fn, world_size);
+    if (world_size < 1)
+        return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: world_size %d must be >= 1", fn, world_size);
     if (devices == NULL) return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: devices is NULL", fn);
     for (i = 0; i < world_size; ++i) {
         char what[32];
@@ -382,8 +399,9 @@ fa_status fa_nccl_comms_create_local(int world_size, const int *devices, void *c
         if (s != FA_OK) return s;
         for (j = 0; j < i; ++j)
             if (devices[j] == devices[i])
-                return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: devices[%d] = %d repeats devices[%d] (one rank per device)",
-                                     fn, i, devices[i], j);
+                return fa__nccl_fail(FA_ERR_INVALID_ARG,
+                                     "%s: devices[%d] = %d repeats devices[%d] (one rank per device)", fn, i,
+                                     devices[i], j);
     }
     g = fa__nccl_group_alloc(world_size);
     nc = (ncclComm_t *)calloc((size_t)world_size, sizeof *nc);
@@ -403,8 +421,9 @@ fa_status fa_nccl_comms_create_local(int world_size, const int *devices, void *c
         const char *detail = ncclGetLastError(NULL);
         fa__nccl_group_free(g);
         free(nc);
-        return fa__nccl_fail(FA_ERR_BACKEND, "%s: ncclCommInitAll (%d devices) failed: %s%s%s", fn, world_size,
-                             ncclGetErrorString(r), detail && detail[0] ? ": " : "", detail ? detail : "");
+        return fa__nccl_fail(FA_ERR_BACKEND, "%s: ncclCommInitAll (%d devices) failed: %s%s%s", fn,
+                             world_size, ncclGetErrorString(r), detail && detail[0] ? ": " : "",
+                             detail ? detail : "");
     }
     g->magic = FA__NCCL_MAGIC;
     for (i = 0; i < world_size; ++i)
@@ -426,12 +445,16 @@ fa_status fa_nccl_comm_destroy(fa_comm *comm)
     if (comm == NULL) return FA_OK;
     c = fa__nccl_ctx_of(comm);
     if (c == NULL)
-        return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: comm %p was not made by fa_nccl_comm_create or "
-                             "fa_nccl_comms_create_local (or was destroyed already)", fn, (void *)comm);
+        return fa__nccl_fail(FA_ERR_INVALID_ARG,
+                             "%s: comm %p was not made by fa_nccl_comm_create or "
+                             "fa_nccl_comms_create_local (or was destroyed already)",
+                             fn, (void *)comm);
     g = c->group;
     if (comm != &g->comms[0])
-        return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: comm %p is rank %d of a local group: pass the array "
-                             "(&comms[0]) to destroy all its ranks at once", fn, (void *)comm, c->rank);
+        return fa__nccl_fail(FA_ERR_INVALID_ARG,
+                             "%s: comm %p is rank %d of a local group: pass the array "
+                             "(&comms[0]) to destroy all its ranks at once",
+                             fn, (void *)comm, c->rank);
     fin = (ncclResult_t *)calloc((size_t)g->count, sizeof *fin);
     if (cudaGetDevice(&prev) != cudaSuccess) {
         cudaGetLastError();
@@ -460,9 +483,10 @@ fa_status fa_nccl_comm_destroy(fa_comm *comm)
         if ((failed || r != ncclSuccess) && status == FA_OK) {
             ncclResult_t why = r;
             if (failed) why = fin == NULL ? ncclSystemError : group_r != ncclSuccess ? group_r : fin[i];
-            status = fa__nccl_fail(FA_ERR_BACKEND, "%s: rank %d (device %d): %s failed (%s), the comm was %s", fn,
-                                   g->ctxs[i].rank, g->ctxs[i].device, failed ? "ncclCommFinalize" : "ncclCommDestroy",
-                                   ncclGetErrorString(why), failed ? "aborted" : "not freed cleanly");
+            status = fa__nccl_fail(FA_ERR_BACKEND, "%s: rank %d (device %d): %s failed (%s), the comm was %s",
+                                   fn, g->ctxs[i].rank, g->ctxs[i].device,
+                                   failed ? "ncclCommFinalize" : "ncclCommDestroy", ncclGetErrorString(why),
+                                   failed ? "aborted" : "not freed cleanly");
         }
     }
     fa__nccl_leave(prev);
@@ -518,8 +542,7 @@ static void fa__nccl_sleep_ms(int ms)
     if (ms <= 0) return;
     ts.tv_sec = ms / 1000;
     ts.tv_nsec = (long)(ms % 1000) * 1000000L;
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
 /* Milliseconds left until deadline, clamped to [0, INT_MAX-ish]. */
@@ -568,8 +591,8 @@ static fa_status fa__nccl_check_path(const char *fn, const char *path)
     if (path == NULL) return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: path is NULL", fn);
     if (path[0] == '\0') return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: path is empty", fn);
     if (strlen(path) + 8 >= FA__NCCL_PATH_MAX)
-        return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: path of %zu characters is too long (max %d)", fn, strlen(path),
-                             FA__NCCL_PATH_MAX - 8);
+        return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: path of %zu characters is too long (max %d)", fn,
+                             strlen(path), FA__NCCL_PATH_MAX - 8);
     return FA_OK;
 }
 
@@ -602,7 +625,8 @@ fa_status fa_nccl_unique_id_write(const char *path, const void *id)
     if (rename(tmp, path) != 0) {
         err = errno;
         unlink(tmp);
-        return fa__nccl_fail(FA_ERR_BACKEND, "%s: renaming '%s' to '%s' failed: %s", fn, tmp, path, strerror(err));
+        return fa__nccl_fail(FA_ERR_BACKEND, "%s: renaming '%s' to '%s' failed: %s", fn, tmp, path,
+                             strerror(err));
     }
     return FA_OK;
 }
@@ -619,7 +643,8 @@ fa_status fa_nccl_unique_id_read(const char *path, int timeout_ms, void *id_out)
     s = fa__nccl_check_path(fn, path);
     if (s != FA_OK) return s;
     if (id_out == NULL) return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: id_out is NULL", fn);
-    if (timeout_ms < 0) return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: timeout_ms %d must be >= 0", fn, timeout_ms);
+    if (timeout_ms < 0)
+        return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: timeout_ms %d must be >= 0", fn, timeout_ms);
     deadline = fa__nccl_now_ms() + timeout_ms;
     for (;;) {
         int left;
@@ -629,7 +654,8 @@ fa_status fa_nccl_unique_id_read(const char *path, int timeout_ms, void *id_out)
             return fa__nccl_fail(FA_ERR_BACKEND, "%s: cannot open '%s': %s", fn, path, strerror(errno));
         left = fa__nccl_left_ms(deadline);
         if (left <= 0)
-            return fa__nccl_fail(FA_ERR_BACKEND, "%s: timed out after %d ms waiting for '%s'", fn, timeout_ms, path);
+            return fa__nccl_fail(FA_ERR_BACKEND, "%s: timed out after %d ms waiting for '%s'", fn, timeout_ms,
+                                 path);
         fa__nccl_sleep_ms(left < 10 ? left : 10);
     }
     n = fa__nccl_read_all(fd, buf, sizeof buf);
@@ -637,8 +663,10 @@ fa_status fa_nccl_unique_id_read(const char *path, int timeout_ms, void *id_out)
     close(fd);
     if (n < 0) return fa__nccl_fail(FA_ERR_BACKEND, "%s: reading '%s' failed: %s", fn, path, strerror(err));
     if (n != FA_NCCL_UNIQUE_ID_BYTES)
-        return fa__nccl_fail(FA_ERR_BACKEND, "%s: '%s' holds %s%zd bytes, expected %d (not an id written by "
-                             "fa_nccl_unique_id_write?)", fn, path, n > FA_NCCL_UNIQUE_ID_BYTES ? "more than " : "",
+        return fa__nccl_fail(FA_ERR_BACKEND,
+                             "%s: '%s' holds %s%zd bytes, expected %d (not an id written by "
+                             "fa_nccl_unique_id_write?)",
+                             fn, path, n > FA_NCCL_UNIQUE_ID_BYTES ? "more than " : "",
                              n > FA_NCCL_UNIQUE_ID_BYTES ? (ssize_t)FA_NCCL_UNIQUE_ID_BYTES : n,
                              FA_NCCL_UNIQUE_ID_BYTES);
     memcpy(id_out, buf, FA_NCCL_UNIQUE_ID_BYTES);
@@ -695,9 +723,12 @@ fa_status fa_nccl_unique_id_send_tcp(int port, int num_peers, int timeout_ms, co
     double deadline;
     int ls, one = 1, served = 0, err;
     fa__nccl_clear();
-    if (port < 1 || port > 65535) return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: port %d is outside [1, 65535]", fn, port);
-    if (num_peers < 0) return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: num_peers %d must be >= 0", fn, num_peers);
-    if (timeout_ms <= 0) return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: timeout_ms %d must be > 0", fn, timeout_ms);
+    if (port < 1 || port > 65535)
+        return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: port %d is outside [1, 65535]", fn, port);
+    if (num_peers < 0)
+        return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: num_peers %d must be >= 0", fn, num_peers);
+    if (timeout_ms <= 0)
+        return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: timeout_ms %d must be > 0", fn, timeout_ms);
     if (id == NULL) return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: id is NULL", fn);
     if (num_peers == 0) return FA_OK;
     memcpy(msg, FA__NCCL_TCP_TAG, FA__NCCL_TCP_TAG_LEN);
@@ -707,19 +738,21 @@ fa_status fa_nccl_unique_id_send_tcp(int port, int num_peers, int timeout_ms, co
     if (ls < 0) return fa__nccl_fail(FA_ERR_BACKEND, "%s: socket() failed: %s", fn, strerror(errno));
     setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     fa__nccl_loopback(&addr, port);
-    if (bind(ls, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(ls, num_peers < 64 ? num_peers : 64) != 0 ||
-        fa__nccl_set_nonblock(ls, 1) != 0) {
+    if (bind(ls, (struct sockaddr *)&addr, sizeof addr) != 0 ||
+        listen(ls, num_peers < 64 ? num_peers : 64) != 0 || fa__nccl_set_nonblock(ls, 1) != 0) {
         err = errno;
         close(ls);
-        return fa__nccl_fail(FA_ERR_BACKEND, "%s: cannot listen on 127.0.0.1:%d: %s", fn, port, strerror(err));
+        return fa__nccl_fail(FA_ERR_BACKEND, "%s: cannot listen on 127.0.0.1:%d: %s", fn, port,
+                             strerror(err));
     }
     while (served < num_peers) {
         struct pollfd p;
         int left = fa__nccl_left_ms(deadline), pr, cs;
         if (left <= 0) {
             close(ls);
-            return fa__nccl_fail(FA_ERR_BACKEND, "%s: timed out after %d ms on 127.0.0.1:%d with %d of %d peers served",
-                                 fn, timeout_ms, port, served, num_peers);
+            return fa__nccl_fail(FA_ERR_BACKEND,
+                                 "%s: timed out after %d ms on 127.0.0.1:%d with %d of %d peers served", fn,
+                                 timeout_ms, port, served, num_peers);
         }
         p.fd = ls;
         p.events = POLLIN;
@@ -728,7 +761,8 @@ fa_status fa_nccl_unique_id_send_tcp(int port, int num_peers, int timeout_ms, co
         if (pr < 0 && errno != EINTR) {
             err = errno;
             close(ls);
-            return fa__nccl_fail(FA_ERR_BACKEND, "%s: poll() on 127.0.0.1:%d failed: %s", fn, port, strerror(err));
+            return fa__nccl_fail(FA_ERR_BACKEND, "%s: poll() on 127.0.0.1:%d failed: %s", fn, port,
+                                 strerror(err));
         }
         if (pr <= 0) continue;
         cs = accept(ls, NULL, NULL);
@@ -736,10 +770,12 @@ fa_status fa_nccl_unique_id_send_tcp(int port, int num_peers, int timeout_ms, co
             if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED) continue;
             err = errno;
             close(ls);
-            return fa__nccl_fail(FA_ERR_BACKEND, "%s: accept() on 127.0.0.1:%d failed: %s", fn, port, strerror(err));
+            return fa__nccl_fail(FA_ERR_BACKEND, "%s: accept() on 127.0.0.1:%d failed: %s", fn, port,
+                                 strerror(err));
         }
         /* a peer that vanishes before taking the id is not counted; the others still are */
-        if (fa__nccl_set_nonblock(cs, 1) == 0 && fa__nccl_send_all(cs, msg, sizeof msg, deadline) == 0) ++served;
+        if (fa__nccl_set_nonblock(cs, 1) == 0 && fa__nccl_send_all(cs, msg, sizeof msg, deadline) == 0)
+            ++served;
         close(cs);
     }
     close(ls);
@@ -755,8 +791,10 @@ fa_status fa_nccl_unique_id_recv_tcp(int port, int timeout_ms, void *id_out)
     size_t got = 0;
     int s = -1, err;
     fa__nccl_clear();
-    if (port < 1 || port > 65535) return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: port %d is outside [1, 65535]", fn, port);
-    if (timeout_ms <= 0) return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: timeout_ms %d must be > 0", fn, timeout_ms);
+    if (port < 1 || port > 65535)
+        return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: port %d is outside [1, 65535]", fn, port);
+    if (timeout_ms <= 0)
+        return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: timeout_ms %d must be > 0", fn, timeout_ms);
     if (id_out == NULL) return fa__nccl_fail(FA_ERR_INVALID_ARG, "%s: id_out is NULL", fn);
     deadline = fa__nccl_now_ms() + timeout_ms;
     fa__nccl_loopback(&addr, port);
@@ -764,7 +802,8 @@ fa_status fa_nccl_unique_id_recv_tcp(int port, int timeout_ms, void *id_out)
     for (;;) {
         int left = fa__nccl_left_ms(deadline), rc;
         if (left <= 0)
-            return fa__nccl_fail(FA_ERR_BACKEND, "%s: timed out after %d ms: nobody served an id on 127.0.0.1:%d", fn,
+            return fa__nccl_fail(FA_ERR_BACKEND,
+                                 "%s: timed out after %d ms: nobody served an id on 127.0.0.1:%d", fn,
                                  timeout_ms, port);
         s = socket(AF_INET, SOCK_STREAM, 0);
         if (s < 0) return fa__nccl_fail(FA_ERR_BACKEND, "%s: socket() failed: %s", fn, strerror(errno));
@@ -782,8 +821,10 @@ fa_status fa_nccl_unique_id_recv_tcp(int port, int timeout_ms, void *id_out)
             p.events = POLLOUT;
             p.revents = 0;
             pr = poll(&p, 1, left);
-            if (pr > 0 && getsockopt(s, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0) rc = 0;
-            else errno = pr == 0 ? ETIMEDOUT : (soerr ? soerr : errno);
+            if (pr > 0 && getsockopt(s, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0)
+                rc = 0;
+            else
+                errno = pr == 0 ? ETIMEDOUT : (soerr ? soerr : errno);
         }
         if (rc == 0) break;
         err = errno;
@@ -791,7 +832,8 @@ fa_status fa_nccl_unique_id_recv_tcp(int port, int timeout_ms, void *id_out)
         s = -1;
         if (err != ECONNREFUSED && err != ETIMEDOUT && err != ECONNRESET && err != EAGAIN && err != EINTR &&
             err != ECONNABORTED)
-            return fa__nccl_fail(FA_ERR_BACKEND, "%s: cannot connect to 127.0.0.1:%d: %s", fn, port, strerror(err));
+            return fa__nccl_fail(FA_ERR_BACKEND, "%s: cannot connect to 127.0.0.1:%d: %s", fn, port,
+                                 strerror(err));
         left = fa__nccl_left_ms(deadline);
         fa__nccl_sleep_ms(left < 20 ? left : 20);
     }
@@ -802,8 +844,10 @@ fa_status fa_nccl_unique_id_recv_tcp(int port, int timeout_ms, void *id_out)
         ssize_t r;
         if (left <= 0) {
             close(s);
-            return fa__nccl_fail(FA_ERR_BACKEND, "%s: timed out after %d ms reading the id from 127.0.0.1:%d (%zu of %zu "
-                                 "bytes)", fn, timeout_ms, port, got, sizeof msg);
+            return fa__nccl_fail(FA_ERR_BACKEND,
+                                 "%s: timed out after %d ms reading the id from 127.0.0.1:%d (%zu of %zu "
+                                 "bytes)",
+                                 fn, timeout_ms, port, got, sizeof msg);
         }
         p.fd = s;
         p.events = POLLIN;
@@ -820,18 +864,21 @@ fa_status fa_nccl_unique_id_recv_tcp(int port, int timeout_ms, void *id_out)
             if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
             err = errno;
             close(s);
-            return fa__nccl_fail(FA_ERR_BACKEND, "%s: recv() from 127.0.0.1:%d failed: %s", fn, port, strerror(err));
+            return fa__nccl_fail(FA_ERR_BACKEND, "%s: recv() from 127.0.0.1:%d failed: %s", fn, port,
+                                 strerror(err));
         }
         if (r == 0) {
             close(s);
-            return fa__nccl_fail(FA_ERR_BACKEND, "%s: 127.0.0.1:%d closed the connection after %zu of %zu bytes", fn,
-                                 port, got, sizeof msg);
+            return fa__nccl_fail(FA_ERR_BACKEND,
+                                 "%s: 127.0.0.1:%d closed the connection after %zu of %zu bytes", fn, port,
+                                 got, sizeof msg);
         }
         got += (size_t)r;
     }
     close(s);
     if (memcmp(msg, FA__NCCL_TCP_TAG, FA__NCCL_TCP_TAG_LEN) != 0)
-        return fa__nccl_fail(FA_ERR_BACKEND, "%s: 127.0.0.1:%d sent something that is not a flashattn NCCL id", fn, port);
+        return fa__nccl_fail(FA_ERR_BACKEND,
+                             "%s: 127.0.0.1:%d sent something that is not a flashattn NCCL id", fn, port);
     memcpy(id_out, msg + FA__NCCL_TCP_TAG_LEN, FA_NCCL_UNIQUE_ID_BYTES);
     return FA_OK;
 }

@@ -114,8 +114,8 @@ fa_status fa_nccl_unique_id_recv_tcp(int port, int timeout_ms, void *id_out);
    default stream; not owned). world_size >= 1, rank in [0, world_size), device in
    [0, device count). On failure *out is NULL. The current device of the calling thread is
    left as it was. */
-fa_status fa_nccl_comm_create(int world_size, int rank, const void *unique_id, int device,
-                              void *stream, fa_comm **out);
+fa_status fa_nccl_comm_create(int world_size, int rank, const void *unique_id, int device, void *stream,
+                              fa_comm **out);
 
 /* (b) All ranks of a group inside this process (ncclCommInitAll): *comms_out = an array of
    world_size comms, rank r at index r on devices[r] (distinct devices) with streams[r]

@@ -15,7 +15,11 @@ static fa_backend *cpu_be(void)
 
 static fa_status dummy_gather(void *ctx, const void *s, void *r, size_t n, fa_dtype t)
 {
-    (void)ctx; (void)s; (void)r; (void)n; (void)t;
+    (void)ctx;
+    (void)s;
+    (void)r;
+    (void)n;
+    (void)t;
     FZ_CHECK(!"a builder call ran a collective");
     return FA_ERR_BACKEND;
 }
@@ -38,8 +42,10 @@ static void snap_md(const fa_metadata *md, int32_t max_seqs, md_snap *s)
     for (i = 0; i <= max_seqs && i <= MAXR; ++i) s->plan[i] = md->split_plan[i];
     if (md->use_cascade) {
         for (i = 0; i < n; ++i) s->suffix[i] = md->suffix_kv_lens[i];
-        for (i = 0; i <= max_seqs && i <= MAXR && md->suffix_split_plan; ++i) s->sufplan[i] = md->suffix_split_plan[i];
-        s->pre[0] = md->cu_prefix_query_lens[0]; s->pre[1] = md->cu_prefix_query_lens[1];
+        for (i = 0; i <= max_seqs && i <= MAXR && md->suffix_split_plan; ++i)
+            s->sufplan[i] = md->suffix_split_plan[i];
+        s->pre[0] = md->cu_prefix_query_lens[0];
+        s->pre[1] = md->cu_prefix_query_lens[1];
         s->pre[2] = md->prefix_kv_lens[0];
     }
     if (md->dcp_world_size > 1)
@@ -96,7 +102,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&cfg, 0, sizeof cfg);
     cfg.model.num_heads_kv = fz_small_or_any(&r, 1, 4);
     cfg.model.num_heads_q = cfg.model.num_heads_kv > 0 && cfg.model.num_heads_kv <= 4
-                                ? cfg.model.num_heads_kv * fz_range(&r, 1, 4) : fz_small_or_any(&r, 0, 8);
+                                ? cfg.model.num_heads_kv * fz_range(&r, 1, 4)
+                                : fz_small_or_any(&r, 0, 8);
     cfg.model.head_size = fz_bool(&r) ? 8 * fz_range(&r, 1, 32) : fz_small_or_any(&r, 0, 300);
     cfg.model.dtype = (fa_dtype)fz_small_or_any(&r, 0, 2);
     cfg.cache.block_size = fz_bool(&r) ? 16 * fz_range(&r, 0, 4) : fz_small_or_any(&r, 0, 64);
@@ -143,14 +150,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int32_t nl = fz_range(&r, 0, 3), i;
         for (i = 0; i < nl; ++i) {
             memset(&d, 0, sizeof d);
-            d.num_heads_q = rc->model.num_heads_q; d.num_heads_kv = rc->model.num_heads_kv;
-            d.head_size = rc->model.head_size; d.dtype = rc->model.dtype;
+            d.num_heads_q = rc->model.num_heads_q;
+            d.num_heads_kv = rc->model.num_heads_kv;
+            d.head_size = rc->model.head_size;
+            d.dtype = rc->model.dtype;
             d.attn_type = (fa_attn_type)fz_range(&r, 0, 3);
             d.sliding_window = fz_bool(&r) ? 0 : fz_small_or_any(&r, -1, 64);
-            if (fz_u8(&r) == 1 && d.num_heads_q <= 64) { d.alibi_slopes = slopes; d.num_alibi_slopes = d.num_heads_q; }
+            if (fz_u8(&r) == 1 && d.num_heads_q <= 64) {
+                d.alibi_slopes = slopes;
+                d.num_alibi_slopes = d.num_heads_q;
+            }
             d.attention_chunk_size = rc->scheduler.attention_chunk_size;
             d.dcp_world_size = rc->parallel.dcp_world_size;
-            if (fa_layer_init(&layers[i], &d) != FA_OK) { nl = i; break; }
+            if (fa_layer_init(&layers[i], &d) != FA_OK) {
+                nl = i;
+                break;
+            }
         }
         s = fa_builder_set_layers(b, layers, nl);
         fz_check_status(s, "fa_builder_set_layers", NULL);
@@ -244,13 +259,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (i = 0; i <= n; ++i) FZ_CHECK(md->query_start_loc[i] == qsl[i]);
             for (i = 0; i < n; ++i) FZ_CHECK(md->seq_lens[i] == seq[i]);
             FZ_CHECK(md->num_splits >= 1 && md->num_splits == md->split_plan[0]);
-            for (i = 0; i < n; ++i) FZ_CHECK(md->split_plan[1 + i] >= 1 && md->split_plan[1 + i] <= md->split_plan[0]);
+            for (i = 0; i < n; ++i)
+                FZ_CHECK(md->split_plan[1 + i] >= 1 && md->split_plan[1 + i] <= md->split_plan[0]);
             for (i = n; i < rc->scheduler.max_num_seqs; ++i) FZ_CHECK(md->split_plan[1 + i] == 0);
             FZ_CHECK(md->use_cascade == (P > 0));
             if (P > 0) {
                 FZ_CHECK(md->common_prefix_len == P && md->prefix_kv_lens[0] == P);
                 FZ_CHECK(md->cu_prefix_query_lens[0] == 0 && md->cu_prefix_query_lens[1] == T);
-                for (i = 0; i < n; ++i) FZ_CHECK(md->suffix_kv_lens[i] == seq[i] - P && seq[i] - (qsl[i + 1] - qsl[i]) >= P);
+                for (i = 0; i < n; ++i)
+                    FZ_CHECK(md->suffix_kv_lens[i] == seq[i] - P && seq[i] - (qsl[i + 1] - qsl[i]) >= P);
                 FZ_CHECK(md->prefix_num_splits >= 1);
             }
             if (rc->parallel.dcp_world_size > 1) {
@@ -258,13 +275,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 for (i = 0; i < n; ++i)
                     FZ_CHECK(md->dcp_context_kv_lens[i] ==
                              fa_dcp_local_seq_len(seq[i] - (qsl[i + 1] - qsl[i]), rc->parallel.dcp_world_size,
-                                                  rc->parallel.dcp_rank, rc->parallel.cp_kv_cache_interleave_size));
+                                                  rc->parallel.dcp_rank,
+                                                  rc->parallel.cp_kv_cache_interleave_size));
             }
             FZ_CHECK(md->has_local == (rc->scheduler.attention_chunk_size > 0));
             if (md->has_local) {
                 int32_t V = -1;
-                FZ_CHECK(fa_local_virtual_batches_count(rc->scheduler.attention_chunk_size, qsl, seq, n, &V) == FA_OK);
-                FZ_CHECK(md->local.num_virtual == V && md->local.cu_seqlens_q[0] == 0 && md->local.cu_seqlens_q[V] == T);
+                FZ_CHECK(fa_local_virtual_batches_count(rc->scheduler.attention_chunk_size, qsl, seq, n,
+                                                        &V) == FA_OK);
+                FZ_CHECK(md->local.num_virtual == V && md->local.cu_seqlens_q[0] == 0 &&
+                         md->local.cu_seqlens_q[V] == T);
                 FZ_CHECK(md->local.num_splits >= 1);
             }
 #ifdef FZ_DEBUG

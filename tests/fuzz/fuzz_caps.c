@@ -11,7 +11,10 @@ static fa_backend *cpu_be(void)
 }
 
 static int ref_head(int32_t d) { return d >= 8 && d <= 256 && d % 8 == 0; }
-static int ref_block(int32_t b, int hyb) { return b > 0 && (hyb ? (b == 16 || b == 32 || b == 64) : b % 16 == 0); }
+static int ref_block(int32_t b, int hyb)
+{
+    return b > 0 && (hyb ? (b == 16 || b == 32 || b == 64) : b % 16 == 0);
+}
 static int ref_act(int32_t t) { return t == FA_DTYPE_F16 || t == FA_DTYPE_BF16 || t == FA_DTYPE_F32; }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -46,9 +49,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     {
         fa_dtype sd = fa_cache_storage_dtype((fa_cache_dtype)cd, (fa_dtype)dt);
-        if (cd == 1 || cd == 2) FZ_CHECK(sd == FA_DTYPE_FP8_E4M3);
-        else if (cd == 3) FZ_CHECK(sd == FA_DTYPE_FP8_E5M2);
-        else FZ_CHECK((int32_t)sd == dt);
+        if (cd == 1 || cd == 2)
+            FZ_CHECK(sd == FA_DTYPE_FP8_E4M3);
+        else if (cd == 3)
+            FZ_CHECK(sd == FA_DTYPE_FP8_E5M2);
+        else
+            FZ_CHECK((int32_t)sd == dt);
     }
     {
         size_t es = fa_dtype_size((fa_dtype)dt);
@@ -68,8 +74,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (why != NULL) FZ_CHECK(why[0] != '\0');
     /* a backend only narrows what the library supports */
     why = fa_check_combination(cpu_be(), hs, (fa_dtype)dt, (fa_cache_dtype)cd, bs, sinks, hyb);
-    if (why == NULL) FZ_CHECK(ref_ok);
-    else FZ_CHECK(why[0] != '\0');
+    if (why == NULL)
+        FZ_CHECK(ref_ok);
+    else
+        FZ_CHECK(why[0] != '\0');
     FZ_CHECK(strcmp(fa_version(), FLASHATTN_VERSION_STRING) == 0);
     FZ_CHECK(fz_marker_intact());
     return 0;

@@ -30,14 +30,14 @@
 #define FA_FUZZ_SKIP_KNOWN 1
 #endif
 
-#define FZ_CHECK(cond)                                                                          \
-    do {                                                                                        \
-        if (!(cond)) {                                                                          \
-            fprintf(stderr, "fuzz: invariant failed: %s (%s:%d)\n  fa_last_error: \"%s\"\n",   \
-                    #cond, __FILE__, __LINE__, fa_last_error());                                \
-            fflush(stderr);                                                                     \
-            __builtin_trap();                                                                   \
-        }                                                                                       \
+#define FZ_CHECK(cond) \
+    do { \
+        if (!(cond)) { \
+            fprintf(stderr, "fuzz: invariant failed: %s (%s:%d)\n  fa_last_error: \"%s\"\n", #cond, \
+                    __FILE__, __LINE__, fa_last_error()); \
+            fflush(stderr); \
+            __builtin_trap(); \
+        } \
     } while (0)
 
 /* ---------------------------------------------------------------------------------------- */
@@ -137,7 +137,12 @@ static inline float fz_float(fz_reader *r)
     case 3: return NAN;
     case 4: return 3.0e38f;
     case 5: return 1.0e-40f;
-    case 6: { uint32_t u = (uint32_t)fz_raw(r, 4); float f; memcpy(&f, &u, 4); return f; }
+    case 6: {
+        uint32_t u = (uint32_t)fz_raw(r, 4);
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
     default: return (float)fz_u8(r) / 32.0f; /* [0, 8) */
     }
 }

@@ -40,17 +40,20 @@ static int valid_resolved(const fa_config *c)
 {
     const fa_model_config *m = &c->model;
     int bs_ok = c->cache.block_size > 0 &&
-                (m->hybrid_mamba_f32 ? (c->cache.block_size == 16 || c->cache.block_size == 32 || c->cache.block_size == 64)
-                                     : c->cache.block_size % 16 == 0);
+                (m->hybrid_mamba_f32
+                     ? (c->cache.block_size == 16 || c->cache.block_size == 32 || c->cache.block_size == 64)
+                     : c->cache.block_size % 16 == 0);
     return m->num_heads_q > 0 && m->num_heads_kv > 0 && m->num_heads_q % m->num_heads_kv == 0 &&
            m->head_size >= 8 && m->head_size <= 256 && m->head_size % 8 == 0 &&
            (m->dtype == FA_DTYPE_F16 || m->dtype == FA_DTYPE_BF16 || m->dtype == FA_DTYPE_F32) && bs_ok &&
            (int)c->cache.cache_dtype >= 0 && (int)c->cache.cache_dtype <= 3 &&
            (c->cache.layout == FA_LAYOUT_NHD || c->cache.layout == FA_LAYOUT_HND) &&
            c->parallel.dcp_world_size >= 1 && c->parallel.dcp_rank >= 0 &&
-           c->parallel.dcp_rank < c->parallel.dcp_world_size && c->parallel.cp_kv_cache_interleave_size >= 1 &&
-           c->cache.block_size % c->parallel.cp_kv_cache_interleave_size == 0 && c->compilation.max_num_splits >= 1 &&
-           c->compilation.max_num_splits <= 128 && c->compilation.max_num_splits_for_cuda_graph >= 1 &&
+           c->parallel.dcp_rank < c->parallel.dcp_world_size &&
+           c->parallel.cp_kv_cache_interleave_size >= 1 &&
+           c->cache.block_size % c->parallel.cp_kv_cache_interleave_size == 0 &&
+           c->compilation.max_num_splits >= 1 && c->compilation.max_num_splits <= 128 &&
+           c->compilation.max_num_splits_for_cuda_graph >= 1 &&
            c->compilation.max_cudagraph_capture_size >= 0 && c->scheduler.max_num_seqs >= 1 &&
            c->scheduler.max_num_batched_tokens >= 1 && c->scheduler.attention_chunk_size >= 0 &&
            c->scheduler.attention_chunk_size % c->cache.block_size == 0;
@@ -61,10 +64,13 @@ static fz_u128 ws_lower_bound(const fa_config *c)
 {
     fz_u128 T = (fz_u128)c->scheduler.max_num_batched_tokens, H = (fz_u128)c->model.num_heads_q;
     fz_u128 D = (fz_u128)c->model.head_size, N = (fz_u128)c->parallel.dcp_world_size;
-    fz_u128 act = fa_dtype_size(c->model.dtype), S = c->compilation.batch_invariant ? 1 : c->compilation.max_num_splits;
+    fz_u128 act = fa_dtype_size(c->model.dtype),
+            S = c->compilation.batch_invariant ? 1 : c->compilation.max_num_splits;
     fz_u128 R = (fz_u128)c->scheduler.max_num_seqs, ST = T < R ? T : R, lb;
-    lb = N == 1 ? 2 * act * T * H * D + 8 * T * H : act * (N * T * H * D + N * H * T * D + 2 * H * T * D) + 4 * N * N * H * T;
-    (void)S; (void)ST; /* the split partials' sizing is the planner's business: not in the bound */
+    lb = N == 1 ? 2 * act * T * H * D + 8 * T * H
+                : act * (N * T * H * D + N * H * T * D + 2 * H * T * D) + 4 * N * N * H * T;
+    (void)S;
+    (void)ST; /* the split partials' sizing is the planner's business: not in the bound */
     return lb;
 }
 
@@ -82,7 +88,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     nulls = fz_u8(&r);
     before = in;
     out = (fa_config *)fz_buf_new(&ob, sizeof *out);
-    if (alias) { *out = in; fz_buf_snap(&ob); }
+    if (alias) {
+        *out = in;
+        fz_buf_snap(&ob);
+    }
     s = fa_config_resolve(nulls == 1 ? NULL : (alias ? out : &in), nulls == 2 ? NULL : out);
     fz_check_status(s, "config: ", "fa_config_resolve");
     FZ_CHECK(fz_buf_guards_ok(&ob));
@@ -121,8 +130,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FZ_CHECK(fz_buf_guards_ok(&wb));
         if (nulls != 3 && nulls != 4) {
             /* refusing is right only for a workspace that does not fit size_t */
-            if (rs == FA_OK && s2 != FA_OK) FZ_CHECK(ws_lower_bound(&rc) > ((fz_u128)1 << 32) && strstr(fa_last_error(), "overflow"));
-            else FZ_CHECK(s2 == rs);
+            if (rs == FA_OK && s2 != FA_OK)
+                FZ_CHECK(ws_lower_bound(&rc) > ((fz_u128)1 << 32) && strstr(fa_last_error(), "overflow"));
+            else
+                FZ_CHECK(s2 == rs);
         }
         if (s2 != FA_OK) {
             FZ_CHECK(fz_buf_unchanged(&wb));
@@ -130,7 +141,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             fz_u128 lb = ws_lower_bound(&rc);
             FZ_CHECK(lb <= (fz_u128)SIZE_MAX); /* it must refuse a workspace it cannot size */
 #ifdef FZ_DEBUG
-            fprintf(stderr, "bytes %zu lb %.0f N %d T %d H %d D %d S %d R %d\n", *bytes, (double)lb, rc.parallel.dcp_world_size, rc.scheduler.max_num_batched_tokens, rc.model.num_heads_q, rc.model.head_size, rc.compilation.max_num_splits, rc.scheduler.max_num_seqs);
+            fprintf(stderr, "bytes %zu lb %.0f N %d T %d H %d D %d S %d R %d\n", *bytes, (double)lb,
+                    rc.parallel.dcp_world_size, rc.scheduler.max_num_batched_tokens, rc.model.num_heads_q,
+                    rc.model.head_size, rc.compilation.max_num_splits, rc.scheduler.max_num_seqs);
 #endif
             FZ_CHECK(*bytes % 256 == 0 && (fz_u128)*bytes >= lb && *bytes >= 256);
         }

@@ -17,7 +17,8 @@ static int64_t ref_local(int32_t L, int32_t N, int32_t r, int32_t I)
 
 static void fz_local_one(fz_reader *r)
 {
-    int32_t L = fz_i32(r), N = fz_small_or_any(r, 1, 8), rk = fz_small_or_any(r, 0, 7), I = fz_small_or_any(r, 1, 64);
+    int32_t L = fz_i32(r), N = fz_small_or_any(r, 1, 8), rk = fz_small_or_any(r, 0, 7),
+            I = fz_small_or_any(r, 1, 64);
     int32_t got, k;
     int64_t sum = 0;
     fz_set_marker_error();
@@ -41,7 +42,9 @@ static void fz_local_many(fz_reader *r)
     fa_status s;
     n = fz_bool(r) ? n_arr : fz_i32(r);
     if (n > n_arr) n = n_arr;
-    N = fz_small_or_any(r, 1, 8); rk = fz_small_or_any(r, 0, 7); I = fz_small_or_any(r, 1, 64);
+    N = fz_small_or_any(r, 1, 8);
+    rk = fz_small_or_any(r, 0, 7);
+    I = fz_small_or_any(r, 1, 64);
     for (i = 0; i < n_arr; ++i) arr[i] = fz_small_or_any(r, 0, 5000);
     out = (int32_t *)fz_buf_new(&ob, sizeof(int32_t) * (size_t)n_arr);
     s = fa_dcp_local_seq_lens(nulls == 1 ? NULL : arr, n, N, rk, I, nulls == 2 ? NULL : out);
@@ -70,7 +73,8 @@ static void fz_slots(fz_reader *r)
     if (stride > rs) stride = rs; /* a wider stride than the table would be a caller bug */
     mb = fz_bool(r) ? fz_range(r, 1, rs) : fz_i32(r);
     bs = fz_bool(r) ? 16 * fz_range(r, 1, 4) : fz_i32(r);
-    N = fz_small_or_any(r, 1, 8); rk = fz_small_or_any(r, 0, 7);
+    N = fz_small_or_any(r, 1, 8);
+    rk = fz_small_or_any(r, 0, 7);
     I = fz_bool(r) ? (1 << fz_range(r, 0, 4)) : fz_i32(r);
     nt = fz_bool(r) ? n_arr : fz_i32(r);
     if (nt > n_arr) nt = n_arr;
@@ -88,7 +92,8 @@ static void fz_slots(fz_reader *r)
         FZ_CHECK(fz_buf_unchanged(&ob));
     } else {
         int64_t vbs = (int64_t)bs * N;
-        FZ_CHECK(bs > 0 && N >= 1 && rk >= 0 && rk < N && I >= 1 && bs % I == 0 && mb >= 1 && mb <= stride && nt >= 0);
+        FZ_CHECK(bs > 0 && N >= 1 && rk >= 0 && rk < N && I >= 1 && bs % I == 0 && mb >= 1 && mb <= stride &&
+                 nt >= 0);
         for (i = 0; i < nt; ++i) {
             int64_t p = pos[i], vb = p / vbs, vo = p % vbs;
             FZ_CHECK(p >= 0 && req[i] >= 0 && vb < mb);

@@ -77,7 +77,8 @@ static int maybe_break(fz_reader *r, fa_tensor *t)
         int j = fz_range(r, 0, 4);
         int64_t x = fz_i64(r);
         if (j == 1 && t->rank == 5 && x > t->shape[1]) x = -x; /* more cache blocks than exist */
-        if (j == 0 && t->rank == 3 && x > t->shape[0]) x = -x;  /* more rows than exist (the profiling run writes them all) */
+        if (j == 0 && t->rank == 3 && x > t->shape[0])
+            x = -x;  /* more rows than exist (the profiling run writes them all) */
         t->shape[j] = x;
         break;
     }
@@ -122,7 +123,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     dt = (fa_dtype)fz_range(&r, 0, 2);
     bs = 16 * fz_range(&r, 1, 2);
     nb = fz_range(&r, 1, 6);
-    cfg.model.num_heads_q = Hq; cfg.model.num_heads_kv = Hkv; cfg.model.head_size = D; cfg.model.dtype = dt;
+    cfg.model.num_heads_q = Hq;
+    cfg.model.num_heads_kv = Hkv;
+    cfg.model.head_size = D;
+    cfg.model.dtype = dt;
     cfg.cache.block_size = bs;
     cfg.cache.cache_dtype = (fa_cache_dtype)fz_range(&r, 0, 3);
     cfg.compilation.max_num_splits = fz_range(&r, 0, 8);
@@ -137,20 +141,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rc = fa_builder_config(b);
 
     memset(&d, 0, sizeof d);
-    d.num_heads_q = Hq; d.num_heads_kv = Hkv; d.head_size = D; d.dtype = dt;
+    d.num_heads_q = Hq;
+    d.num_heads_kv = Hkv;
+    d.head_size = D;
+    d.dtype = dt;
     d.attn_type = (fa_attn_type)((fz_u8(&r) & 3) ? 0 : fz_range(&r, 0, 3));
     d.sliding_window = fz_bool(&r) ? 0 : fz_range(&r, -1, 40); /* -1 and 0: none */
     d.logits_soft_cap = fz_bool(&r) ? 0.0f : fz_float(&r);
     d.scale = fz_bool(&r) ? 0.0f : fz_float(&r);
-    for (i = 0; i < 8; ++i) { slopes[i] = (float)fz_u8(&r) / 64.0f; sinks[i] = (float)fz_u8(&r) / 32.0f - 4.0f; }
-    if (fz_u8(&r) == 1) { d.alibi_slopes = slopes; d.num_alibi_slopes = Hq; }
-    if (fz_u8(&r) == 2) { d.sinks = sinks; d.num_sinks = Hq; }
+    for (i = 0; i < 8; ++i) {
+        slopes[i] = (float)fz_u8(&r) / 64.0f;
+        sinks[i] = (float)fz_u8(&r) / 32.0f - 4.0f;
+    }
+    if (fz_u8(&r) == 1) {
+        d.alibi_slopes = slopes;
+        d.num_alibi_slopes = Hq;
+    }
+    if (fz_u8(&r) == 2) {
+        d.sinks = sinks;
+        d.num_sinks = Hq;
+    }
     d.kv_cache_dtype = (fa_cache_dtype)(fz_bool(&r) ? 0 : fz_range(&r, 0, 3));
     d.k_scale = fz_bool(&r) ? 0.0f : fz_float(&r);
     d.v_scale = fz_bool(&r) ? 0.0f : fz_float(&r);
     d.kv_sharing = fz_u8(&r) == 1;
     d.attention_chunk_size = fz_bool(&r) ? rc->scheduler.attention_chunk_size : fz_range(&r, 0, 64);
-    if (fa_layer_init(&layer, &d) != FA_OK) { fa_builder_destroy(b); return 0; }
+    if (fa_layer_init(&layer, &d) != FA_OK) {
+        fa_builder_destroy(b);
+        return 0;
+    }
     /* finiteness is checked for moderate scales only (a huge scale may overflow f16 honestly) */
     if (!(layer.scale < 64.0f) || !(layer.k_scale > 0.05f && layer.k_scale < 8.0f) ||
         !(layer.v_scale > 0.05f && layer.v_scale < 8.0f) || !(layer.softcap < 1e6f))
@@ -171,7 +190,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_buf_new(&sb, 8 * sizeof(float));
     fz_buf_new(&ab, 8 * sizeof(float));
     fz_buf_new(&snb, 1);
-    fz_buf_snap(&qb); fz_buf_snap(&kb); fz_buf_snap(&vb);
+    fz_buf_snap(&qb);
+    fz_buf_snap(&kb);
+    fz_buf_snap(&vb);
 
     for (step = 0; step < 2 && r.i < r.n; ++step) {
         int32_t n = fz_range(&r, 1, MAXR), qsl[MAXR + 1], seq[MAXR], table[MAXR * 8], rs = nb, T, P = 0, t;
@@ -188,7 +209,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (seq[i] < ql && fz_u8(&r) != 1) seq[i] = ql; /* usually a valid causal batch */
         }
         T = qsl[n];
-        for (i = 0; i < n * rs; ++i) { /* block ids in range; rarely anything (must be refused before any write) */
+        for (i = 0; i < n * rs;
+             ++i) { /* block ids in range; rarely anything (must be refused before any write) */
             table[i] = fz_u8(&r) == 1 ? fz_small_or_any(&r, -2, nb + 2) : fz_range(&r, 0, nb - 1);
         }
         for (t = 0; t < T; ++t) slots[t] = -1;
@@ -196,8 +218,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (t = qsl[i]; t < qsl[i + 1]; ++t) {
                 int64_t p = seq[i] - (qsl[i + 1] - t);
                 uint8_t how = fz_u8(&r);
-                if (p >= 0 && p < (int64_t)rs * bs && how != 1) slots[t] = (int64_t)table[i * rs + p / bs] * bs + p % bs;
-                else if (how == 1) slots[t] = fz_i64(&r);
+                if (p >= 0 && p < (int64_t)rs * bs && how != 1)
+                    slots[t] = (int64_t)table[i * rs + p / bs] * bs + p % bs;
+                else if (how == 1)
+                    slots[t] = fz_i64(&r);
             }
         memset(&batch, 0, sizeof batch);
         batch.num_reqs = n;
@@ -216,19 +240,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (fa_builder_build(b, &batch, P, &md) != FA_OK) continue;
 
         /* tensors: packed [MAXT + TPAD, H, D]; sometimes a padded token stride (q/out) */
-        qshape[0] = MAXT + TPAD; qshape[1] = Hq; qshape[2] = D;
-        kshape[0] = MAXT + TPAD; kshape[1] = Hkv; kshape[2] = D;
-        cshape[0] = 2; cshape[1] = nb; cshape[2] = bs; cshape[3] = Hkv; cshape[4] = D;
+        qshape[0] = MAXT + TPAD;
+        qshape[1] = Hq;
+        qshape[2] = D;
+        kshape[0] = MAXT + TPAD;
+        kshape[1] = Hkv;
+        kshape[2] = D;
+        cshape[0] = 2;
+        cshape[1] = nb;
+        cshape[2] = bs;
+        cshape[3] = Hkv;
+        cshape[4] = D;
         q = fa_tensor_make(fz_buf_data(&qb), dt, 3, qshape);
         out = fa_tensor_make(fz_buf_data(&ob), dt, 3, qshape);
         k = fa_tensor_make(fz_buf_data(&kb), dt, 3, kshape);
         v = fa_tensor_make(fz_buf_data(&vb), dt, 3, kshape);
         cache = fa_tensor_make(fz_buf_data(&cb), cdt, 5, cshape);
-        if (fz_u8(&r) == 1) { q.shape[0] = MAXT + TPAD - 1; out.shape[0] = MAXT + TPAD - 1; } /* still >= T */
-        maybe_break(&r, &q); maybe_break(&r, &k); maybe_break(&r, &v); maybe_break(&r, &out);
+        if (fz_u8(&r) == 1) {
+            q.shape[0] = MAXT + TPAD - 1;
+            out.shape[0] = MAXT + TPAD - 1;
+        } /* still >= T */
+        maybe_break(&r, &q);
+        maybe_break(&r, &k);
+        maybe_break(&r, &v);
+        maybe_break(&r, &out);
         cache_view_changed = maybe_break(&r, &cache);
         use_k = fz_u8(&r) != 1;
-        fz_buf_snap(&ob); fz_buf_snap(&cb);
+        fz_buf_snap(&ob);
+        fz_buf_snap(&cb);
         for (t = 0; t < MAXT; ++t) written[t] = slots[t];
 
         inject = fz_u8(&r) == 1; /* a device fault: the Nth call of one op fails after its checks */
@@ -247,9 +286,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                            fz_u8(&r) == 1 ? NULL : &md, &out);
             fz_check_status(s, "fa_forward", "backend 'cpu' op"); /* op failures: api.md §2 format */
         }
-        FZ_CHECK(fz_buf_guards_ok(&qb) && fz_buf_guards_ok(&kb) && fz_buf_guards_ok(&vb) && fz_buf_guards_ok(&ob) &&
-                 fz_buf_guards_ok(&cb));
-        FZ_CHECK(fz_buf_unchanged(&qb) && fz_buf_unchanged(&kb) && fz_buf_unchanged(&vb)); /* inputs are const */
+        FZ_CHECK(fz_buf_guards_ok(&qb) && fz_buf_guards_ok(&kb) && fz_buf_guards_ok(&vb) &&
+                 fz_buf_guards_ok(&ob) && fz_buf_guards_ok(&cb));
+        FZ_CHECK(fz_buf_unchanged(&qb) && fz_buf_unchanged(&kb) &&
+                 fz_buf_unchanged(&vb)); /* inputs are const */
         if (inject) {
             FZ_CHECK(fa_cpu_backend_set_options(be, NULL) == FA_OK);
             if (s != FA_OK && strstr(fa_last_error(), "injected") != NULL) {
@@ -261,17 +301,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (s != FA_OK) {
 #ifdef FZ_DEBUG
-            fprintf(stderr, "error %d: %s | out same %d cache same %d | attn %d kvdt %d sharing %d use_k %d T %d P %d chunk %d/%d\n", (int)s,
-                    fa_last_error(), fz_buf_unchanged(&ob), fz_buf_unchanged(&cb), (int)layer.desc.attn_type,
-                    (int)layer.desc.kv_cache_dtype, layer.desc.kv_sharing, use_k, T, P, layer.desc.attention_chunk_size,
-                    rc->scheduler.attention_chunk_size);
+            fprintf(stderr,
+                    "error %d: %s | out same %d cache same %d | attn %d kvdt %d sharing %d use_k %d T %d P "
+                    "%d chunk %d/%d\n",
+                    (int)s, fa_last_error(), fz_buf_unchanged(&ob), fz_buf_unchanged(&cb),
+                    (int)layer.desc.attn_type, (int)layer.desc.kv_cache_dtype, layer.desc.kv_sharing, use_k,
+                    T, P, layer.desc.attention_chunk_size, rc->scheduler.attention_chunk_size);
 #endif
             FZ_CHECK(fz_buf_unchanged(&ob) && fz_buf_unchanged(&cb));
             continue;
         }
 #ifdef FZ_DEBUG
-        fprintf(stderr, "forward ok: T %d n %d P %d attn %d chunk %d splits %d\n", T, n, P, (int)layer.desc.attn_type,
-                layer.desc.attention_chunk_size, md.num_splits);
+        fprintf(stderr, "forward ok: T %d n %d P %d attn %d chunk %d splits %d\n", T, n, P,
+                (int)layer.desc.attn_type, layer.desc.attention_chunk_size, md.num_splits);
 #endif
         {
             /* out: rows < T finite; rows >= T as before (a profiling run zeroes every row) */
@@ -297,14 +339,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     int64_t off = (kv * nb * bs + sidx) * slot_elems * (int64_t)ces;
                     if (memcmp(c + off, c0 + off, (size_t)(slot_elems * (int64_t)ces)) != 0) {
                         int found = 0;
-                        for (t = 0; t < T; ++t) if (written[t] == sidx) found = 1;
+                        for (t = 0; t < T; ++t)
+                            if (written[t] == sidx) found = 1;
                         FZ_CHECK(found && use_k && !layer.desc.kv_sharing);
                     }
                 }
         }
     }
-    fz_buf_free(&qb); fz_buf_free(&kb); fz_buf_free(&vb); fz_buf_free(&ob); fz_buf_free(&cb);
-    fz_buf_free(&sb); fz_buf_free(&ab); fz_buf_free(&snb);
+    fz_buf_free(&qb);
+    fz_buf_free(&kb);
+    fz_buf_free(&vb);
+    fz_buf_free(&ob);
+    fz_buf_free(&cb);
+    fz_buf_free(&sb);
+    fz_buf_free(&ab);
+    fz_buf_free(&snb);
     fa_builder_destroy(b);
     return 0;
 }

@@ -101,7 +101,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bad_rank = fz_range(&r, 0, 2 * N); /* >= N: nobody */
     bad_kind = fz_range(&r, 0, 3);
     memset(&d, 0, sizeof d);
-    d.num_heads_q = Hq; d.num_heads_kv = Hkv; d.head_size = D; d.dtype = dt; d.dcp_world_size = N;
+    d.num_heads_q = Hq;
+    d.num_heads_kv = Hkv;
+    d.head_size = D;
+    d.dtype = dt;
+    d.dcp_world_size = N;
     d.logits_soft_cap = fz_bool(&r) ? 0.0f : fz_float(&r);
     d.scale = fz_bool(&r) ? 0.0f : fz_float(&r);
     if (fa_layer_init(&layer, &d) != FA_OK) return 0;
@@ -115,7 +119,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (qsl[i] + ql > MAXT) ql = MAXT - qsl[i];
         qsl[i + 1] = qsl[i] + ql;
         seq[i] = ctx + ql;
-        for (t = qsl[i]; t < qsl[i + 1]; ++t) { req_of[t] = i; pos[t] = seq[i] - (qsl[i + 1] - t); }
+        for (t = qsl[i]; t < qsl[i + 1]; ++t) {
+            req_of[t] = i;
+            pos[t] = seq[i] - (qsl[i + 1] - t);
+        }
     }
     T = qsl[n];
     if (T < 1) return 0;
@@ -127,10 +134,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     nc = (int64_t)2 * NB * bs * Hkv * D;
     {
         void *p;
-        p = fz_buf_new(&qb, (size_t)nq * es); for (i = 0; i < nq; ++i) put(p, i, dt, ((float)(rng_next(&seed) % 4001) - 2000.0f) / 1000.0f);
-        p = fz_buf_new(&kb, (size_t)nk * es); for (i = 0; i < nk; ++i) put(p, i, dt, ((float)(rng_next(&seed) % 4001) - 2000.0f) / 1000.0f);
-        p = fz_buf_new(&vb, (size_t)nk * es); for (i = 0; i < nk; ++i) put(p, i, dt, ((float)(rng_next(&seed) % 4001) - 2000.0f) / 1000.0f);
-        fz_buf_snap(&qb); fz_buf_snap(&kb); fz_buf_snap(&vb);
+        p = fz_buf_new(&qb, (size_t)nq * es);
+        for (i = 0; i < nq; ++i) put(p, i, dt, ((float)(rng_next(&seed) % 4001) - 2000.0f) / 1000.0f);
+        p = fz_buf_new(&kb, (size_t)nk * es);
+        for (i = 0; i < nk; ++i) put(p, i, dt, ((float)(rng_next(&seed) % 4001) - 2000.0f) / 1000.0f);
+        p = fz_buf_new(&vb, (size_t)nk * es);
+        for (i = 0; i < nk; ++i) put(p, i, dt, ((float)(rng_next(&seed) % 4001) - 2000.0f) / 1000.0f);
+        fz_buf_snap(&qb);
+        fz_buf_snap(&kb);
+        fz_buf_snap(&vb);
     }
     FZ_CHECK(fa_fake_comm_group_create(N, &comms) == FA_OK);
     FZ_CHECK(fa_fake_comm_group_set_timeout(comms, 5000) == FA_OK);
@@ -138,16 +150,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fa_batch batch;
         void *p;
         memset(&cfg, 0, sizeof cfg);
-        cfg.model.num_heads_q = Hq; cfg.model.num_heads_kv = Hkv; cfg.model.head_size = D; cfg.model.dtype = dt;
+        cfg.model.num_heads_q = Hq;
+        cfg.model.num_heads_kv = Hkv;
+        cfg.model.head_size = D;
+        cfg.model.dtype = dt;
         cfg.cache.block_size = bs;
-        cfg.parallel.dcp_world_size = N; cfg.parallel.dcp_rank = rk; cfg.parallel.cp_kv_cache_interleave_size = I;
+        cfg.parallel.dcp_world_size = N;
+        cfg.parallel.dcp_rank = rk;
+        cfg.parallel.cp_kv_cache_interleave_size = I;
         cfg.compilation.max_num_splits = 4;
-        cfg.scheduler.max_num_seqs = MAXR; cfg.scheduler.max_num_batched_tokens = MAXT;
+        cfg.scheduler.max_num_seqs = MAXR;
+        cfg.scheduler.max_num_batched_tokens = MAXT;
         FZ_CHECK(fa_builder_create(cpu_be(), &cfg, &comms[rk], &b[rk]) == FA_OK);
         FZ_CHECK(fa_dcp_slot_mapping(table, NB, NB, bs, req_of, pos, T, N, rk, I, slots[rk]) == FA_OK);
         memset(&batch, 0, sizeof batch);
-        batch.num_reqs = n; batch.query_start_loc = qsl; batch.seq_lens = seq;
-        batch.block_table = table; batch.block_table_stride = NB; batch.slot_mapping = slots[rk];
+        batch.num_reqs = n;
+        batch.query_start_loc = qsl;
+        batch.seq_lens = seq;
+        batch.block_table = table;
+        batch.block_table_stride = NB;
+        batch.slot_mapping = slots[rk];
         if (rk == bad_rank && bad_kind == 3) { /* this rank's table has an id out of range */
             static int32_t bad_table[MAXR * NB];
             memcpy(bad_table, table, sizeof(int32_t) * (size_t)(n * NB));
@@ -158,10 +180,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         p = fz_buf_new(&cb[rk], (size_t)nc * es);
         for (i = 0; i < nc; ++i) put(p, i, dt, ((float)(rng_next(&seed) % 4001) - 2000.0f) / 1000.0f);
         fz_buf_new(&ob[rk], (size_t)nq * es);
-        fz_buf_snap(&cb[rk]); fz_buf_snap(&ob[rk]);
-        qshape[0] = MAXT; qshape[1] = Hq; qshape[2] = D;
-        kshape[0] = MAXT; kshape[1] = Hkv; kshape[2] = D;
-        cshape[0] = 2; cshape[1] = NB; cshape[2] = bs; cshape[3] = Hkv; cshape[4] = D;
+        fz_buf_snap(&cb[rk]);
+        fz_buf_snap(&ob[rk]);
+        qshape[0] = MAXT;
+        qshape[1] = Hq;
+        qshape[2] = D;
+        kshape[0] = MAXT;
+        kshape[1] = Hkv;
+        kshape[2] = D;
+        cshape[0] = 2;
+        cshape[1] = NB;
+        cshape[2] = bs;
+        cshape[3] = Hkv;
+        cshape[4] = D;
         job[rk].layer = &layer;
         job[rk].md = &md[rk];
         job[rk].q = fa_tensor_make(fz_buf_data(&qb), dt, 3, qshape);
@@ -194,7 +225,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FZ_CHECK(fz_buf_guards_ok(&qb) && fz_buf_guards_ok(&kb) && fz_buf_guards_ok(&vb));
     FZ_CHECK(fz_buf_unchanged(&qb) && fz_buf_unchanged(&kb) && fz_buf_unchanged(&vb));
 #ifdef FZ_DEBUG
-    for (rk = 0; rk < N; ++rk) fprintf(stderr, "N %d bad %d/%d rank %d: %d %.3fs %s\n", N, bad_rank, bad_kind, rk, (int)job[rk].s, job[rk].seconds, job[rk].msg);
+    for (rk = 0; rk < N; ++rk)
+        fprintf(stderr, "N %d bad %d/%d rank %d: %d %.3fs %s\n", N, bad_rank, bad_kind, rk, (int)job[rk].s,
+                job[rk].seconds, job[rk].msg);
 #endif
     if (bad_rank >= N) FZ_CHECK(ok); /* nothing wrong: every rank succeeds */
     if (ok) {
@@ -209,8 +242,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
         }
     }
-    for (rk = 0; rk < N; ++rk) { fa_builder_destroy(b[rk]); fz_buf_free(&cb[rk]); fz_buf_free(&ob[rk]); }
+    for (rk = 0; rk < N; ++rk) {
+        fa_builder_destroy(b[rk]);
+        fz_buf_free(&cb[rk]);
+        fz_buf_free(&ob[rk]);
+    }
     fa_fake_comm_group_destroy(comms);
-    fz_buf_free(&qb); fz_buf_free(&kb); fz_buf_free(&vb);
+    fz_buf_free(&qb);
+    fz_buf_free(&kb);
+    fz_buf_free(&vb);
     return 0;
 }

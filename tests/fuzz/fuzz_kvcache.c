@@ -23,8 +23,10 @@ static void fz_shape(fz_reader *r)
     fz_check_status(s, "fa_kv_cache_shape", NULL);
     FZ_CHECK(fz_buf_guards_ok(&ob));
     FZ_CHECK((s == FA_OK) == (!null_out && ref_shape_ok(nb, bs, h, d)));
-    if (s != FA_OK) FZ_CHECK(fz_buf_unchanged(&ob));
-    else FZ_CHECK(out[0] == 2 && out[1] == nb && out[2] == bs && out[3] == h && out[4] == d);
+    if (s != FA_OK)
+        FZ_CHECK(fz_buf_unchanged(&ob));
+    else
+        FZ_CHECK(out[0] == 2 && out[1] == nb && out[2] == bs && out[3] == h && out[4] == d);
     fz_buf_free(&ob);
 }
 
@@ -36,7 +38,8 @@ static void fz_order(fz_reader *r)
     fa_status s;
     order = (int32_t *)fz_buf_new(&ob, 6 * sizeof(int32_t));
     rank = (int32_t *)fz_buf_new(&rb, sizeof(int32_t));
-    s = fa_kv_cache_stride_order((fa_kv_layout)layout, incl, nulls == 1 ? NULL : order, nulls == 2 ? NULL : rank);
+    s = fa_kv_cache_stride_order((fa_kv_layout)layout, incl, nulls == 1 ? NULL : order,
+                                 nulls == 2 ? NULL : rank);
     fz_check_status(s, "fa_kv_cache_stride_order", NULL);
     FZ_CHECK(fz_buf_guards_ok(&ob) && fz_buf_guards_ok(&rb));
     FZ_CHECK((s == FA_OK) == (nulls != 1 && nulls != 2 && (layout == 0 || layout == 1)));
@@ -111,7 +114,10 @@ static void fz_tensor(fz_reader *r)
         ref[rank - 1] = 1;
         for (i = rank - 2; i >= 0; --i) {
             acc *= shape[i + 1] > 0 ? shape[i + 1] : 1;
-            if (acc > (fz_i128)INT64_MAX) { valid = 0; break; }
+            if (acc > (fz_i128)INT64_MAX) {
+                valid = 0;
+                break;
+            }
             ref[i] = (int64_t)acc;
         }
         /* and the whole element count fits */
@@ -128,8 +134,10 @@ static void fz_tensor(fz_reader *r)
     } else {
         FZ_CHECK(t.rank == rank);
         for (i = 0; i < FA_MAX_RANK; ++i) {
-            if (i < rank) FZ_CHECK(t.shape[i] == shape[i] && t.stride[i] == ref[i]);
-            else FZ_CHECK(t.shape[i] == 0 && t.stride[i] == 0);
+            if (i < rank)
+                FZ_CHECK(t.shape[i] == shape[i] && t.stride[i] == ref[i]);
+            else
+                FZ_CHECK(t.shape[i] == 0 && t.stride[i] == 0);
         }
     }
     fz_buf_free(&sb);

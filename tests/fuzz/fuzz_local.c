@@ -55,8 +55,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ok_ref = nulls != 1 && nulls != 2 && chunk > 0 && n >= 0 && qsl[0] == 0;
     for (i = 0; ok_ref && i < n; ++i) {
         int64_t q = (int64_t)qsl[i + 1] - qsl[i];
-        if (q < 0 || seq[i] < q) ok_ref = 0;
-        else need_ref += ref_nblk(chunk, (int32_t)q, seq[i]);
+        if (q < 0 || seq[i] < q)
+            ok_ref = 0;
+        else
+            need_ref += ref_nblk(chunk, (int32_t)q, seq[i]);
     }
     cnt = (int32_t *)fz_buf_new(&cb, sizeof(int32_t));
     s = fa_local_virtual_batches_count(chunk, nulls == 1 ? NULL : qsl, nulls == 2 ? NULL : seq, n,
@@ -83,7 +85,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     out->seqlens_q = (int32_t *)fz_buf_new(&qb, sizeof(int32_t) * (size_t)cap_alloc);
     out->cu_seqlens_q = (int32_t *)fz_buf_new(&cub, sizeof(int32_t) * ((size_t)cap_alloc + 1));
     out->seqused_k = (int32_t *)fz_buf_new(&kb, sizeof(int32_t) * (size_t)cap_alloc);
-    out->block_table = (int32_t *)fz_buf_new(&tb, sizeof(int32_t) * (size_t)cap_alloc * (size_t)(pages ? pages : 1));
+    out->block_table =
+        (int32_t *)fz_buf_new(&tb, sizeof(int32_t) * (size_t)cap_alloc * (size_t)(pages ? pages : 1));
     switch (fz_u8(&r) % 16) { /* a NULL output array */
     case 1: out->seqlens_q = NULL; break;
     case 2: out->cu_seqlens_q = NULL; break;
@@ -95,16 +98,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     s = fa_make_local_virtual_batches(chunk, bs, nulls == 1 ? NULL : qsl, nulls == 2 ? NULL : seq, n,
                                       nulls == 4 ? NULL : table, stride, mb, cap, nulls == 5 ? NULL : out);
     fz_check_status(s, "fa_make_local_virtual_batches", NULL);
-    FZ_CHECK(fz_buf_guards_ok(&ob) && fz_buf_guards_ok(&qb) && fz_buf_guards_ok(&cub) && fz_buf_guards_ok(&kb) &&
-             fz_buf_guards_ok(&tb));
+    FZ_CHECK(fz_buf_guards_ok(&ob) && fz_buf_guards_ok(&qb) && fz_buf_guards_ok(&cub) &&
+             fz_buf_guards_ok(&kb) && fz_buf_guards_ok(&tb));
     if (s != FA_OK) {
-        FZ_CHECK(fz_buf_unchanged(&ob) && fz_buf_unchanged(&qb) && fz_buf_unchanged(&cub) && fz_buf_unchanged(&kb) &&
-                 fz_buf_unchanged(&tb));
+        FZ_CHECK(fz_buf_unchanged(&ob) && fz_buf_unchanged(&qb) && fz_buf_unchanged(&cub) &&
+                 fz_buf_unchanged(&kb) && fz_buf_unchanged(&tb));
         if (s == FA_ERR_WORKSPACE) FZ_CHECK(ok_ref && need_ref > cap);
     } else {
         int32_t V = out->num_virtual, v, t, maxq = 0, maxk = 0, b = 0, done = 0;
 #ifdef FZ_DEBUG
-        fprintf(stderr, "chunk %d bs %d n %d count %d V %d need %lld cap %d\n", chunk, bs, n, count_a, V, (long long)need_ref, cap);
+        fprintf(stderr, "chunk %d bs %d n %d count %d V %d need %lld cap %d\n", chunk, bs, n, count_a, V,
+                (long long)need_ref, cap);
         for (i = 0; i < n; ++i) fprintf(stderr, "  qsl %d..%d seq %d\n", qsl[i], qsl[i + 1], seq[i]);
 #endif
         FZ_CHECK(ok_ref && pages > 0 && mb >= 1 && mb <= stride && nulls != 4 && nulls != 5);
@@ -118,7 +122,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             maxq = ql > maxq ? ql : maxq;
             maxk = kl > maxk ? kl : maxk;
             /* the request this virtual batch belongs to: the one whose queries cover it */
-            while (b < n && (qsl[b + 1] - qsl[b] == 0 || done >= qsl[b + 1] - qsl[b])) { ++b; done = 0; }
+            while (b < n && (qsl[b + 1] - qsl[b] == 0 || done >= qsl[b + 1] - qsl[b])) {
+                ++b;
+                done = 0;
+            }
             FZ_CHECK(b < n);
             done += ql;
             for (t = 0; t < pages; ++t) {
@@ -129,6 +136,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FZ_CHECK(out->max_query_len == maxq && out->max_seq_len == maxk);
         for (v = V; v < cap_alloc; ++v) FZ_CHECK(out->seqlens_q[v] == (int32_t)0xCDCDCDCD);
     }
-    fz_buf_free(&ob); fz_buf_free(&qb); fz_buf_free(&cub); fz_buf_free(&kb); fz_buf_free(&tb);
+    fz_buf_free(&ob);
+    fz_buf_free(&qb);
+    fz_buf_free(&cub);
+    fz_buf_free(&kb);
+    fz_buf_free(&tb);
     return 0;
 }

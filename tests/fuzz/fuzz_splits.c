@@ -14,7 +14,8 @@ static const fa_backend *cpu_be(void)
 static void fz_heuristic(fz_reader *r)
 {
     int64_t mb = fz_bool(r) ? fz_range(r, 0, 300) : fz_i64(r);
-    int32_t sms = fz_small_or_any(r, 1, 200), nnb = fz_small_or_any(r, 0, 300), ms = fz_small_or_any(r, 0, 130), res, lim;
+    int32_t sms = fz_small_or_any(r, 1, 200), nnb = fz_small_or_any(r, 0, 300),
+            ms = fz_small_or_any(r, 0, 130), res, lim;
     fz_set_marker_error();
     res = fa_num_splits_heuristic(mb, sms, nnb, ms);
     FZ_CHECK(fz_marker_intact());
@@ -87,18 +88,22 @@ static void fz_plan(fz_reader *r)
     if (plen > plen_alloc) plen = plen_alloc; /* longer than the array would be a caller bug */
     p.cu_seqlens_q = nulls == 3 ? NULL : cu;
     p.seqused_k = nulls == 4 ? NULL : lens;
-    ok_ref = nulls != 1 && p.caps != NULL && nulls != 2 && p.num_reqs >= 0 && plen >= 1 + p.num_reqs && p.num_heads_q > 0 &&
-             p.num_heads_kv > 0 && p.num_heads_q % p.num_heads_kv == 0 && p.head_size >= 8 && p.head_size <= 256 &&
-             p.head_size % 8 == 0 && (p.num_reqs == 0 || (nulls != 3 && nulls != 4)) && p.max_num_splits >= 1 &&
-             p.num_sms >= 1 && p.kv_bytes >= 0 && p.kv_bytes <= 8;
+    ok_ref = nulls != 1 && p.caps != NULL && nulls != 2 && p.num_reqs >= 0 && plen >= 1 + p.num_reqs &&
+             p.num_heads_q > 0 && p.num_heads_kv > 0 && p.num_heads_q % p.num_heads_kv == 0 &&
+             p.head_size >= 8 && p.head_size <= 256 && p.head_size % 8 == 0 &&
+             (p.num_reqs == 0 || (nulls != 3 && nulls != 4)) && p.max_num_splits >= 1 && p.num_sms >= 1 &&
+             p.kv_bytes >= 0 && p.kv_bytes <= 8;
     for (i = 0; ok_ref && i < p.num_reqs; ++i)
-        if ((int64_t)cu[i + 1] - cu[i] < 0 || (int64_t)cu[i + 1] - cu[i] > INT32_MAX || lens[i] < 0) ok_ref = 0;
+        if ((int64_t)cu[i + 1] - cu[i] < 0 || (int64_t)cu[i + 1] - cu[i] > INT32_MAX || lens[i] < 0)
+            ok_ref = 0;
     plan = (int32_t *)fz_buf_new(&pb, sizeof(int32_t) * (size_t)plen_alloc);
     s = fa_plan_splits(nulls == 1 ? NULL : &p, nulls == 2 ? NULL : plan, plen);
     fz_check_status(s, "fa_plan_splits", NULL);
     FZ_CHECK(fz_buf_guards_ok(&pb));
-    if (s == FA_OK) FZ_CHECK(ok_ref);
-    else if (ok_ref) FZ_CHECK(s == FA_ERR_UNSUPPORTED && strstr(fa_last_error(), "caps") != NULL);
+    if (s == FA_OK)
+        FZ_CHECK(ok_ref);
+    else if (ok_ref)
+        FZ_CHECK(s == FA_ERR_UNSUPPORTED && strstr(fa_last_error(), "caps") != NULL);
     if (s != FA_OK) {
         FZ_CHECK(fz_buf_unchanged(&pb));
         if (s == FA_ERR_WORKSPACE) FZ_CHECK(plen < 1 + p.num_reqs);
@@ -106,7 +111,8 @@ static void fz_plan(fz_reader *r)
         int32_t ccap = caps.max_splits > 0 ? caps.max_splits : 1;
         int32_t cap = p.batch_invariant ? 1 : (p.max_num_splits < ccap ? p.max_num_splits : ccap);
 #ifdef FZ_DEBUG
-        fprintf(stderr, "plan0 %d cap %d max_num_splits %d caps.max_splits %d bi %d n %d\n", plan[0], cap, p.max_num_splits, caps.max_splits, p.batch_invariant, p.num_reqs);
+        fprintf(stderr, "plan0 %d cap %d max_num_splits %d caps.max_splits %d bi %d n %d\n", plan[0], cap,
+                p.max_num_splits, caps.max_splits, p.batch_invariant, p.num_reqs);
 #endif
         FZ_CHECK(plan[0] >= 1 && plan[0] <= cap);
         for (i = 0; i < p.num_reqs; ++i) FZ_CHECK(plan[1 + i] >= 1 && plan[1 + i] <= plan[0]);
@@ -120,7 +126,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fz_reader r;
     fz_init(&r, data, size);
-    if (fz_u8(&r) & 1) fz_plan(&r);
-    else fz_heuristic(&r);
+    if (fz_u8(&r) & 1)
+        fz_plan(&r);
+    else
+        fz_heuristic(&r);
     return 0;
 }

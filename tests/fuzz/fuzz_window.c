@@ -27,7 +27,10 @@ static void fz_aot(fz_reader *r)
     n = fz_bool(r) ? n_arr : fz_i32(r);
     if (n > n_arr) n = n_arr;
     for (i = 0; i < n_arr; ++i) {
-        if (i > 0 && (fz_u8(r) & 3)) { arr[i] = arr[i - 1]; continue; }
+        if (i > 0 && (fz_u8(r) & 3)) {
+            arr[i] = arr[i - 1];
+            continue;
+        }
         arr[i].left = fz_i32(r);
         arr[i].right = fz_i32(r);
     }
@@ -47,8 +50,10 @@ static void fz_aot(fz_reader *r)
         for (i = 1; i < n; ++i)
             if (arr[i].left != arr[0].left || arr[i].right != arr[0].right) all_same = 0;
         FZ_CHECK(*en == all_same);
-        if (all_same && n > 0) FZ_CHECK(out->left == arr[0].left && out->right == arr[0].right);
-        else FZ_CHECK(out->left == -1 && out->right == -1);
+        if (all_same && n > 0)
+            FZ_CHECK(out->left == arr[0].left && out->right == arr[0].right);
+        else
+            FZ_CHECK(out->left == -1 && out->right == -1);
     }
     fz_buf_free(&ob);
     fz_buf_free(&eb);
@@ -59,7 +64,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fz_reader r;
     fz_init(&r, data, size);
-    if (fz_u8(&r) & 1) fz_aot(&r);
-    else fz_config(&r);
+    if (fz_u8(&r) & 1)
+        fz_aot(&r);
+    else
+        fz_config(&r);
     return 0;
 }

@@ -17,7 +17,10 @@ static long replay_file(const char *path)
     FILE *f = fopen(path, "rb");
     uint8_t *buf;
     long n;
-    if (f == NULL) { fprintf(stderr, "replay: cannot open %s\n", path); exit(2); }
+    if (f == NULL) {
+        fprintf(stderr, "replay: cannot open %s\n", path);
+        exit(2);
+    }
     fseek(f, 0, SEEK_END);
     n = ftell(f);
     fseek(f, 0, SEEK_SET);
@@ -40,11 +43,17 @@ int main(int argc, char **argv)
     ++count;
     for (i = 1; i < argc; ++i) {
         struct stat st;
-        if (stat(argv[i], &st) != 0) { fprintf(stderr, "replay: no such path %s\n", argv[i]); return 2; }
+        if (stat(argv[i], &st) != 0) {
+            fprintf(stderr, "replay: no such path %s\n", argv[i]);
+            return 2;
+        }
         if (S_ISDIR(st.st_mode)) {
             DIR *d = opendir(argv[i]);
             struct dirent *e;
-            if (d == NULL) { fprintf(stderr, "replay: cannot open %s\n", argv[i]); return 2; }
+            if (d == NULL) {
+                fprintf(stderr, "replay: cannot open %s\n", argv[i]);
+                return 2;
+            }
             while ((e = readdir(d)) != NULL) {
                 char path[4096];
                 struct stat fst;

@@ -95,8 +95,7 @@ static inline int gt_case(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(c->case_name, sizeof c->case_name, fmt, ap);
     va_end(ap);
-    if (c->filter && !strstr(c->case_name, c->filter))
-        return 0;
+    if (c->filter && !strstr(c->case_name, c->filter)) return 0;
     c->in_case = 1;
     c->case_failed = 0;
     c->case_skipped = 0;
@@ -119,8 +118,7 @@ static inline void gt_skip(const char *fmt, ...)
 /* 1 if the current case is heavy and the run is --quick (the case is then marked skipped). */
 static inline int gt_heavy(void)
 {
-    if (!gt()->quick)
-        return 0;
+    if (!gt()->quick) return 0;
     gt_skip("heavy case, --quick");
     return 1;
 }
@@ -128,8 +126,7 @@ static inline int gt_heavy(void)
 static inline void gt_case_end(void)
 {
     gt_ctx *c = gt();
-    if (!c->in_case)
-        return;
+    if (!c->in_case) return;
     c->tap_n++;
     if (c->case_failed) {
         c->failed++;
@@ -151,21 +148,18 @@ static inline void gt_case_end(void)
 /* 1 if st == FA_OK, else records a failure naming the call and the backend's message. */
 static inline int gt_check(fa_status st, const fa_backend *be, const char *what)
 {
-    if (st == FA_OK)
-        return 1;
+    if (st == FA_OK) return 1;
     gt_fail("%s on %s returned %d: %s", what, be ? be->name : "?", (int)st,
             be && be->ops.last_error ? be->ops.last_error(be->ctx) : "");
     return 0;
 }
 
 /* 1 if st == want, else records a failure. */
-static inline int gt_expect_status(fa_status st, fa_status want, const fa_backend *be,
-                                   const char *what)
+static inline int gt_expect_status(fa_status st, fa_status want, const fa_backend *be, const char *what)
 {
-    if (st == want)
-        return 1;
-    gt_fail("%s on %s returned %d, expected %d (%s)", what, be ? be->name : "?", (int)st,
-            (int)want, be && be->ops.last_error ? be->ops.last_error(be->ctx) : "");
+    if (st == want) return 1;
+    gt_fail("%s on %s returned %d, expected %d (%s)", what, be ? be->name : "?", (int)st, (int)want,
+            be && be->ops.last_error ? be->ops.last_error(be->ctx) : "");
     return 0;
 }
 
@@ -181,10 +175,7 @@ static inline uint64_t gt_u64(void)
 }
 
 /* Uniform integer in [0, n). */
-static inline int64_t gt_randint(int64_t n)
-{
-    return n <= 0 ? 0 : (int64_t)(gt_u64() % (uint64_t)n);
-}
+static inline int64_t gt_randint(int64_t n) { return n <= 0 ? 0 : (int64_t)(gt_u64() % (uint64_t)n); }
 
 /* Uniform float in [lo, hi). */
 static inline float gt_uniform(float lo, float hi)
@@ -207,9 +198,12 @@ static inline float gt_normal(void)
 static inline size_t gt_dtype_size(fa_dtype t)
 {
     switch (t) {
-    case FA_DTYPE_F32: case FA_DTYPE_I32: return 4;
-    case FA_DTYPE_F16: case FA_DTYPE_BF16: return 2;
-    case FA_DTYPE_FP8_E4M3: case FA_DTYPE_FP8_E5M2: return 1;
+    case FA_DTYPE_F32:
+    case FA_DTYPE_I32: return 4;
+    case FA_DTYPE_F16:
+    case FA_DTYPE_BF16: return 2;
+    case FA_DTYPE_FP8_E4M3:
+    case FA_DTYPE_FP8_E5M2: return 1;
     case FA_DTYPE_I64: return 8;
     default: return 0;
     }
@@ -236,8 +230,8 @@ static inline float gt_load(const void *base, int64_t i, fa_dtype t)
     case FA_DTYPE_F32: return ((const float *)base)[i];
     case FA_DTYPE_F16: return fa_cpu_half_to_float(((const uint16_t *)base)[i]);
     case FA_DTYPE_BF16: return fa_cpu_bf16_to_float(((const uint16_t *)base)[i]);
-    case FA_DTYPE_FP8_E4M3: case FA_DTYPE_FP8_E5M2:
-        return fa_cpu_fp8_to_float(((const uint8_t *)base)[i], t);
+    case FA_DTYPE_FP8_E4M3:
+    case FA_DTYPE_FP8_E5M2: return fa_cpu_fp8_to_float(((const uint8_t *)base)[i], t);
     default: return NAN;
     }
 }
@@ -249,9 +243,8 @@ static inline void gt_store(void *base, int64_t i, fa_dtype t, float v)
     case FA_DTYPE_F32: ((float *)base)[i] = v; break;
     case FA_DTYPE_F16: ((uint16_t *)base)[i] = fa_cpu_float_to_half(v); break;
     case FA_DTYPE_BF16: ((uint16_t *)base)[i] = fa_cpu_float_to_bf16(v); break;
-    case FA_DTYPE_FP8_E4M3: case FA_DTYPE_FP8_E5M2:
-        ((uint8_t *)base)[i] = fa_cpu_float_to_fp8(v, t);
-        break;
+    case FA_DTYPE_FP8_E4M3:
+    case FA_DTYPE_FP8_E5M2: ((uint8_t *)base)[i] = fa_cpu_float_to_fp8(v, t); break;
     default: break;
     }
 }
@@ -288,16 +281,15 @@ static inline void *gt_xmalloc(size_t bytes)
 
 static inline int gt_same_special(double a, double b)
 {
-    if (isnan(a) || isnan(b))
-        return isnan(a) && isnan(b);
+    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
     return a == b;   /* infinities of the same sign, or equal numbers */
 }
 
 /* Element-wise |got - want| <= atol + rtol * |want| over n elements of dtype t (NaN matches
    only NaN, an infinity only itself). Reports the mismatch count, the first mismatch and the
    largest error; returns 1 when every element matches. */
-static inline int gt_compare(const char *what, const void *got, const void *want, int64_t n,
-                             fa_dtype t, double atol, double rtol)
+static inline int gt_compare(const char *what, const void *got, const void *want, int64_t n, fa_dtype t,
+                             double atol, double rtol)
 {
     int64_t i, bad = 0, first = -1;
     double max_err = 0.0;
@@ -308,44 +300,39 @@ static inline int gt_compare(const char *what, const void *got, const void *want
             ok = gt_same_special(g, w);
         } else {
             double e = fabs(g - w);
-            if (e > max_err)
-                max_err = e;
+            if (e > max_err) max_err = e;
             ok = e <= atol + rtol * fabs(w);
         }
         if (!ok) {
-            if (first < 0)
-                first = i;
+            if (first < 0) first = i;
             ++bad;
         }
     }
-    if (max_err > gt()->case_max_err)
-        gt()->case_max_err = max_err;
+    if (max_err > gt()->case_max_err) gt()->case_max_err = max_err;
     if (bad) {
         gt_fail("%s: %lld of %lld %s elements differ (atol %g, rtol %g); first at %lld: got %.9g, "
-                "want %.9g; max abs err %.3g", what, (long long)bad, (long long)n, gt_dtype_name(t),
-                atol, rtol, (long long)first, (double)gt_load(got, first, t),
-                (double)gt_load(want, first, t), max_err);
+                "want %.9g; max abs err %.3g",
+                what, (long long)bad, (long long)n, gt_dtype_name(t), atol, rtol, (long long)first,
+                (double)gt_load(got, first, t), (double)gt_load(want, first, t), max_err);
         return 0;
     }
     return 1;
 }
 
 /* Byte-exact comparison. */
-static inline int gt_compare_bytes(const char *what, const void *got, const void *want,
-                                   size_t bytes)
+static inline int gt_compare_bytes(const char *what, const void *got, const void *want, size_t bytes)
 {
     const uint8_t *g = (const uint8_t *)got, *w = (const uint8_t *)want;
     size_t i, bad = 0, first = 0;
     for (i = 0; i < bytes; ++i) {
         if (g[i] != w[i]) {
-            if (!bad)
-                first = i;
+            if (!bad) first = i;
             ++bad;
         }
     }
     if (bad) {
-        gt_fail("%s: %zu of %zu bytes differ; first at byte %zu: got 0x%02x, want 0x%02x", what,
-                bad, bytes, first, g[first], w[first]);
+        gt_fail("%s: %zu of %zu bytes differ; first at byte %zu: got 0x%02x, want 0x%02x", what, bad, bytes,
+                first, g[first], w[first]);
         return 0;
     }
     return 1;
@@ -361,11 +348,9 @@ static inline void *gt_dmalloc_status(size_t bytes, int quiet, fa_status *st_out
     fa_backend *be = gt_gpu();
     void *p = NULL;
     fa_status st = be->ops.alloc(be->ctx, bytes, &p);
-    if (st_out)
-        *st_out = st;
+    if (st_out) *st_out = st;
     if (st != FA_OK) {
-        if (!quiet)
-            gt_check(st, be, "alloc");
+        if (!quiet) gt_check(st, be, "alloc");
         return NULL;
     }
     return p;
@@ -376,8 +361,7 @@ static inline void *gt_dmalloc(size_t bytes) { return gt_dmalloc_status(bytes, 0
 static inline void gt_dfree(void *p)
 {
     fa_backend *be = gt_gpu();
-    if (p)
-        gt_check(be->ops.free(be->ctx, p), be, "free");
+    if (p) gt_check(be->ops.free(be->ctx, p), be, "free");
 }
 
 static inline int gt_h2d(void *dst, const void *src, size_t bytes)
@@ -396,8 +380,7 @@ static inline int gt_sync(void)
 static inline int gt_d2h(void *dst, const void *src, size_t bytes)
 {
     fa_backend *be = gt_gpu();
-    if (!gt_check(be->ops.copy(be->ctx, dst, src, bytes, FA_COPY_DEVICE_TO_HOST), be, "copy D2H"))
-        return 0;
+    if (!gt_check(be->ops.copy(be->ctx, dst, src, bytes, FA_COPY_DEVICE_TO_HOST), be, "copy D2H")) return 0;
     return gt_sync();
 }
 
@@ -425,11 +408,9 @@ static inline int gt_init(int argc, char **argv)
     int i;
     c->rng = 1234;
     env = getenv("FA_GPU_TEST_QUICK");
-    if (env && *env && strcmp(env, "0") != 0)
-        c->quick = 1;
+    if (env && *env && strcmp(env, "0") != 0) c->quick = 1;
     env = getenv("FA_GPU_TEST_SEED");
-    if (env && *env)
-        c->rng = strtoull(env, NULL, 10);
+    if (env && *env) c->rng = strtoull(env, NULL, 10);
     for (i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--quick"))
             c->quick = 1;
@@ -454,10 +435,9 @@ static inline int gt_init(int argc, char **argv)
         gt_fail("fa_cuda_backend_create returned %d: %s", (int)st, fa_cuda_create_error());
         return -1;
     }
-    printf("# device: %s, cc %d.%d, %d SMs, smem %lld per block (opt-in), %lld per SM\n",
-           c->gpu->info.name, (int)c->gpu->info.cc_major, (int)c->gpu->info.cc_minor,
-           (int)c->gpu->info.num_sms, (long long)c->gpu->info.smem_per_block,
-           (long long)c->gpu->info.smem_per_sm);
+    printf("# device: %s, cc %d.%d, %d SMs, smem %lld per block (opt-in), %lld per SM\n", c->gpu->info.name,
+           (int)c->gpu->info.cc_major, (int)c->gpu->info.cc_minor, (int)c->gpu->info.num_sms,
+           (long long)c->gpu->info.smem_per_block, (long long)c->gpu->info.smem_per_sm);
     fflush(stdout);
     return 0;
 }
@@ -468,17 +448,13 @@ static inline int gt_finish(void)
     gt_ctx *c = gt();
     gt_case_end();
 #ifdef GT_GPU_IS_CPU
-    if (c->gpu)
-        fa_cpu_backend_destroy(c->gpu);
+    if (c->gpu) fa_cpu_backend_destroy(c->gpu);
 #else   /* !GT_GPU_IS_CPU */
-    if (c->gpu)
-        fa_cuda_backend_destroy(c->gpu);
+    if (c->gpu) fa_cuda_backend_destroy(c->gpu);
 #endif  /* GT_GPU_IS_CPU */
-    if (c->cpu)
-        fa_cpu_backend_destroy(c->cpu);
+    if (c->cpu) fa_cpu_backend_destroy(c->cpu);
     c->gpu = c->cpu = NULL;
-    if (c->skipped)
-        printf("# %d skipped\n", c->skipped);
+    if (c->skipped) printf("# %d skipped\n", c->skipped);
     if (c->tap_n == 0) {   /* no case ran (e.g. no GPU): one failing test point */
         c->tap_n = 1;
         printf("not ok 1 - %s\n", c->failed ? "setup failed" : "no case ran");

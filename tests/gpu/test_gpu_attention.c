@@ -74,8 +74,8 @@ static int token_written(const host_bufs *hb, int32_t B, int32_t t)
 static void describe(const acase *c, char *buf, size_t n)
 {
     int b, len = 0, shown = c->nseq < 6 ? c->nseq : 6;
-    len += snprintf(buf + len, n - len, "q %s kv %s D=%d bs=%d %d/%d %s%s B=%d [", dn(c->qdt),
-                    dn(c->kvdt), c->D, c->bs, c->hq, c->hkv, c->dense ? "dense" : (c->hnd ? "HND" : "NHD"),
+    len += snprintf(buf + len, n - len, "q %s kv %s D=%d bs=%d %d/%d %s%s B=%d [", dn(c->qdt), dn(c->kvdt),
+                    c->D, c->bs, c->hq, c->hkv, c->dense ? "dense" : (c->hnd ? "HND" : "NHD"),
                     c->q_strided ? " qstrided" : "", c->nseq);
     for (b = 0; b < shown && len < (int)n - 24; ++b)
         len += snprintf(buf + len, n - len, "%s%dx%d", b ? " " : "", c->qlen[b], c->klen[b]);
@@ -87,8 +87,10 @@ static void describe(const acase *c, char *buf, size_t n)
     if (c->sinks) len += snprintf(buf + len, n - len, " sink%s", c->sinks == 2 ? "!" : "");
     if (c->lse) len += snprintf(buf + len, n - len, " lse");
     if (is_fp8(c->kvdt)) len += snprintf(buf + len, n - len, c->descale ? " descale" : " scale");
-    if (c->splits > 1) len += snprintf(buf + len, n - len, " S=%d%s", c->splits, c->use_plan ? "+plan" : "");
-    else if (c->use_plan) len += snprintf(buf + len, n - len, " plan");
+    if (c->splits > 1)
+        len += snprintf(buf + len, n - len, " S=%d%s", c->splits, c->use_plan ? "+plan" : "");
+    else if (c->use_plan)
+        len += snprintf(buf + len, n - len, " plan");
     if (c->shuffle) len += snprintf(buf + len, n - len, " shuffled");
     if (c->alone) len += snprintf(buf + len, n - len, " alone=%d", c->alone - 1);
     if (c->nan_v) len += snprintf(buf + len, n - len, " nanV@%d", c->nan_v - 1);
@@ -124,8 +126,8 @@ static int run_case(const acase *c, void **out_bits_ret)
         if (c->qlen[b] > max_q) max_q = c->qlen[b];
         if (c->qlen[b] > 0 && (min_q == 0 || c->qlen[b] < min_q)) min_q = c->qlen[b];
         if (c->klen[b] > max_k) max_k = c->klen[b];
-        max_blocks = (c->klen[b] + c->bs - 1) / c->bs > max_blocks ? (c->klen[b] + c->bs - 1) / c->bs
-                                                                    : max_blocks;
+        max_blocks =
+            (c->klen[b] + c->bs - 1) / c->bs > max_blocks ? (c->klen[b] + c->bs - 1) / c->bs : max_blocks;
         TK += c->klen[b];
     }
     T += c->pad_tokens;
@@ -151,8 +153,7 @@ static int run_case(const acase *c, void **out_bits_ret)
             int64_t o = (int64_t)(qhg ? h / qhg : 0) * qgs + (int64_t)(qhg ? h % qhg : h) * qhs + t * qts;
             gt_fill_uniform((char *)hb.q + o * qsz, D, c->qdt, -2.0f, 2.0f);
         }
-    for (i = 0; i < q_elems; ++i)
-        hb.qf[i] = gt_load(hb.q, i, c->qdt);
+    for (i = 0; i < q_elems; ++i) hb.qf[i] = gt_load(hb.q, i, c->qdt);
 
     /* ---- sequences */
     hb.cu_q = (int32_t *)gt_xmalloc(sizeof(int32_t) * (B + 1));
@@ -167,8 +168,7 @@ static int run_case(const acase *c, void **out_bits_ret)
     }
     hb.plan = (int32_t *)gt_xmalloc(sizeof(int32_t) * (B + 1));
     hb.plan[0] = S;
-    for (b = 0; b < B; ++b)
-        hb.plan[1 + b] = c->use_plan ? c->plan[b] : S;
+    for (b = 0; b < B; ++b) hb.plan[1 + b] = c->use_plan ? c->plan[b] : S;
 
     /* ---- fp8 scales: stored = fp8(x / scale), per (b, g) or scalar */
     if (fp8) {
@@ -195,8 +195,13 @@ static int run_case(const acase *c, void **out_bits_ret)
         for (b = 0; b < B; ++b) used += (c->klen[b] + c->bs - 1) / c->bs;
         NB = used + used / 4 + 3;    /* unused blocks stay NaN */
         kbs = (int64_t)c->bs * Hkv * D;
-        if (c->hnd) { krs = D; khs = (int64_t)c->bs * D; }
-        else { krs = (int64_t)Hkv * D; khs = D; }
+        if (c->hnd) {
+            krs = D;
+            khs = (int64_t)c->bs * D;
+        } else {
+            krs = (int64_t)Hkv * D;
+            khs = D;
+        }
         kv_elems = NB * kbs;
         bt_off = 1 + gt_randint(3);
         bt_stride = bt_off + max_blocks + 2 + gt_randint(3);
@@ -236,8 +241,10 @@ static int run_case(const acase *c, void **out_bits_ret)
         int32_t j, g, d;
         for (j = 0; j < c->klen[b]; ++j) {
             int64_t row;
-            if (c->dense) row = (int64_t)(hb.cu_k[b] + j) * krs;
-            else row = (int64_t)hb.bt[b * bt_stride + bt_off + j / c->bs] * kbs + (int64_t)(j % c->bs) * krs;
+            if (c->dense)
+                row = (int64_t)(hb.cu_k[b] + j) * krs;
+            else
+                row = (int64_t)hb.bt[b * bt_stride + bt_off + j / c->bs] * kbs + (int64_t)(j % c->bs) * krs;
             for (g = 0; g < Hkv; ++g) {
                 float ks = 1.0f, vs = 1.0f;
                 if (fp8) {
@@ -247,8 +254,12 @@ static int run_case(const acase *c, void **out_bits_ret)
                 for (d = 0; d < D; ++d) {
                     int64_t o = row + (int64_t)g * khs + d;
                     float kx, vx;
-                    do { kx = gt_uniform(-2.0f, 2.0f); } while (kx == 0.0f);
-                    do { vx = gt_uniform(-1.0f, 1.0f); } while (vx == 0.0f);
+                    do {
+                        kx = gt_uniform(-2.0f, 2.0f);
+                    } while (kx == 0.0f);
+                    do {
+                        vx = gt_uniform(-1.0f, 1.0f);
+                    } while (vx == 0.0f);
                     gt_store(hb.k, o, c->kvdt, kx / ks);
                     gt_store(hb.v, o, c->kvdt, (b == 0 && g == 0 && j == c->nan_v - 1) ? NAN : vx / vs);
                 }
@@ -268,8 +279,7 @@ static int run_case(const acase *c, void **out_bits_ret)
     if (c->alibi) {
         alibi_bs = c->alibi == 2 ? Hq + 1 : 0;
         hb.alibi = (float *)gt_xmalloc(sizeof(float) * (size_t)((c->alibi == 2 ? B : 1) * (Hq + 1)));
-        for (i = 0; i < (c->alibi == 2 ? B : 1) * (Hq + 1); ++i)
-            hb.alibi[i] = gt_uniform(0.01f, 0.3f);
+        for (i = 0; i < (c->alibi == 2 ? B : 1) * (Hq + 1); ++i) hb.alibi[i] = gt_uniform(0.01f, 0.3f);
     }
     if (c->sinks) {
         hb.sinks = (float *)gt_xmalloc(sizeof(float) * (size_t)Hq);
@@ -337,7 +347,8 @@ static int run_case(const acase *c, void **out_bits_ret)
         if (!(dbt = (int32_t *)gt_dup(hb.bt, sizeof(int32_t) * (size_t)(B * bt_stride + 1)))) goto done;
     }
     if (c->use_plan && !(dplan = (int32_t *)gt_dup(hb.plan, sizeof(int32_t) * (B + 1)))) goto done;
-    if (c->alibi && !(dalibi = (float *)gt_dup(hb.alibi, sizeof(float) * (size_t)((c->alibi == 2 ? B : 1) * (Hq + 1)))))
+    if (c->alibi &&
+        !(dalibi = (float *)gt_dup(hb.alibi, sizeof(float) * (size_t)((c->alibi == 2 ? B : 1) * (Hq + 1)))))
         goto done;
     if (c->sinks && !(dsinks = (float *)gt_dup(hb.sinks, sizeof(float) * (size_t)Hq))) goto done;
     if (fp8 && c->descale) {
@@ -350,23 +361,38 @@ static int run_case(const acase *c, void **out_bits_ret)
         dsplit_lse = (float *)gt_dmalloc(sizeof(float) * (size_t)S * Hq * T);
         if (!dsplit_out || !dsplit_lse) goto done;
         /* stale partials must not matter: poison the workspace too */
-        if (!gt_check(gpu->ops.fill(gpu->ctx, dsplit_out, 0, GT_POISON, sizeof(float) * (size_t)S * T * Hq * D, 1), gpu, "fill") ||
-            !gt_check(gpu->ops.fill(gpu->ctx, dsplit_lse, 0, GT_POISON, sizeof(float) * (size_t)S * Hq * T, 1), gpu, "fill"))
+        if (!gt_check(gpu->ops.fill(gpu->ctx, dsplit_out, 0, GT_POISON,
+                                    sizeof(float) * (size_t)S * T * Hq * D, 1),
+                      gpu, "fill") ||
+            !gt_check(gpu->ops.fill(gpu->ctx, dsplit_lse, 0, GT_POISON, sizeof(float) * (size_t)S * Hq * T,
+                                    1),
+                      gpu, "fill"))
             goto done;
     }
     if (!gt_check(gpu->ops.fill(gpu->ctx, dout, 0, GT_POISON, (size_t)out_elems * qsz, 1), gpu, "fill"))
         goto done;
-    if (dlse && !gt_check(gpu->ops.fill(gpu->ctx, dlse, 0, GT_POISON, sizeof(float) * (size_t)lse_elems, 1), gpu, "fill"))
+    if (dlse && !gt_check(gpu->ops.fill(gpu->ctx, dlse, 0, GT_POISON, sizeof(float) * (size_t)lse_elems, 1),
+                          gpu, "fill"))
         goto done;
 
     ca = ga;
-    ga.q = dq; ga.k = dk; ga.v = dv; ga.out = dout; ga.lse = dlse;
-    ga.cu_seqlens_q = dcu_q; ga.seqused_k = dseq; ga.cu_seqlens_k = dcu_k;
+    ga.q = dq;
+    ga.k = dk;
+    ga.v = dv;
+    ga.out = dout;
+    ga.lse = dlse;
+    ga.cu_seqlens_q = dcu_q;
+    ga.seqused_k = dseq;
+    ga.cu_seqlens_k = dcu_k;
     ga.block_table = dbt ? dbt + bt_off : NULL;
-    ga.alibi_slopes = dalibi; ga.sinks = dsinks; ga.k_descale = dkdesc; ga.v_descale = dvdesc;
-    ga.split_plan = dplan; ga.split_out = dsplit_out; ga.split_lse = dsplit_lse;
-    if (!gt_check(gpu->ops.attention(gpu->ctx, &ga), gpu, "attention"))
-        goto done;
+    ga.alibi_slopes = dalibi;
+    ga.sinks = dsinks;
+    ga.k_descale = dkdesc;
+    ga.v_descale = dvdesc;
+    ga.split_plan = dplan;
+    ga.split_out = dsplit_out;
+    ga.split_lse = dsplit_lse;
+    if (!gt_check(gpu->ops.attention(gpu->ctx, &ga), gpu, "attention")) goto done;
 
     /* ---- reference: f32 q (and f32 K/V unless fp8), f32 out */
     ref_out = (float *)gt_xmalloc(sizeof(float) * (size_t)out_elems);
@@ -377,21 +403,25 @@ static int run_case(const acase *c, void **out_bits_ret)
         hsplit_out = (float *)gt_xmalloc(sizeof(float) * (size_t)S * T * Hq * D);
         hsplit_lse = (float *)gt_xmalloc(sizeof(float) * (size_t)S * Hq * T);
     }
-    ca.q = hb.qf; ca.q_dtype = FA_DTYPE_F32;
+    ca.q = hb.qf;
+    ca.q_dtype = FA_DTYPE_F32;
     ca.k = fp8 ? hb.k : (const void *)hb.kf;
     ca.v = fp8 ? hb.v : (const void *)hb.vf;
     ca.kv_dtype = fp8 ? c->kvdt : FA_DTYPE_F32;
-    ca.out = ref_out; ca.lse = ref_lse;
+    ca.out = ref_out;
+    ca.lse = ref_lse;
     ca.cu_seqlens_q = hb.cu_q;
     ca.seqused_k = c->dense ? NULL : hb.seqused;
     ca.cu_seqlens_k = c->dense ? hb.cu_k : NULL;
     ca.block_table = c->dense ? NULL : hb.bt + bt_off;
-    ca.alibi_slopes = hb.alibi; ca.sinks = hb.sinks;
-    ca.k_descale = c->descale ? hb.kdesc : NULL; ca.v_descale = c->descale ? hb.vdesc : NULL;
+    ca.alibi_slopes = hb.alibi;
+    ca.sinks = hb.sinks;
+    ca.k_descale = c->descale ? hb.kdesc : NULL;
+    ca.v_descale = c->descale ? hb.vdesc : NULL;
     ca.split_plan = c->use_plan ? hb.plan : NULL;
-    ca.split_out = hsplit_out; ca.split_lse = hsplit_lse;
-    if (!gt_check(cpu->ops.attention(cpu->ctx, &ca), cpu, "attention (reference)"))
-        goto done;
+    ca.split_out = hsplit_out;
+    ca.split_lse = hsplit_lse;
+    if (!gt_check(cpu->ops.attention(cpu->ctx, &ca), cpu, "attention (reference)")) goto done;
 
     /* ---- compare */
     gout = gt_xmalloc((size_t)out_elems * qsz);
@@ -454,16 +484,20 @@ static int run_case(const acase *c, void **out_bits_ret)
         }
         if (!gt_compare("out", got, want, idx, FA_DTYPE_F32, tol, 0.0)) ok = 0;
         if (dlse && !gt_compare("lse", gl, wl, nw, FA_DTYPE_F32, 2e-3, 1e-4)) ok = 0;
-        free(got); free(want); free(gl); free(wl);
+        free(got);
+        free(want);
+        free(gl);
+        free(wl);
     }
     if (ok && c->alone > 0) {
         /* the same sequence as a batch of one: cu_seqlens_q / seqused_k / block table views */
         const int32_t sb = c->alone - 1;
         fa_attn_args one = ga;
         void *dout2 = gt_dmalloc((size_t)out_elems * qsz), *gout2 = NULL;
-        if (dout2 && gt_check(gpu->ops.fill(gpu->ctx, dout2, 0, GT_POISON, (size_t)out_elems * qsz, 1), gpu, "fill")) {
+        if (dout2 &&
+            gt_check(gpu->ops.fill(gpu->ctx, dout2, 0, GT_POISON, (size_t)out_elems * qsz, 1), gpu, "fill")) {
             one.num_seqs = 1;
-            one.max_seqlen_q = c->qlen[sb];   /* a decode row alone takes the packed decode tile */
+            one.max_seqlen_q = c->qlen[sb]; /* a decode row alone takes the packed decode tile */
             one.max_seqlen_k = c->klen[sb];
             one.cu_seqlens_q = dcu_q + sb;
             one.seqused_k = dseq ? dseq + sb : NULL;
@@ -481,8 +515,8 @@ static int run_case(const acase *c, void **out_bits_ret)
                 gt_d2h(gout2, dout2, (size_t)out_elems * qsz)) {
                 const size_t row0 = (size_t)hb.cu_q[sb] * (size_t)ots * qsz;
                 const size_t nbytes = (size_t)c->qlen[sb] * (size_t)ots * qsz;
-                if (!gt_compare_bytes("out bits of the sequence alone vs in the batch",
-                                      (char *)gout2 + row0, (char *)gout + row0, nbytes))
+                if (!gt_compare_bytes("out bits of the sequence alone vs in the batch", (char *)gout2 + row0,
+                                      (char *)gout + row0, nbytes))
                     ok = 0;
             }
         }
@@ -497,15 +531,16 @@ static int run_case(const acase *c, void **out_bits_ret)
            reference instead (and rows that must stay untouched against the first run) */
         fa_attn_args hinted = ga;
         void *dout3 = gt_dmalloc((size_t)out_elems * qsz), *gout3 = NULL;
-        if (dout3 && gt_check(gpu->ops.fill(gpu->ctx, dout3, 0, GT_POISON, (size_t)out_elems * qsz, 1), gpu, "fill")) {
+        if (dout3 &&
+            gt_check(gpu->ops.fill(gpu->ctx, dout3, 0, GT_POISON, (size_t)out_elems * qsz, 1), gpu, "fill")) {
             hinted.min_seqlen_q = min_q;
             hinted.out = dout3;
             gout3 = gt_xmalloc((size_t)out_elems * qsz);
             if (gt_check(gpu->ops.attention(gpu->ctx, &hinted), gpu, "attention (min_seqlen_q hint)") &&
                 gt_d2h(gout3, dout3, (size_t)out_elems * qsz)) {
                 if (ga.num_splits <= 1) {
-                    if (!gt_compare_bytes("out bits with the min_seqlen_q hint (two launches) vs without", gout3,
-                                          gout, (size_t)out_elems * qsz))
+                    if (!gt_compare_bytes("out bits with the min_seqlen_q hint (two launches) vs without",
+                                          gout3, gout, (size_t)out_elems * qsz))
                         ok = 0;
                 } else {
                     float *got3 = (float *)gt_xmalloc(sizeof(float) * (size_t)T * Hq * D);
@@ -524,7 +559,8 @@ static int run_case(const acase *c, void **out_bits_ret)
                                 }
                             } else if (memcmp((const char *)gout3 + oo * qsz, (const char *)gout + oo * qsz,
                                               (size_t)D * qsz) != 0) {
-                                gt_fail("min_seqlen_q hint: an untouched row (token %d, head %d) was written", t, h);
+                                gt_fail("min_seqlen_q hint: an untouched row (token %d, head %d) was written",
+                                        t, h);
                                 ok = 0;
                             }
                         }
@@ -550,13 +586,43 @@ static int run_case(const acase *c, void **out_bits_ret)
     }
 
 done:
-    gt_dfree(dq); gt_dfree(dk); gt_dfree(dv); gt_dfree(dout); gt_dfree(dcu_q); gt_dfree(dseq);
-    gt_dfree(dcu_k); gt_dfree(dbt); gt_dfree(dplan); gt_dfree(dalibi); gt_dfree(dsinks);
-    gt_dfree(dkdesc); gt_dfree(dvdesc); gt_dfree(dlse); gt_dfree(dsplit_out); gt_dfree(dsplit_lse);
-    free(hb.q); free(hb.k); free(hb.v); free(hb.qf); free(hb.kf); free(hb.vf); free(hb.cu_q);
-    free(hb.seqused); free(hb.cu_k); free(hb.bt); free(hb.plan); free(hb.alibi); free(hb.sinks);
-    free(hb.kdesc); free(hb.vdesc); free(ref_out); free(ref_lse); free(glse); free(gout);
-    free(hsplit_out); free(hsplit_lse);
+    gt_dfree(dq);
+    gt_dfree(dk);
+    gt_dfree(dv);
+    gt_dfree(dout);
+    gt_dfree(dcu_q);
+    gt_dfree(dseq);
+    gt_dfree(dcu_k);
+    gt_dfree(dbt);
+    gt_dfree(dplan);
+    gt_dfree(dalibi);
+    gt_dfree(dsinks);
+    gt_dfree(dkdesc);
+    gt_dfree(dvdesc);
+    gt_dfree(dlse);
+    gt_dfree(dsplit_out);
+    gt_dfree(dsplit_lse);
+    free(hb.q);
+    free(hb.k);
+    free(hb.v);
+    free(hb.qf);
+    free(hb.kf);
+    free(hb.vf);
+    free(hb.cu_q);
+    free(hb.seqused);
+    free(hb.cu_k);
+    free(hb.bt);
+    free(hb.plan);
+    free(hb.alibi);
+    free(hb.sinks);
+    free(hb.kdesc);
+    free(hb.vdesc);
+    free(ref_out);
+    free(ref_lse);
+    free(glse);
+    free(gout);
+    free(hsplit_out);
+    free(hsplit_lse);
     return ok;
 }
 
@@ -642,19 +708,65 @@ static void test_features(void)
         set_seqs(&c, 4, ql, kl);
         switch (f) {
         case 0: c.causal = 0; break;
-        case 1: c.causal = 1; c.wl = 63; break;                       /* sliding window */
-        case 2: c.causal = 0; c.wl = 40; c.wr = 40; break;           /* encoder-only window */
-        case 3: c.causal = 0; c.wl = 90; c.wr = 0; break;            /* left-only, non-causal */
-        case 4: c.causal = 1; c.softcap = 10.0f; break;
-        case 5: c.causal = 0; c.softcap = 50.0f; c.alibi = 1; break;
-        case 6: c.causal = 1; c.alibi = 2; c.wl = 100; break;
-        case 7: c.causal = 1; c.sinks = 1; break;
-        case 8: c.causal = 0; c.sinks = 2; c.softcap = 5.0f; break;   /* sink dominates */
-        case 9: c.causal = 1; c.sinks = 1; c.alibi = 1; c.softcap = 30.0f; c.wl = 31; break;
-        case 10: c.causal = 1; c.lse = 0; c.q_strided = 1; break;
-        case 11:   /* two query-head groups of 8 over 4 KV heads (DCP-style grouping) */
-            c.causal = 0; c.wl = 5; c.wr = -1; c.q_strided = 1; c.hnd = 1; c.hq = 16; c.hkv = 4;
-            c.sinks = 1; c.alibi = 1;
+        case 1:
+            c.causal = 1;
+            c.wl = 63;
+            break; /* sliding window */
+        case 2:
+            c.causal = 0;
+            c.wl = 40;
+            c.wr = 40;
+            break; /* encoder-only window */
+        case 3:
+            c.causal = 0;
+            c.wl = 90;
+            c.wr = 0;
+            break; /* left-only, non-causal */
+        case 4:
+            c.causal = 1;
+            c.softcap = 10.0f;
+            break;
+        case 5:
+            c.causal = 0;
+            c.softcap = 50.0f;
+            c.alibi = 1;
+            break;
+        case 6:
+            c.causal = 1;
+            c.alibi = 2;
+            c.wl = 100;
+            break;
+        case 7:
+            c.causal = 1;
+            c.sinks = 1;
+            break;
+        case 8:
+            c.causal = 0;
+            c.sinks = 2;
+            c.softcap = 5.0f;
+            break; /* sink dominates */
+        case 9:
+            c.causal = 1;
+            c.sinks = 1;
+            c.alibi = 1;
+            c.softcap = 30.0f;
+            c.wl = 31;
+            break;
+        case 10:
+            c.causal = 1;
+            c.lse = 0;
+            c.q_strided = 1;
+            break;
+        case 11: /* two query-head groups of 8 over 4 KV heads (DCP-style grouping) */
+            c.causal = 0;
+            c.wl = 5;
+            c.wr = -1;
+            c.q_strided = 1;
+            c.hnd = 1;
+            c.hq = 16;
+            c.hkv = 4;
+            c.sinks = 1;
+            c.alibi = 1;
             break;
         }
         run_named("features", &c);
@@ -666,7 +778,8 @@ static void test_fp8(void)
     static const int ql[] = {1, 1, 45, 130}, kl[] = {1000, 77, 300, 130};
     int f;
     for (f = 0; f < 8; ++f) {
-        acase c = base_case(f % 2 ? FA_DTYPE_F16 : FA_DTYPE_BF16, f < 4 ? 128 : 64, f % 4 < 2 ? 16 : 32, 8, 2);
+        acase c =
+            base_case(f % 2 ? FA_DTYPE_F16 : FA_DTYPE_BF16, f < 4 ? 128 : 64, f % 4 < 2 ? 16 : 32, 8, 2);
         if (gt_quick() && f % 3) continue;
         c.kvdt = (f / 2) % 2 ? FA_DTYPE_FP8_E5M2 : FA_DTYPE_FP8_E4M3;
         set_seqs(&c, 4, ql, kl);
@@ -674,12 +787,12 @@ static void test_fp8(void)
         c.descale = f != 3;
         c.hnd = f == 5;
         c.sinks = f == 6;
-        if (f == 7) {   /* head size not a multiple of 16: 8-byte fp8 copies */
+        if (f == 7) { /* head size not a multiple of 16: 8-byte fp8 copies */
             c.D = 40;
         }
         run_named("fp8", &c);
     }
-    {   /* fp8 decode, GQA packed, long context */
+    { /* fp8 decode, GQA packed, long context */
         static const int ql2[] = {1, 1, 1, 1}, kl2[] = {4000, 1, 2500, 777};
         acase c = base_case(FA_DTYPE_BF16, 128, 16, 32, 8);
         c.kvdt = FA_DTYPE_FP8_E4M3;
@@ -703,12 +816,12 @@ static void test_splits(void)
             c.causal = 1;
             c.splits = splits[i];
             c.use_plan = 1;
-            c.plan[0] = splits[i];                   /* plan[b]: splits of sequence b */
-            c.plan[1] = 0;                           /* untouched */
+            c.plan[0] = splits[i]; /* plan[b]: splits of sequence b */
+            c.plan[1] = 0; /* untouched */
             c.plan[2] = splits[i] > 1 ? 2 : 1;
             c.plan[3] = 1;
             c.plan[4] = splits[i] > 1 ? splits[i] - 1 : 1;
-            if (v) {   /* with every feature that the split must carry */
+            if (v) { /* with every feature that the split must carry */
                 c.sinks = 1;
                 c.softcap = 20.0f;
                 c.alibi = 1;
@@ -718,7 +831,7 @@ static void test_splits(void)
             }
             run_named("splits", &c);
         }
-    {   /* no plan: every sequence S splits */
+    { /* no plan: every sequence S splits */
         acase c = base_case(FA_DTYPE_F16, 96, 32, 4, 4);
         set_seqs(&c, 5, ql, kl);
         c.causal = 1;
@@ -732,7 +845,8 @@ static void test_mixed_long(void)
     /* decodes with long contexts (sampled up to 32k) mixed with prefills */
     int r;
     for (r = 0; r < (gt_quick() ? 1 : 4); ++r) {
-        acase c = base_case(r % 2 ? FA_DTYPE_F16 : FA_DTYPE_BF16, r == 3 ? 256 : 128, r == 2 ? 64 : 16, 32, 8);
+        acase c =
+            base_case(r % 2 ? FA_DTYPE_F16 : FA_DTYPE_BF16, r == 3 ? 256 : 128, r == 2 ? 64 : 16, 32, 8);
         int b, n = 3 + (int)gt_randint(4);
         c.nseq = n;
         for (b = 0; b < n; ++b) {
@@ -744,7 +858,7 @@ static void test_mixed_long(void)
                 c.klen[b] = 1 + (int)gt_randint(gt_quick() ? 2000 : 32768);
             }
         }
-        if (!gt_quick()) {   /* one decode row over a 32k context */
+        if (!gt_quick()) { /* one decode row over a 32k context */
             c.qlen[0] = 1;
             c.klen[0] = 32768;
         }
@@ -766,8 +880,14 @@ static void test_dense(void)
         set_seqs(&c, 4, ql, kl);
         c.dense = 1;
         c.causal = v != 2;
-        if (v == 2) { c.wl = 20; c.wr = 20; c.alibi = 2; }
-        if (v == 1) { c.splits = 2; }
+        if (v == 2) {
+            c.wl = 20;
+            c.wr = 20;
+            c.alibi = 2;
+        }
+        if (v == 1) {
+            c.splits = 2;
+        }
         run_named("dense", &c);
     }
 }
@@ -782,11 +902,16 @@ static void test_edges(void)
         set_seqs(&c, 5, ql, kl);
         c.causal = 1;
         c.sinks = v == 1;
-        if (v == 2) { c.causal = 0; c.wl = 0; c.wr = -1; c.splits = 2; }
+        if (v == 2) {
+            c.causal = 0;
+            c.wl = 0;
+            c.wr = -1;
+            c.splits = 2;
+        }
         c.pad_tokens = 2;
         run_named("edges", &c);
     }
-    {   /* decode packing with the most heads per KV head the packed tile holds (16) and beyond */
+    { /* decode packing with the most heads per KV head the packed tile holds (16) and beyond */
         static const int ql2[] = {1, 1, 1}, kl2[] = {500, 64, 1};
         acase c = base_case(FA_DTYPE_BF16, 128, 16, 16, 1);
         set_seqs(&c, 3, ql2, kl2);
@@ -813,15 +938,16 @@ static void test_nan_edges(void)
             set_seqs(&c, 2, ql, kl);
             c.causal = 1;
             c.wl = v == 2 ? 20 : 8;
-            c.nan_v = 41;                     /* rows 40..48 (40..60) see it */
+            c.nan_v = 41; /* rows 40..48 (40..60) see it */
             if (v == 1) c.splits = 2;
             if (v == 4) c.kvdt = FA_DTYPE_FP8_E4M3;
-        } else {                              /* decode tile: 2 tokens x 8 heads per KV head */
+        } else { /* decode tile: 2 tokens x 8 heads per KV head */
             set_seqs(&c, 2, ql2, kl2);
-            c.hq = 8; c.hkv = 1;
+            c.hq = 8;
+            c.hkv = 1;
             c.causal = 1;
             c.wl = 0;
-            c.nan_v = 49;                     /* key 48: row 0's only key, masked for row 1 */
+            c.nan_v = 49; /* key 48: row 0's only key, masked for row 1 */
         }
         run_named("nan at a mask edge", &c);
     }
@@ -836,7 +962,7 @@ static void test_batch_invariance(void)
         acase c = base_case(v ? FA_DTYPE_F16 : FA_DTYPE_BF16, 128, 16, 8, 2);
         set_seqs(&c, 4, ql, kl);
         c.causal = 1;
-        c.alone = v ? 1 : 2;   /* a decode row (packed tile) and a prefill */
+        c.alone = v ? 1 : 2; /* a decode row (packed tile) and a prefill */
         c.alibi = v ? 2 : 0;
         c.kvdt = v ? FA_DTYPE_FP8_E4M3 : c.qdt;
         c.descale = v;
@@ -850,14 +976,15 @@ static void test_large_cache(void)
     fa_backend *gpu = gt_gpu(), *cpu = gt_cpu();
     const int32_t Hq = 8, Hkv = 8, D = 128, bs = 16, B = 2;
     const int64_t kbs = (int64_t)bs * Hkv * D, NB = ((int64_t)1 << 31) / kbs + 4096;
-    const int32_t kl[2] = {70, 40};   /* q lengths 1 and 20 (cu below) */
+    const int32_t kl[2] = {70, 40}; /* q lengths 1 and 20 (cu below) */
     int32_t ids[2][8] = {{(int32_t)NB - 1, 3, (int32_t)NB - 7, 131070, 0}, {(int32_t)NB - 2, 131073, 7}};
     const fa_dtype qd = FA_DTYPE_BF16;
     const int32_t T = 21;
     const size_t cache_bytes = (size_t)(NB * kbs) * 2;
     uint16_t *q = NULL, *out = NULL, *kb = NULL, *vb = NULL;
     float *qf = NULL, *kf = NULL, *vf = NULL, *ref = NULL, *rlse = NULL, *glse = NULL;
-    void *dk = NULL, *dv = NULL, *dq = NULL, *dout = NULL, *dlse = NULL, *dcu = NULL, *dseq = NULL, *dbt = NULL;
+    void *dk = NULL, *dv = NULL, *dq = NULL, *dout = NULL, *dlse = NULL, *dcu = NULL, *dseq = NULL,
+         *dbt = NULL;
     int32_t cu[3] = {0, 1, 21}, bt_g[2][8], bt_c[2][8], b, j, i;
     fa_attn_args a;
     fa_status st;
@@ -867,7 +994,10 @@ static void test_large_cache(void)
     if (!gt_case("64-bit offsets: %lld blocks x %lld elements = %.2fG elements per cache, ids up to %lld",
                  (long long)NB, (long long)kbs, (double)(NB * kbs) / 1e9, (long long)NB - 1))
         return;
-    if (gt_heavy()) { gt_case_end(); return; }
+    if (gt_heavy()) {
+        gt_case_end();
+        return;
+    }
     dk = gt_dmalloc_status(cache_bytes, 1, &st);
     if (dk) dv = gt_dmalloc_status(cache_bytes, 1, &st);
     if (!dk || !dv) {
@@ -907,7 +1037,10 @@ static void test_large_cache(void)
     for (i = 0; i < T * Hq * D; ++i) qf[i] = gt_load(q, i, qd);
     kf = (float *)gt_xmalloc(sizeof(float) * (size_t)16 * kbs);
     vf = (float *)gt_xmalloc(sizeof(float) * (size_t)16 * kbs);
-    for (i = 0; i < 16 * kbs; ++i) { kf[i] = gt_load(kb, i, qd); vf[i] = gt_load(vb, i, qd); }
+    for (i = 0; i < 16 * kbs; ++i) {
+        kf[i] = gt_load(kb, i, qd);
+        vf[i] = gt_load(vb, i, qd);
+    }
     dq = gt_dup(q, (size_t)T * Hq * D * 2);
     dout = gt_dmalloc((size_t)T * Hq * D * 2);
     dlse = gt_dmalloc(sizeof(float) * (size_t)Hq * T);
@@ -916,27 +1049,54 @@ static void test_large_cache(void)
     dbt = gt_dup(bt_g, sizeof bt_g);
     if (!dq || !dout || !dlse || !dcu || !dseq || !dbt) goto done;
     memset(&a, 0, sizeof a);
-    a.q_token_stride = (int64_t)Hq * D; a.q_head_stride = D; a.q_dtype = qd;
+    a.q_token_stride = (int64_t)Hq * D;
+    a.q_head_stride = D;
+    a.q_dtype = qd;
     a.k_block_stride = a.v_block_stride = kbs;
     a.k_row_stride = a.v_row_stride = (int64_t)Hkv * D;
     a.k_head_stride = a.v_head_stride = D;
     a.kv_dtype = qd;
-    a.out_token_stride = (int64_t)Hq * D; a.out_head_stride = D; a.lse_head_stride = T;
+    a.out_token_stride = (int64_t)Hq * D;
+    a.out_head_stride = D;
+    a.lse_head_stride = T;
     a.block_table_stride = 8;
-    a.num_seqs = B; a.num_tokens = T; a.max_seqlen_q = 20; a.max_seqlen_k = 70;
-    a.num_heads_q = Hq; a.num_heads_kv = Hkv; a.head_size = D; a.block_size = bs;
+    a.num_seqs = B;
+    a.num_tokens = T;
+    a.max_seqlen_q = 20;
+    a.max_seqlen_k = 70;
+    a.num_heads_q = Hq;
+    a.num_heads_kv = Hkv;
+    a.head_size = D;
+    a.block_size = bs;
     a.num_blocks = NB;
     a.softmax_scale = 1.0f / sqrtf((float)D);
-    a.causal = 1; a.window_left = -1; a.window_right = -1; a.num_splits = 1;
+    a.causal = 1;
+    a.window_left = -1;
+    a.window_right = -1;
+    a.num_splits = 1;
     {
         fa_attn_args g = a, c = a;
-        g.q = dq; g.k = dk; g.v = dv; g.out = dout; g.lse = (float *)dlse;
-        g.cu_seqlens_q = (int32_t *)dcu; g.seqused_k = (int32_t *)dseq; g.block_table = (int32_t *)dbt;
+        g.q = dq;
+        g.k = dk;
+        g.v = dv;
+        g.out = dout;
+        g.lse = (float *)dlse;
+        g.cu_seqlens_q = (int32_t *)dcu;
+        g.seqused_k = (int32_t *)dseq;
+        g.block_table = (int32_t *)dbt;
         if (!gt_check(gpu->ops.attention(gpu->ctx, &g), gpu, "attention")) goto done;
         ref = (float *)gt_xmalloc(sizeof(float) * (size_t)T * Hq * D);
         rlse = (float *)gt_xmalloc(sizeof(float) * (size_t)Hq * T);
-        c.q = qf; c.q_dtype = FA_DTYPE_F32; c.k = kf; c.v = vf; c.kv_dtype = FA_DTYPE_F32;
-        c.out = ref; c.lse = rlse; c.cu_seqlens_q = cu; c.seqused_k = kl; c.block_table = &bt_c[0][0];
+        c.q = qf;
+        c.q_dtype = FA_DTYPE_F32;
+        c.k = kf;
+        c.v = vf;
+        c.kv_dtype = FA_DTYPE_F32;
+        c.out = ref;
+        c.lse = rlse;
+        c.cu_seqlens_q = cu;
+        c.seqused_k = kl;
+        c.block_table = &bt_c[0][0];
         if (!gt_check(cpu->ops.attention(cpu->ctx, &c), cpu, "attention (reference)")) goto done;
         out = (uint16_t *)gt_xmalloc((size_t)T * Hq * D * 2);
         glse = (float *)gt_xmalloc(sizeof(float) * (size_t)Hq * T);
@@ -951,9 +1111,23 @@ static void test_large_cache(void)
         }
     }
 done:
-    gt_dfree(dk); gt_dfree(dv); gt_dfree(dq); gt_dfree(dout); gt_dfree(dlse); gt_dfree(dcu);
-    gt_dfree(dseq); gt_dfree(dbt);
-    free(q); free(out); free(kb); free(vb); free(qf); free(kf); free(vf); free(ref); free(rlse);
+    gt_dfree(dk);
+    gt_dfree(dv);
+    gt_dfree(dq);
+    gt_dfree(dout);
+    gt_dfree(dlse);
+    gt_dfree(dcu);
+    gt_dfree(dseq);
+    gt_dfree(dbt);
+    free(q);
+    free(out);
+    free(kb);
+    free(vb);
+    free(qf);
+    free(kf);
+    free(vf);
+    free(ref);
+    free(rlse);
     free(glse);
     gt_case_end();
 }
@@ -967,9 +1141,10 @@ static void test_errors(void)
     int32_t cu[2] = {0, 1};
     void *dcu = NULL;
 #ifdef GT_GPU_IS_CPU
-    return;   /* the CPU backend accepts f32 and any block size */
+    return; /* the CPU backend accepts f32 and any block size */
 #endif
-    if (!gt_case("errors: head_size 12, f32 q, kv dtype mismatch, splits without workspace, paged without table"))
+    if (!gt_case(
+            "errors: head_size 12, f32 q, kv dtype mismatch, splits without workspace, paged without table"))
         return;
     buf = gt_dmalloc(1 << 20);
     dcu = gt_dup(cu, sizeof cu);
@@ -978,15 +1153,29 @@ static void test_errors(void)
     if (!gt_check(gpu->ops.fill(gpu->ctx, buf, 0, 0x3c, 1 << 20, 1), gpu, "fill")) goto done;
     memset(&a, 0, sizeof a);
     a.q = a.k = a.v = a.out = buf;
-    a.q_token_stride = 128; a.q_head_stride = 128;
-    a.k_block_stride = a.v_block_stride = 16 * 128; a.k_row_stride = a.v_row_stride = 128;
+    a.q_token_stride = 128;
+    a.q_head_stride = 128;
+    a.k_block_stride = a.v_block_stride = 16 * 128;
+    a.k_row_stride = a.v_row_stride = 128;
     a.k_head_stride = a.v_head_stride = 128;
-    a.out_token_stride = 128; a.out_head_stride = 128;
+    a.out_token_stride = 128;
+    a.out_head_stride = 128;
     a.q_dtype = a.kv_dtype = FA_DTYPE_BF16;
-    a.cu_seqlens_q = (int32_t *)dcu; a.seqused_k = (int32_t *)dcu + 1; a.block_table = (int32_t *)dcu;
-    a.num_seqs = 1; a.num_tokens = 1; a.max_seqlen_q = 1; a.max_seqlen_k = 1;
-    a.num_heads_q = 1; a.num_heads_kv = 1; a.head_size = 128; a.block_size = 16; a.num_blocks = 1;
-    a.softmax_scale = 0.1f; a.window_left = a.window_right = -1; a.num_splits = 1;
+    a.cu_seqlens_q = (int32_t *)dcu;
+    a.seqused_k = (int32_t *)dcu + 1;
+    a.block_table = (int32_t *)dcu;
+    a.num_seqs = 1;
+    a.num_tokens = 1;
+    a.max_seqlen_q = 1;
+    a.max_seqlen_k = 1;
+    a.num_heads_q = 1;
+    a.num_heads_kv = 1;
+    a.head_size = 128;
+    a.block_size = 16;
+    a.num_blocks = 1;
+    a.softmax_scale = 0.1f;
+    a.window_left = a.window_right = -1;
+    a.num_splits = 1;
     {
         fa_attn_args e = a;
         e.head_size = 12;
@@ -1003,10 +1192,12 @@ static void test_errors(void)
         gt_expect_status(gpu->ops.attention(gpu->ctx, &e), FA_ERR_INVALID_ARG, gpu, "kv f16 with q bf16");
         e = a;
         e.num_splits = 3;
-        gt_expect_status(gpu->ops.attention(gpu->ctx, &e), FA_ERR_INVALID_ARG, gpu, "splits without workspace");
+        gt_expect_status(gpu->ops.attention(gpu->ctx, &e), FA_ERR_INVALID_ARG, gpu,
+                         "splits without workspace");
         e = a;
         e.block_table = NULL;
-        gt_expect_status(gpu->ops.attention(gpu->ctx, &e), FA_ERR_INVALID_ARG, gpu, "paged without block_table");
+        gt_expect_status(gpu->ops.attention(gpu->ctx, &e), FA_ERR_INVALID_ARG, gpu,
+                         "paged without block_table");
         e = a;
         e.block_size = 8;
         gt_expect_status(gpu->ops.attention(gpu->ctx, &e), FA_ERR_INVALID_ARG, gpu, "block_size 8");
@@ -1027,8 +1218,7 @@ done:
 
 int main(int argc, char **argv)
 {
-    if (gt_init(argc, argv) != 0)
-        return gt_finish();
+    if (gt_init(argc, argv) != 0) return gt_finish();
     test_head_sizes();
     test_blocks_heads();
     test_features();

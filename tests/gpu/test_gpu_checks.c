@@ -54,7 +54,8 @@ static void test_caps(void)
            "align %d, %.0f B/us/SM, cta %.3f us, combine %.1f + %.2f/split us\n",
            (int)c->num_dims, (unsigned)c->act_dtypes, (unsigned)c->cache_dtypes, (int)c->block_size_multiple,
            (int)c->head_size_multiple, (int)c->decode_max_rows, (int)c->max_splits, (int)c->align_bytes,
-           (double)c->sm_bytes_per_us, (double)c->cta_us, (double)c->combine_us, (double)c->combine_us_per_split);
+           (double)c->sm_bytes_per_us, (double)c->cta_us, (double)c->combine_us,
+           (double)c->combine_us_per_split);
     if (c->num_dims < 1 || c->num_dims > FA_MAX_KERNEL_DIMS) {
         gt_fail("num_dims %d outside [1, %d]", (int)c->num_dims, FA_MAX_KERNEL_DIMS);
         gt_case_end();
@@ -69,8 +70,8 @@ static void test_caps(void)
         const int pm = D <= 128 ? 128 : 64, pn = D <= 128 ? 64 : 32, dn = D <= 64 ? 64 : 32;
         const float step = 1.6f * (D <= 64 ? 0.8f : (D <= 128 ? 1.0f : 1.3f));
         printf("# caps dim %d: prefill %d x %d, decode %d keys, %d decode CTAs/SM, step %.2f us\n", D,
-               (int)k->prefill_tile_m, (int)k->prefill_tile_n, (int)k->decode_tile_n, (int)k->decode_ctas_per_sm,
-               (double)k->decode_step_us);
+               (int)k->prefill_tile_m, (int)k->prefill_tile_n, (int)k->decode_tile_n,
+               (int)k->decode_ctas_per_sm, (double)k->decode_step_us);
         if (D != 32 && D != 64 && D != 96 && D != 128 && D != 192 && D != 256)
             gt_fail("dims[%d].head_dim %d is not a compiled width", i, D);
         if (i > 0 && D <= c->dims[i - 1].head_dim) gt_fail("dims not ascending at %d", i);
@@ -82,8 +83,10 @@ static void test_caps(void)
         if (fabs((double)k->decode_step_us - (double)step) > 1e-5)
             gt_fail("dim %d: decode_step_us %g, expected %g", D, (double)k->decode_step_us, (double)step);
     }
-    if (c->act_dtypes != ((1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16))) gt_fail("act_dtypes 0x%x", (unsigned)c->act_dtypes);
-    if (c->cache_dtypes != ((1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16) | (1u << FA_DTYPE_FP8_E4M3) | (1u << FA_DTYPE_FP8_E5M2)))
+    if (c->act_dtypes != ((1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16)))
+        gt_fail("act_dtypes 0x%x", (unsigned)c->act_dtypes);
+    if (c->cache_dtypes != ((1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16) | (1u << FA_DTYPE_FP8_E4M3) |
+                            (1u << FA_DTYPE_FP8_E5M2)))
         gt_fail("cache_dtypes 0x%x", (unsigned)c->cache_dtypes);
     if (c->block_size_multiple != 16 || c->head_size_multiple != 8 || c->decode_max_rows != 16 ||
         c->max_splits != 128 || c->align_bytes != 16)
@@ -95,7 +98,8 @@ static void test_caps(void)
     /* one call per width (head_size = the width): runs when a compiled width serves it */
     {
         const int bs = 16, Hkv = 1;
-        void *dq = gt_dmalloc(256 * 2), *dkv = gt_dmalloc((size_t)2 * bs * 256 * 2), *dout = gt_dmalloc(256 * 2);
+        void *dq = gt_dmalloc(256 * 2), *dkv = gt_dmalloc((size_t)2 * bs * 256 * 2),
+             *dout = gt_dmalloc(256 * 2);
         int32_t meta[4] = {0, 1, 5, 0};   /* cu_q [0, 1], seqused 5, block table {0} */
         void *dmeta = gt_dup(meta, sizeof meta);
         int widths[] = {32, 64, 96, 128, 192, 256}, w;
@@ -109,28 +113,46 @@ static void test_caps(void)
                 /* served by the smallest compiled width >= it (padded), else unsupported */
                 for (i = 0; i < c->num_dims; ++i) compiled |= c->dims[i].head_dim >= widths[w];
                 memset(&a, 0, sizeof a);
-                a.q = dq; a.out = dout; a.k = dkv; a.v = (char *)dkv + (size_t)bs * 256 * 2;
+                a.q = dq;
+                a.out = dout;
+                a.k = dkv;
+                a.v = (char *)dkv + (size_t)bs * 256 * 2;
                 a.q_token_stride = a.out_token_stride = widths[w];
                 a.q_head_stride = a.out_head_stride = widths[w];
                 a.k_block_stride = a.v_block_stride = (int64_t)bs * widths[w];
                 a.k_row_stride = a.v_row_stride = widths[w];
                 a.k_head_stride = a.v_head_stride = widths[w];
                 a.q_dtype = a.kv_dtype = FA_DTYPE_BF16;
-                a.cu_seqlens_q = (int32_t *)dmeta; a.seqused_k = (int32_t *)dmeta + 2; a.block_table = (int32_t *)dmeta + 3;
-                a.num_blocks = 1; a.block_size = bs; a.block_table_stride = 1;
-                a.num_seqs = 1; a.num_tokens = 1; a.max_seqlen_q = 1; a.max_seqlen_k = 5;
-                a.num_heads_q = 1; a.num_heads_kv = Hkv; a.head_size = widths[w];
-                a.softmax_scale = 0.1f; a.window_left = a.window_right = -1; a.num_splits = 1;
+                a.cu_seqlens_q = (int32_t *)dmeta;
+                a.seqused_k = (int32_t *)dmeta + 2;
+                a.block_table = (int32_t *)dmeta + 3;
+                a.num_blocks = 1;
+                a.block_size = bs;
+                a.block_table_stride = 1;
+                a.num_seqs = 1;
+                a.num_tokens = 1;
+                a.max_seqlen_q = 1;
+                a.max_seqlen_k = 5;
+                a.num_heads_q = 1;
+                a.num_heads_kv = Hkv;
+                a.head_size = widths[w];
+                a.softmax_scale = 0.1f;
+                a.window_left = a.window_right = -1;
+                a.num_splits = 1;
                 st_check = gpu->ops.check(gpu->ctx, FA_OP_ATTENTION, &a);
                 st = gpu->ops.attention(gpu->ctx, &a);
                 if (st != st_check) gt_fail("width %d: check %d, op %d", widths[w], (int)st_check, (int)st);
-                if (compiled && st != FA_OK) gt_fail("width %d (compiled): %d %s", widths[w], (int)st, gpu_msg());
+                if (compiled && st != FA_OK)
+                    gt_fail("width %d (compiled): %d %s", widths[w], (int)st, gpu_msg());
                 if (!compiled && (st != FA_ERR_UNSUPPORTED || !contains(gpu_msg(), "not compiled in")))
                     gt_fail("width %d (pruned): %d %s", widths[w], (int)st, gpu_msg());
             }
             gt_sync();
         }
-        gt_dfree(dq); gt_dfree(dkv); gt_dfree(dout); gt_dfree(dmeta);
+        gt_dfree(dq);
+        gt_dfree(dkv);
+        gt_dfree(dout);
+        gt_dfree(dmeta);
     }
     gt_case_end();
 }
@@ -148,7 +170,9 @@ static void agree(const char *what, fa_op op, const void *args, fa_status want)
     sc = gpu->ops.check(gpu->ctx, op, args);
     snprintf(g_msg_check, sizeof g_msg_check, "%s", gpu_msg());
     switch (op) {
-    case FA_OP_RESHAPE_AND_CACHE: so = gpu->ops.reshape_and_cache(gpu->ctx, (const fa_cache_write_args *)args); break;
+    case FA_OP_RESHAPE_AND_CACHE:
+        so = gpu->ops.reshape_and_cache(gpu->ctx, (const fa_cache_write_args *)args);
+        break;
     case FA_OP_ATTENTION: so = gpu->ops.attention(gpu->ctx, (const fa_attn_args *)args); break;
     case FA_OP_MERGE_STATES: so = gpu->ops.merge_states(gpu->ctx, (const fa_merge_args *)args); break;
     default: so = gpu->ops.dcp_correct(gpu->ctx, (const fa_dcp_correct_args *)args); break;
@@ -168,9 +192,10 @@ static void test_check_agrees(void)
     const int T = 4, H = 2, D = 64, bs = 16, NB = 2;
     void *buf = NULL;
     int64_t slots[4] = {0, 5, 17, -1};
-    int32_t meta[9] = {0, 2, 4, 30, 20, 0, 1, 1, 0};   /* cu_q {0,2,4}, seqused {30,20}, table {0,1},{1,0} */
+    int32_t meta[9] = {0, 2, 4, 30, 20, 0, 1, 1, 0}; /* cu_q {0,2,4}, seqused {30,20}, table {0,1},{1,0} */
     void *dslots = NULL, *dmeta = NULL;
-    if (!gt_case("check agrees with the op: reshape_and_cache, attention, merge_states, dcp_correct, good and bad"))
+    if (!gt_case("check agrees with the op: reshape_and_cache, attention, merge_states, dcp_correct, good "
+                 "and bad"))
         return;
     buf = gt_dmalloc(1 << 20);
     dslots = gt_dup(slots, sizeof slots);
@@ -183,14 +208,26 @@ static void test_check_agrees(void)
         ok.key = ok.value = buf;
         ok.key_token_stride = ok.value_token_stride = H * D;
         ok.kv_dtype = FA_DTYPE_BF16;
-        ok.key_cache = (char *)buf + 65536; ok.value_cache = (char *)buf + 131072;
-        ok.cache_block_stride = bs * H * D; ok.cache_row_stride = H * D; ok.cache_head_stride = D;
+        ok.key_cache = (char *)buf + 65536;
+        ok.value_cache = (char *)buf + 131072;
+        ok.cache_block_stride = bs * H * D;
+        ok.cache_row_stride = H * D;
+        ok.cache_head_stride = D;
         ok.cache_dtype = FA_DTYPE_BF16;
         ok.slot_mapping = (const int64_t *)dslots;
-        ok.num_tokens = T; ok.num_heads_kv = H; ok.head_size = D; ok.block_size = bs; ok.num_blocks = NB;
+        ok.num_tokens = T;
+        ok.num_heads_kv = H;
+        ok.head_size = D;
+        ok.block_size = bs;
+        ok.num_blocks = NB;
         ok.k_scale = ok.v_scale = 1.0f;
         agree("cache ok", FA_OP_RESHAPE_AND_CACHE, &ok, FA_OK);
-#define BAD_CACHE(stmt, want) do { a = ok; stmt; agree("cache " #stmt, FA_OP_RESHAPE_AND_CACHE, &a, want); } while (0)
+#define BAD_CACHE(stmt, want) \
+    do { \
+        a = ok; \
+        stmt; \
+        agree("cache " #stmt, FA_OP_RESHAPE_AND_CACHE, &a, want); \
+    } while (0)
         BAD_CACHE(a.head_size = 100, FA_ERR_INVALID_ARG);
         BAD_CACHE(a.num_blocks = 0, FA_ERR_INVALID_ARG);
         BAD_CACHE(a.num_heads_kv = 0, FA_ERR_INVALID_ARG);
@@ -205,49 +242,82 @@ static void test_check_agrees(void)
     {
         fa_attn_args ok, a;
         memset(&ok, 0, sizeof ok);
-        ok.q = buf; ok.out = (char *)buf + 200000; ok.k = (char *)buf + 300000; ok.v = (char *)buf + 400000;
-        ok.q_token_stride = ok.out_token_stride = 4 * D; ok.q_head_stride = ok.out_head_stride = D;
-        ok.k_block_stride = ok.v_block_stride = bs * H * D; ok.k_row_stride = ok.v_row_stride = H * D;
+        ok.q = buf;
+        ok.out = (char *)buf + 200000;
+        ok.k = (char *)buf + 300000;
+        ok.v = (char *)buf + 400000;
+        ok.q_token_stride = ok.out_token_stride = 4 * D;
+        ok.q_head_stride = ok.out_head_stride = D;
+        ok.k_block_stride = ok.v_block_stride = bs * H * D;
+        ok.k_row_stride = ok.v_row_stride = H * D;
         ok.k_head_stride = ok.v_head_stride = D;
         ok.q_dtype = ok.kv_dtype = FA_DTYPE_BF16;
-        ok.cu_seqlens_q = (int32_t *)dmeta; ok.seqused_k = (int32_t *)dmeta + 3;
-        ok.block_table = (int32_t *)dmeta + 5; ok.block_table_stride = 2;
-        ok.num_blocks = NB; ok.block_size = bs;
-        ok.num_seqs = 2; ok.num_tokens = 4; ok.max_seqlen_q = 2; ok.max_seqlen_k = 30;
-        ok.num_heads_q = 4; ok.num_heads_kv = H; ok.head_size = D;
-        ok.softmax_scale = 0.125f; ok.causal = 1; ok.window_left = ok.window_right = -1; ok.num_splits = 1;
+        ok.cu_seqlens_q = (int32_t *)dmeta;
+        ok.seqused_k = (int32_t *)dmeta + 3;
+        ok.block_table = (int32_t *)dmeta + 5;
+        ok.block_table_stride = 2;
+        ok.num_blocks = NB;
+        ok.block_size = bs;
+        ok.num_seqs = 2;
+        ok.num_tokens = 4;
+        ok.max_seqlen_q = 2;
+        ok.max_seqlen_k = 30;
+        ok.num_heads_q = 4;
+        ok.num_heads_kv = H;
+        ok.head_size = D;
+        ok.softmax_scale = 0.125f;
+        ok.causal = 1;
+        ok.window_left = ok.window_right = -1;
+        ok.num_splits = 1;
         agree("attention ok", FA_OP_ATTENTION, &ok, FA_OK);
-#define BAD_ATTN(stmt, want) do { a = ok; stmt; agree("attention " #stmt, FA_OP_ATTENTION, &a, want); } while (0)
+#define BAD_ATTN(stmt, want) \
+    do { \
+        a = ok; \
+        stmt; \
+        agree("attention " #stmt, FA_OP_ATTENTION, &a, want); \
+    } while (0)
         BAD_ATTN(a.head_size = 12, FA_ERR_INVALID_ARG);
         BAD_ATTN(a.num_heads_q = 3, FA_ERR_INVALID_ARG);
         BAD_ATTN((a.q_dtype = a.kv_dtype = FA_DTYPE_F32), FA_ERR_UNSUPPORTED);
-        BAD_ATTN(a.q_dtype = FA_DTYPE_F32, FA_ERR_INVALID_ARG);            /* kv bf16 with q f32 */
+        BAD_ATTN(a.q_dtype = FA_DTYPE_F32, FA_ERR_INVALID_ARG); /* kv bf16 with q f32 */
         BAD_ATTN(a.kv_dtype = FA_DTYPE_F16, FA_ERR_INVALID_ARG);
         BAD_ATTN(a.num_splits = 2, FA_ERR_INVALID_ARG);
         BAD_ATTN(a.block_table = NULL, FA_ERR_INVALID_ARG);
         BAD_ATTN(a.block_size = 8, FA_ERR_INVALID_ARG);
         BAD_ATTN(a.num_blocks = 0, FA_ERR_INVALID_ARG);
         BAD_ATTN(a.k_row_stride = -128, FA_ERR_INVALID_ARG);
-        BAD_ATTN(a.q = (char *)buf + 2, FA_ERR_UNSUPPORTED);             /* misaligned */
+        BAD_ATTN(a.q = (char *)buf + 2, FA_ERR_UNSUPPORTED); /* misaligned */
         BAD_ATTN(a.out_head_stride = D + 4, FA_ERR_UNSUPPORTED);
         BAD_ATTN(a.k = (char *)buf + 300008, FA_ERR_UNSUPPORTED);
-        BAD_ATTN(a.num_splits = 70000, FA_ERR_INVALID_ARG);             /* no workspace first */
-        BAD_ATTN((a.num_splits = 70000, a.split_out = (float *)buf, a.split_lse = (float *)buf), FA_ERR_UNSUPPORTED);
+        BAD_ATTN(a.num_splits = 70000, FA_ERR_INVALID_ARG); /* no workspace first */
+        BAD_ATTN((a.num_splits = 70000, a.split_out = (float *)buf, a.split_lse = (float *)buf),
+                 FA_ERR_UNSUPPORTED);
         BAD_ATTN(a.cu_seqlens_q = NULL, FA_ERR_INVALID_ARG);
-        BAD_ATTN((a.seqused_k = NULL, a.cu_seqlens_k = (int32_t *)dmeta), FA_OK);   /* dense */
+        BAD_ATTN((a.seqused_k = NULL, a.cu_seqlens_k = (int32_t *)dmeta), FA_OK); /* dense */
         BAD_ATTN((a.num_tokens = 0, a.q = NULL), FA_OK);
     }
     {
         fa_merge_args ok, a;
         memset(&ok, 0, sizeof ok);
-        ok.out = buf; ok.prefix_out = (char *)buf + 4096; ok.suffix_out = (char *)buf + 8192;
+        ok.out = buf;
+        ok.prefix_out = (char *)buf + 4096;
+        ok.suffix_out = (char *)buf + 8192;
         ok.out_token_stride = ok.prefix_token_stride = ok.suffix_token_stride = H * D;
         ok.out_head_stride = ok.prefix_head_stride = ok.suffix_head_stride = D;
-        ok.prefix_lse = (const float *)((char *)buf + 16384); ok.suffix_lse = (const float *)((char *)buf + 20480);
+        ok.prefix_lse = (const float *)((char *)buf + 16384);
+        ok.suffix_lse = (const float *)((char *)buf + 20480);
         ok.prefix_lse_head_stride = ok.suffix_lse_head_stride = T;
-        ok.dtype = FA_DTYPE_BF16; ok.num_tokens = T; ok.num_heads = H; ok.head_size = D;
+        ok.dtype = FA_DTYPE_BF16;
+        ok.num_tokens = T;
+        ok.num_heads = H;
+        ok.head_size = D;
         agree("merge ok", FA_OP_MERGE_STATES, &ok, FA_OK);
-#define BAD_MERGE(stmt, want) do { a = ok; stmt; agree("merge " #stmt, FA_OP_MERGE_STATES, &a, want); } while (0)
+#define BAD_MERGE(stmt, want) \
+    do { \
+        a = ok; \
+        stmt; \
+        agree("merge " #stmt, FA_OP_MERGE_STATES, &a, want); \
+    } while (0)
         BAD_MERGE(a.dtype = FA_DTYPE_FP8_E4M3, FA_ERR_INVALID_ARG);
         BAD_MERGE(a.dtype = (fa_dtype)9, FA_ERR_INVALID_ARG);
         BAD_MERGE(a.head_size = 12, FA_ERR_INVALID_ARG);
@@ -258,28 +328,46 @@ static void test_check_agrees(void)
     {
         fa_dcp_correct_args ok, a;
         memset(&ok, 0, sizeof ok);
-        ok.out = buf; ok.out_token_stride = H * D; ok.out_head_stride = D; ok.dtype = FA_DTYPE_F16;
+        ok.out = buf;
+        ok.out_token_stride = H * D;
+        ok.out_head_stride = D;
+        ok.dtype = FA_DTYPE_F16;
         ok.lse_all = (const float *)((char *)buf + 16384);
-        ok.world_size = 2; ok.rank = 1; ok.num_tokens = T; ok.num_heads = H; ok.head_size = D;
+        ok.world_size = 2;
+        ok.rank = 1;
+        ok.num_tokens = T;
+        ok.num_heads = H;
+        ok.head_size = D;
         agree("dcp ok", FA_OP_DCP_CORRECT, &ok, FA_OK);
-#define BAD_DCP(stmt, want) do { a = ok; stmt; agree("dcp " #stmt, FA_OP_DCP_CORRECT, &a, want); } while (0)
+#define BAD_DCP(stmt, want) \
+    do { \
+        a = ok; \
+        stmt; \
+        agree("dcp " #stmt, FA_OP_DCP_CORRECT, &a, want); \
+    } while (0)
         BAD_DCP(a.rank = 2, FA_ERR_INVALID_ARG);
         BAD_DCP(a.world_size = 0, FA_ERR_INVALID_ARG);
         BAD_DCP(a.lse_all = NULL, FA_ERR_INVALID_ARG);
         BAD_DCP(a.dtype = FA_DTYPE_I32, FA_ERR_INVALID_ARG);
     }
-    if (gpu->ops.check(gpu->ctx, (fa_op)99, buf) != FA_ERR_INVALID_ARG) gt_fail("check of op 99 did not fail");
-    if (gpu->ops.check(gpu->ctx, FA_OP_ATTENTION, NULL) != FA_ERR_INVALID_ARG) gt_fail("check of NULL args did not fail");
-    {   /* the name of an unknown dtype is its number */
+    if (gpu->ops.check(gpu->ctx, (fa_op)99, buf) != FA_ERR_INVALID_ARG)
+        gt_fail("check of op 99 did not fail");
+    if (gpu->ops.check(gpu->ctx, FA_OP_ATTENTION, NULL) != FA_ERR_INVALID_ARG)
+        gt_fail("check of NULL args did not fail");
+    { /* the name of an unknown dtype is its number */
         fa_merge_args m;
         memset(&m, 0, sizeof m);
-        m.dtype = (fa_dtype)9; m.num_heads = 1; m.head_size = 8;
+        m.dtype = (fa_dtype)9;
+        m.num_heads = 1;
+        m.head_size = 8;
         gpu->ops.check(gpu->ctx, FA_OP_MERGE_STATES, &m);
         if (!contains(gpu_msg(), "dtype 9")) gt_fail("unknown dtype message: %s", gpu_msg());
     }
     gt_sync();
 done:
-    gt_dfree(buf); gt_dfree(dslots); gt_dfree(dmeta);
+    gt_dfree(buf);
+    gt_dfree(dslots);
+    gt_dfree(dmeta);
     gt_case_end();
 }
 
@@ -305,11 +393,20 @@ static void test_bad_slot(int graph)
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
     int i;
-    if (!gt_case("bad slot: slot_mapping[17] = 5000 past a 64 x 16 cache%s", graph ? " (CUDA graph)" : "")) return;
-    if (graph) {   /* a backend on a stream of its own, the op captured and replayed */
-        if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) { gt_fail("stream"); goto done; }
+    if (!gt_case("bad slot: slot_mapping[17] = 5000 past a 64 x 16 cache%s", graph ? " (CUDA graph)" : ""))
+        return;
+    if (graph) { /* a backend on a stream of its own, the op captured and replayed */
+        if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+            gt_fail("stream");
+            goto done;
+        }
         saved = gt()->gpu;
-        if (fa_cuda_backend_create(0, stream, &gt()->gpu) != FA_OK) { gt()->gpu = saved; saved = NULL; gt_fail("backend"); goto done; }
+        if (fa_cuda_backend_create(0, stream, &gt()->gpu) != FA_OK) {
+            gt()->gpu = saved;
+            saved = NULL;
+            gt_fail("backend");
+            goto done;
+        }
         gpu = gt_gpu();
     }
     hk = (uint16_t *)gt_xmalloc((size_t)T * row);
@@ -317,8 +414,8 @@ static void test_bad_slot(int graph)
     gt_fill_uniform(hk, (int64_t)T * H * D, FA_DTYPE_BF16, -2.0f, 2.0f);
     gt_fill_uniform(hv, (int64_t)T * H * D, FA_DTYPE_BF16, -2.0f, 2.0f);
     for (i = 0; i < T; ++i) slots[i] = (int64_t)(i * 37 % (NB * BS));
-    slots[3] = -1;        /* skipped, not reported */
-    slots[17] = 5000;     /* past NB * BS = 1024 */
+    slots[3] = -1; /* skipped, not reported */
+    slots[17] = 5000; /* past NB * BS = 1024 */
     img = (unsigned char *)gt_xmalloc(total);
     dbuf = gt_dmalloc(total);
     dk = gt_dup(hk, (size_t)T * row);
@@ -327,28 +424,42 @@ static void test_bad_slot(int graph)
     if (!dbuf || !dk || !dv || !dslots) goto done;
     if (!gt_check(gpu->ops.fill(gpu->ctx, dbuf, 0, 0x5A, total, 1), gpu, "fill")) goto done;
     memset(&a, 0, sizeof a);
-    a.key = dk; a.value = dv;
+    a.key = dk;
+    a.value = dv;
     a.key_token_stride = a.value_token_stride = H * D;
     a.kv_dtype = a.cache_dtype = FA_DTYPE_BF16;
     a.key_cache = (char *)dbuf + CANARY;
     a.value_cache = (char *)dbuf + CANARY + cache_bytes + CANARY;
-    a.cache_block_stride = (int64_t)BS * H * D; a.cache_row_stride = H * D; a.cache_head_stride = D;
+    a.cache_block_stride = (int64_t)BS * H * D;
+    a.cache_row_stride = H * D;
+    a.cache_head_stride = D;
     a.slot_mapping = (const int64_t *)dslots;
-    a.num_tokens = T; a.num_heads_kv = H; a.head_size = D; a.block_size = BS; a.num_blocks = NB;
+    a.num_tokens = T;
+    a.num_heads_kv = H;
+    a.head_size = D;
+    a.block_size = BS;
+    a.num_blocks = NB;
     a.k_scale = a.v_scale = 1.0f;
     if (graph) {
-        if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) != cudaSuccess) { gt_fail("capture"); goto done; }
+        if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) != cudaSuccess) {
+            gt_fail("capture");
+            goto done;
+        }
         st = gpu->ops.reshape_and_cache(gpu->ctx, &a);
-        if (cudaStreamEndCapture(stream, &g) != cudaSuccess || !gt_check(st, gpu, "reshape_and_cache (captured)")) goto done;
+        if (cudaStreamEndCapture(stream, &g) != cudaSuccess ||
+            !gt_check(st, gpu, "reshape_and_cache (captured)"))
+            goto done;
         if (cudaGraphInstantiate(&ge, g, 0) != cudaSuccess || cudaGraphLaunch(ge, stream) != cudaSuccess) {
             gt_fail("graph instantiate / launch");
             goto done;
         }
-    } else if (!gt_check(gpu->ops.reshape_and_cache(gpu->ctx, &a), gpu, "reshape_and_cache (bad slot: runs)")) {
+    } else if (!gt_check(gpu->ops.reshape_and_cache(gpu->ctx, &a), gpu,
+                         "reshape_and_cache (bad slot: runs)")) {
         goto done;
     }
     st = gpu->ops.synchronize(gpu->ctx);
-    if (st != FA_ERR_INVALID_ARG || !contains(gpu_msg(), "slot_mapping[17] = 5000 is outside the cache (64 blocks x 16)"))
+    if (st != FA_ERR_INVALID_ARG ||
+        !contains(gpu_msg(), "slot_mapping[17] = 5000 is outside the cache (64 blocks x 16)"))
         gt_fail("synchronize after the bad slot: %d \"%s\"", (int)st, gpu_msg());
     /* the cache: written rows = the good tokens', everything else (canaries too) 0x5A */
     if (!gt_d2h(img, dbuf, total)) goto done;
@@ -359,7 +470,8 @@ static void test_bad_slot(int graph)
         for (i = 0; i < T; ++i) {
             if (slots[i] < 0 || slots[i] >= NB * BS) continue;
             memcpy(want + CANARY + (size_t)slots[i] * row, (const char *)hk + (size_t)i * row, row);
-            memcpy(want + 2 * CANARY + cache_bytes + (size_t)slots[i] * row, (const char *)hv + (size_t)i * row, row);
+            memcpy(want + 2 * CANARY + cache_bytes + (size_t)slots[i] * row,
+                   (const char *)hv + (size_t)i * row, row);
         }
         for (off = 0; off < total; ++off) bad += img[off] != want[off];
         if (bad) gt_fail("%zu bytes of the cache or its canaries differ from the expected image", bad);
@@ -373,7 +485,7 @@ static void test_bad_slot(int graph)
         if (st != FA_ERR_INVALID_ARG || !contains(gpu_msg(), "slot_mapping[17]"))
             gt_fail("next call after the replay: %d \"%s\"", (int)st, gpu_msg());
     } else {
-        st = gpu->ops.reshape_and_cache(gpu->ctx, &a);   /* bad again: reported by a later call */
+        st = gpu->ops.reshape_and_cache(gpu->ctx, &a); /* bad again: reported by a later call */
         if (!gt_check(st, gpu, "reshape_and_cache (second)")) goto done;
         st = poll_next_call();
         if (st != FA_ERR_INVALID_ARG || !contains(gpu_msg(), "slot_mapping[17]"))
@@ -387,13 +499,18 @@ static void test_bad_slot(int graph)
 done:
     if (ge) cudaGraphExecDestroy(ge);
     if (g) cudaGraphDestroy(g);
-    gt_dfree(dbuf); gt_dfree(dk); gt_dfree(dv); gt_dfree(dslots);
+    gt_dfree(dbuf);
+    gt_dfree(dk);
+    gt_dfree(dv);
+    gt_dfree(dslots);
     if (saved) {
         fa_cuda_backend_destroy(gt()->gpu);
         gt()->gpu = saved;
     }
     if (stream) cudaStreamDestroy(stream);
-    free(hk); free(hv); free(img);
+    free(hk);
+    free(hv);
+    free(img);
     gt_case_end();
 }
 
@@ -414,7 +531,9 @@ static void test_bad_block(int qlen, int splits, int32_t bad_id)
     fa_status st;
     int i, b;
     char needle[96];
-    if (!gt_case("bad block id %d (row 3) in a 64-block cache: q_len %d, splits %d", (int)bad_id, qlen, splits)) return;
+    if (!gt_case("bad block id %d (row 3) in a 64-block cache: q_len %d, splits %d", (int)bad_id, qlen,
+                 splits))
+        return;
     hq = (uint16_t *)gt_xmalloc(q_bytes);
     hkv = (uint16_t *)gt_xmalloc(kv_bytes);
     clean = (uint16_t *)gt_xmalloc(q_bytes);
@@ -422,9 +541,9 @@ static void test_bad_block(int qlen, int splits, int32_t bad_id)
     gt_fill_uniform(hq, (int64_t)T * HQ * D, FA_DTYPE_BF16, -2.0f, 2.0f);
     for (b = 0; b <= B; ++b) cu[b] = b * qlen;
     for (b = 0; b < B; ++b) seq[b] = LK;
-    for (i = 0; i < B * COLS; ++i) bt[i] = (i * 13 + 5) % NB;   /* distinct over the 28 used */
+    for (i = 0; i < B * COLS; ++i) bt[i] = (i * 13 + 5) % NB; /* distinct over the 28 used */
     dq = gt_dup(hq, q_bytes);
-    dk = gt_dmalloc(kv_bytes);   /* exactly the cache: a read past it is a sanitizer finding */
+    dk = gt_dmalloc(kv_bytes); /* exactly the cache: a read past it is a sanitizer finding */
     dv = gt_dmalloc(kv_bytes);
     dout = gt_dmalloc(q_bytes);
     dcu = gt_dup(cu, sizeof cu);
@@ -440,20 +559,40 @@ static void test_bad_block(int qlen, int splits, int32_t bad_id)
     gt_fill_uniform(hkv, (int64_t)NB * BS * HKV * D, FA_DTYPE_BF16, -1.0f, 1.0f);
     if (!gt_h2d(dv, hkv, kv_bytes)) goto done;
     memset(&a, 0, sizeof a);
-    a.q = dq; a.out = dout; a.k = dk; a.v = dv;
-    a.q_token_stride = a.out_token_stride = HQ * D; a.q_head_stride = a.out_head_stride = D;
+    a.q = dq;
+    a.out = dout;
+    a.k = dk;
+    a.v = dv;
+    a.q_token_stride = a.out_token_stride = HQ * D;
+    a.q_head_stride = a.out_head_stride = D;
     a.k_block_stride = a.v_block_stride = (int64_t)BS * HKV * D;
-    a.k_row_stride = a.v_row_stride = HKV * D; a.k_head_stride = a.v_head_stride = D;
+    a.k_row_stride = a.v_row_stride = HKV * D;
+    a.k_head_stride = a.v_head_stride = D;
     a.q_dtype = a.kv_dtype = FA_DTYPE_BF16;
-    a.cu_seqlens_q = (int32_t *)dcu; a.seqused_k = (int32_t *)dseq;
-    a.block_table = (int32_t *)dbt; a.block_table_stride = COLS; a.num_blocks = NB; a.block_size = BS;
-    a.num_seqs = B; a.num_tokens = T; a.max_seqlen_q = qlen; a.max_seqlen_k = LK; a.min_seqlen_q = qlen;
-    a.num_heads_q = HQ; a.num_heads_kv = HKV; a.head_size = D;
-    a.softmax_scale = 1.0f / sqrtf((float)D); a.causal = 1; a.window_left = a.window_right = -1;
-    a.num_splits = S; a.split_out = dso; a.split_lse = dsl;
+    a.cu_seqlens_q = (int32_t *)dcu;
+    a.seqused_k = (int32_t *)dseq;
+    a.block_table = (int32_t *)dbt;
+    a.block_table_stride = COLS;
+    a.num_blocks = NB;
+    a.block_size = BS;
+    a.num_seqs = B;
+    a.num_tokens = T;
+    a.max_seqlen_q = qlen;
+    a.max_seqlen_k = LK;
+    a.min_seqlen_q = qlen;
+    a.num_heads_q = HQ;
+    a.num_heads_kv = HKV;
+    a.head_size = D;
+    a.softmax_scale = 1.0f / sqrtf((float)D);
+    a.causal = 1;
+    a.window_left = a.window_right = -1;
+    a.num_splits = S;
+    a.split_out = dso;
+    a.split_lse = dsl;
     /* clean run */
     if (!gt_check(gpu->ops.fill(gpu->ctx, dout, 0, GT_POISON, q_bytes, 1), gpu, "fill") ||
-        !gt_check(gpu->ops.attention(gpu->ctx, &a), gpu, "attention (clean)") || !gt_d2h(clean, dout, q_bytes))
+        !gt_check(gpu->ops.attention(gpu->ctx, &a), gpu, "attention (clean)") ||
+        !gt_d2h(clean, dout, q_bytes))
         goto done;
     /* row 3, column 2 -> the bad id */
     bt[3 * COLS + 2] = bad_id;
@@ -470,20 +609,33 @@ static void test_bad_block(int qlen, int splits, int32_t bad_id)
         const size_t per_seq = (size_t)qlen * HQ * D;
         size_t diff = 0, nonfinite = 0, k;
         diff = memcmp(got, clean, 3 * per_seq * 2) != 0;
-        for (k = 3 * per_seq; k < 4 * per_seq; ++k) nonfinite += !isfinite(gt_load(got, (int64_t)k, FA_DTYPE_BF16));
+        for (k = 3 * per_seq; k < 4 * per_seq; ++k)
+            nonfinite += !isfinite(gt_load(got, (int64_t)k, FA_DTYPE_BF16));
         if (diff) gt_fail("rows of sequences 0-2 changed bits");
         if (nonfinite) gt_fail("%zu non-finite outputs in sequence 3", nonfinite);
     }
     /* the next call works */
     bt[3 * COLS + 2] = ((3 * COLS + 2) * 13 + 5) % NB;
-    if (!gt_h2d(dbt, bt, sizeof bt) || !gt_check(gpu->ops.attention(gpu->ctx, &a), gpu, "attention (good again)") ||
+    if (!gt_h2d(dbt, bt, sizeof bt) ||
+        !gt_check(gpu->ops.attention(gpu->ctx, &a), gpu, "attention (good again)") ||
         !gt_d2h(got, dout, q_bytes))
         goto done;
-    if (memcmp(got, clean, q_bytes) != 0) gt_fail("the good call after the bad one differs from the clean run");
+    if (memcmp(got, clean, q_bytes) != 0)
+        gt_fail("the good call after the bad one differs from the clean run");
 done:
-    gt_dfree(dq); gt_dfree(dk); gt_dfree(dv); gt_dfree(dout); gt_dfree(dcu); gt_dfree(dseq); gt_dfree(dbt);
-    gt_dfree(dso); gt_dfree(dsl);
-    free(hq); free(hkv); free(clean); free(got);
+    gt_dfree(dq);
+    gt_dfree(dk);
+    gt_dfree(dv);
+    gt_dfree(dout);
+    gt_dfree(dcu);
+    gt_dfree(dseq);
+    gt_dfree(dbt);
+    gt_dfree(dso);
+    gt_dfree(dsl);
+    free(hq);
+    free(hkv);
+    free(clean);
+    free(got);
     gt_case_end();
 }
 
@@ -494,9 +646,9 @@ int main(int argc, char **argv)
     test_check_agrees();
     test_bad_slot(0);
     test_bad_slot(1);
-    test_bad_block(1, 1, 1000);    /* decode tile */
-    test_bad_block(20, 1, 1000);   /* prefill tile */
-    test_bad_block(1, 3, -5);      /* decode tile, splits, negative id */
-    test_bad_block(20, 2, 64);     /* prefill tile, splits, id == num_blocks */
+    test_bad_block(1, 1, 1000); /* decode tile */
+    test_bad_block(20, 1, 1000); /* prefill tile */
+    test_bad_block(1, 3, -5); /* decode tile, splits, negative id */
+    test_bad_block(20, 2, 64); /* prefill tile, splits, id == num_blocks */
     return gt_finish();
 }

@@ -25,18 +25,20 @@ static uint64_t rng_state = 0x243f6a8885a308d3ull;
 static unsigned urand8(void);
 static float frand(void)
 {
-    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
     return (float)((rng_state >> 40) * (1.0 / 8388608.0)) - 1.f;
 }
 
-#define OK(call)                                                                                  \
-    do {                                                                                          \
-        fa_status s_ = (call);                                                                    \
-        if (s_ != FA_OK) {                                                                        \
-            printf("#   %s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, fa_status_string(s_),   \
-                   fa_last_error());                                                              \
-            return -1;                                                                            \
-        }                                                                                         \
+#define OK(call) \
+    do { \
+        fa_status s_ = (call); \
+        if (s_ != FA_OK) { \
+            printf("#   %s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, fa_status_string(s_), \
+                   fa_last_error()); \
+            return -1; \
+        } \
     } while (0)
 
 static unsigned urand8(void) { return (unsigned)((frand() + 1.f) * 127.9f); }
@@ -60,7 +62,14 @@ typedef struct scene {
 
 static void scene_free(scene *s)
 {
-    free(s->bt); free(s->slots); free(s->ctx_slots); free(s->q); free(s->k); free(s->v); free(s->ck); free(s->cv);
+    free(s->bt);
+    free(s->slots);
+    free(s->ctx_slots);
+    free(s->q);
+    free(s->k);
+    free(s->v);
+    free(s->ck);
+    free(s->cv);
 }
 
 /* Request b: query length ql[b], context ctx[b]; `shared` leading blocks common to every row. */
@@ -174,8 +183,8 @@ static fa_config scene_config(const scene *s, int32_t dcp, int32_t rank)
 
 /* Uploads the scene and writes the context K/V into the cache (through reshape_and_cache).
    ctx_slots may be a DCP rank's mapping. */
-static int world_init(world *w, fa_backend *be, const scene *s, const fa_comm *comm, int32_t dcp, int32_t rank,
-                      const int64_t *ctx_slots, const int64_t *slots)
+static int world_init(world *w, fa_backend *be, const scene *s, const fa_comm *comm, int32_t dcp,
+                      int32_t rank, const int64_t *ctx_slots, const int64_t *slots)
 {
     fa_config c = scene_config(s, dcp, rank);
     fa_dtype cdt = cache_storage(s);
@@ -198,7 +207,8 @@ static int world_init(world *w, fa_backend *be, const scene *s, const fa_comm *c
     w->bt = (int32_t *)dalloc(be, sizeof(int32_t) * (size_t)(s->nreq * s->max_blocks));
     w->slots = (int64_t *)dalloc(be, sizeof(int64_t) * (size_t)s->t);
     w->ctx_slots = (int64_t *)dalloc(be, sizeof(int64_t) * (size_t)(s->nctx + 1));
-    if (!w->cache || !w->q || !w->k || !w->v || !w->out || !w->ck || !w->cv || !w->bt || !w->slots || !w->ctx_slots) {
+    if (!w->cache || !w->q || !w->k || !w->v || !w->out || !w->ck || !w->cv || !w->bt || !w->slots ||
+        !w->ctx_slots) {
         printf("#   allocation failed\n");
         return -1;
     }
@@ -209,11 +219,15 @@ static int world_init(world *w, fa_backend *be, const scene *s, const fa_comm *c
     OK(be->ops.copy(be->ctx, w->q, s->q, q_bytes, FA_COPY_HOST_TO_DEVICE));
     OK(be->ops.copy(be->ctx, w->k, s->k, kv_bytes, FA_COPY_HOST_TO_DEVICE));
     OK(be->ops.copy(be->ctx, w->v, s->v, kv_bytes, FA_COPY_HOST_TO_DEVICE));
-    OK(be->ops.copy(be->ctx, w->ck, s->ck, 2 * (size_t)(s->nctx + 1) * s->hkv * s->d, FA_COPY_HOST_TO_DEVICE));
-    OK(be->ops.copy(be->ctx, w->cv, s->cv, 2 * (size_t)(s->nctx + 1) * s->hkv * s->d, FA_COPY_HOST_TO_DEVICE));
-    OK(be->ops.copy(be->ctx, w->bt, s->bt, sizeof(int32_t) * (size_t)(s->nreq * s->max_blocks), FA_COPY_HOST_TO_DEVICE));
+    OK(be->ops.copy(be->ctx, w->ck, s->ck, 2 * (size_t)(s->nctx + 1) * s->hkv * s->d,
+                    FA_COPY_HOST_TO_DEVICE));
+    OK(be->ops.copy(be->ctx, w->cv, s->cv, 2 * (size_t)(s->nctx + 1) * s->hkv * s->d,
+                    FA_COPY_HOST_TO_DEVICE));
+    OK(be->ops.copy(be->ctx, w->bt, s->bt, sizeof(int32_t) * (size_t)(s->nreq * s->max_blocks),
+                    FA_COPY_HOST_TO_DEVICE));
     OK(be->ops.copy(be->ctx, w->slots, slots, sizeof(int64_t) * (size_t)s->t, FA_COPY_HOST_TO_DEVICE));
-    OK(be->ops.copy(be->ctx, w->ctx_slots, ctx_slots, sizeof(int64_t) * (size_t)(s->nctx + 1), FA_COPY_HOST_TO_DEVICE));
+    OK(be->ops.copy(be->ctx, w->ctx_slots, ctx_slots, sizeof(int64_t) * (size_t)(s->nctx + 1),
+                    FA_COPY_HOST_TO_DEVICE));
     if (s->nctx > 0) {
         memset(&wa, 0, sizeof wa);
         wa.key = w->ck;
@@ -260,8 +274,10 @@ static int world_forward(world *w, const scene *s, const fa_layer *layer, const 
 {
     fa_backend *be = w->be;
     int64_t qs[3] = {s->t, s->hq, s->d}, ks[3] = {s->t, s->hkv, s->d};
-    fa_tensor tq = fa_tensor_make(w->q, FA_DTYPE_BF16, 3, qs), to = fa_tensor_make(w->out, FA_DTYPE_BF16, 3, qs);
-    fa_tensor tk = fa_tensor_make(w->k, FA_DTYPE_BF16, 3, ks), tv = fa_tensor_make(w->v, FA_DTYPE_BF16, 3, ks);
+    fa_tensor tq = fa_tensor_make(w->q, FA_DTYPE_BF16, 3, qs),
+              to = fa_tensor_make(w->out, FA_DTYPE_BF16, 3, qs);
+    fa_tensor tk = fa_tensor_make(w->k, FA_DTYPE_BF16, 3, ks),
+              tv = fa_tensor_make(w->v, FA_DTYPE_BF16, 3, ks);
     size_t q_bytes = 2 * (size_t)s->t * s->hq * s->d;
     OK(be->ops.fill(be->ctx, w->out, q_bytes, 0xFF, q_bytes, 1)); /* poison */
     OK(fa_forward(layer, be, &tq, with_kv ? &tk : NULL, with_kv ? &tv : NULL, &w->cache_t, md, &to));
@@ -286,15 +302,20 @@ static void report(const char *name, int rc, double err, double tol)
 {
     int ok = rc == 0 && err <= tol;
     /* TAP: one test point per case */
-    printf("%sok %d - %s (max abs err %.3g, tol %.3g)\n", ok ? "" : "not ", passed + failed + 1, name, err, tol);
-    if (ok) passed++; else failed++;
+    printf("%sok %d - %s (max abs err %.3g, tol %.3g)\n", ok ? "" : "not ", passed + failed + 1, name, err,
+           tol);
+    if (ok)
+        passed++;
+    else
+        failed++;
 }
 
 static fa_backend *g_cuda, *g_cpu;
 static float *g_sinks_dev, *g_sinks_host, *g_alibi_dev, *g_alibi_host;
 
 /* One case: same scene on both backends; the CPU side runs plain (no cascade) unless told. */
-static void run_case(const char *name, scene *s, const fa_layer_desc *ld, int32_t prefix, int with_kv, double tol)
+static void run_case(const char *name, scene *s, const fa_layer_desc *ld, int32_t prefix, int with_kv,
+                     double tol)
 {
     world wc, wh;
     fa_layer lc, lh;
@@ -307,8 +328,14 @@ static void run_case(const char *name, scene *s, const fa_layer_desc *ld, int32_
     double err = INFINITY;
     memset(&wc, 0, sizeof wc);
     memset(&wh, 0, sizeof wh);
-    if (ld->sinks) { dc.sinks = g_sinks_dev; dh.sinks = g_sinks_host; }
-    if (ld->alibi_slopes) { dc.alibi_slopes = g_alibi_dev; dh.alibi_slopes = g_alibi_host; }
+    if (ld->sinks) {
+        dc.sinks = g_sinks_dev;
+        dh.sinks = g_sinks_host;
+    }
+    if (ld->alibi_slopes) {
+        dc.alibi_slopes = g_alibi_dev;
+        dh.alibi_slopes = g_alibi_host;
+    }
     if (fa_layer_init(&lc, &dc) != FA_OK || fa_layer_init(&lh, &dh) != FA_OK) {
         printf("#   layer: %s\n", fa_last_error());
         goto done;
@@ -322,7 +349,8 @@ static void run_case(const char *name, scene *s, const fa_layer_desc *ld, int32_
         printf("#   build: %s\n", fa_last_error());
         goto done;
     }
-    if (world_forward(&wc, s, &lc, &mc, with_kv, oc) || world_forward(&wh, s, &lh, &mh, with_kv, oh)) goto done;
+    if (world_forward(&wc, s, &lc, &mc, with_kv, oc) || world_forward(&wh, s, &lh, &mh, with_kv, oh))
+        goto done;
     err = max_err(oc, oh, (size_t)s->t * s->hq * s->d);
     rc = 0;
 done:
@@ -343,7 +371,10 @@ typedef struct dev_comm_group {
     size_t stage_bytes;
 } dev_comm_group;
 
-typedef struct dev_comm_rank { dev_comm_group *g; int32_t rank; } dev_comm_rank;
+typedef struct dev_comm_rank {
+    dev_comm_group *g;
+    int32_t rank;
+} dev_comm_rank;
 
 static fa_status dc_all_gather(void *ctx, const void *send, void *recv, size_t count, fa_dtype dt)
 {
@@ -382,7 +413,8 @@ static fa_status dc_reduce_scatter(void *ctx, const void *send, void *recv, size
     for (i = 0; i < count; ++i) {
         float acc = 0.f;
         for (k = 0; k < g->n; ++k)
-            acc += fa_cpu_bf16_to_float(((const uint16_t *)(g->stage + total * es * (size_t)k))[count * (size_t)r->rank + i]);
+            acc += fa_cpu_bf16_to_float(
+                ((const uint16_t *)(g->stage + total * es * (size_t)k))[count * (size_t)r->rank + i]);
         res[i] = fa_cpu_float_to_bf16(acc);
     }
     if (s == FA_OK) s = be->ops.copy(be->ctx, recv, res, count * es, FA_COPY_HOST_TO_DEVICE);
@@ -418,29 +450,48 @@ static int dcp_rank_run(dcp_arg *a)
     memset(&w, 0, sizeof w);
     /* this rank's slots: context tokens then new tokens, through the DCP slot mapping */
     for (b = 0; b < s->nreq; ++b)
-        for (j = 0; j < s->ctx[b]; ++j) { req[n] = b; pos[n] = j; n++; }
+        for (j = 0; j < s->ctx[b]; ++j) {
+            req[n] = b;
+            pos[n] = j;
+            n++;
+        }
     for (b = 0; b < s->nreq; ++b)
-        for (j = s->ctx[b]; j < s->seq[b]; ++j) { req[n + m] = b; pos[n + m] = j; m++; }
-    if (fa_dcp_slot_mapping(s->bt, s->max_blocks, s->max_blocks, s->bs, req, pos, n, a->n, a->rank, a->interleave, cs) != FA_OK ||
-        fa_dcp_slot_mapping(s->bt, s->max_blocks, s->max_blocks, s->bs, req + n, pos + n, m, a->n, a->rank, a->interleave, ns) != FA_OK) {
+        for (j = s->ctx[b]; j < s->seq[b]; ++j) {
+            req[n + m] = b;
+            pos[n + m] = j;
+            m++;
+        }
+    if (fa_dcp_slot_mapping(s->bt, s->max_blocks, s->max_blocks, s->bs, req, pos, n, a->n, a->rank,
+                            a->interleave, cs) != FA_OK ||
+        fa_dcp_slot_mapping(s->bt, s->max_blocks, s->max_blocks, s->bs, req + n, pos + n, m, a->n, a->rank,
+                            a->interleave, ns) != FA_OK) {
         printf("#   slot mapping: %s\n", fa_last_error());
         goto out;
     }
     d.dcp_world_size = a->n;
     if (d.sinks) d.sinks = g_sinks_dev;
-    if (fa_layer_init(&layer, &d) != FA_OK) { printf("#   layer: %s\n", fa_last_error()); goto out; }
+    if (fa_layer_init(&layer, &d) != FA_OK) {
+        printf("#   layer: %s\n", fa_last_error());
+        goto out;
+    }
     {
         scene s2 = *s; /* the DCP config: this rank, the interleave */
         s2.interleave = a->interleave;
         if (world_init(&w, a->be, &s2, a->comm, a->n, a->rank, cs, ns)) goto out;
     }
     batch = world_batch(&w, s);
-    if (fa_builder_build(w.b, &batch, 0, &md) != FA_OK) { printf("#   build: %s\n", fa_last_error()); goto out; }
+    if (fa_builder_build(w.b, &batch, 0, &md) != FA_OK) {
+        printf("#   build: %s\n", fa_last_error());
+        goto out;
+    }
     if (world_forward(&w, s, &layer, &md, 1, a->out)) goto out;
     rc = 0;
 out:
     world_free(&w);
-    free(cs); free(ns); free(req); free(pos);
+    free(cs);
+    free(ns);
+    free(req);
+    free(pos);
     return rc;
 }
 
@@ -477,7 +528,10 @@ static void run_dcp_case(const char *name, scene *s, const fa_layer_desc *ld, in
     pthread_barrier_init(&g.bar, NULL, (unsigned)n);
     for (r = 0; r < n; ++r) {
         outs[r] = (uint16_t *)malloc(2 * q_elems);
-        if (fa_cuda_backend_create(0, NULL, &bes[r]) != FA_OK) { printf("#   cuda: %s\n", fa_cuda_create_error()); rc = -1; }
+        if (fa_cuda_backend_create(0, NULL, &bes[r]) != FA_OK) {
+            printf("#   cuda: %s\n", fa_cuda_create_error());
+            rc = -1;
+        }
         rk[r].g = &g;
         rk[r].rank = r;
         memset(&comms[r], 0, sizeof comms[r]);
@@ -487,8 +541,15 @@ static void run_dcp_case(const char *name, scene *s, const fa_layer_desc *ld, in
         comms[r].ctx = &rk[r];
         comms[r].all_gather = dc_all_gather;
         comms[r].reduce_scatter = dc_reduce_scatter;
-        args[r].s = s; args[r].ld = ld; args[r].comm = &comms[r]; args[r].be = bes[r];
-        args[r].rank = r; args[r].n = n; args[r].interleave = interleave; args[r].out = outs[r]; args[r].rc = -1;
+        args[r].s = s;
+        args[r].ld = ld;
+        args[r].comm = &comms[r];
+        args[r].be = bes[r];
+        args[r].rank = r;
+        args[r].n = n;
+        args[r].interleave = interleave;
+        args[r].out = outs[r];
+        args[r].rc = -1;
     }
     if (rc == 0) {
         for (r = 0; r < n; ++r) pthread_create(&th[r], NULL, dcp_thread, &args[r]);
@@ -499,7 +560,8 @@ static void run_dcp_case(const char *name, scene *s, const fa_layer_desc *ld, in
     if (rc == 0) {
         fa_layer_desc dh = *ld;
         if (ld->sinks) dh.sinks = g_sinks_host;
-        if (fa_layer_init(&lh, &dh) != FA_OK || world_init(&wh, g_cpu, s, NULL, 1, 0, s->ctx_slots, s->slots)) rc = -1;
+        if (fa_layer_init(&lh, &dh) != FA_OK || world_init(&wh, g_cpu, s, NULL, 1, 0, s->ctx_slots, s->slots))
+            rc = -1;
     }
     if (rc == 0) {
         bh = world_batch(&wh, s);
@@ -512,7 +574,10 @@ static void run_dcp_case(const char *name, scene *s, const fa_layer_desc *ld, in
         }
     report(name, rc, rc ? INFINITY : err, 2e-2);
     world_free(&wh);
-    for (r = 0; r < n; ++r) { free(outs[r]); if (bes[r]) fa_cuda_backend_destroy(bes[r]); }
+    for (r = 0; r < n; ++r) {
+        free(outs[r]);
+        if (bes[r]) fa_cuda_backend_destroy(bes[r]);
+    }
     pthread_barrier_destroy(&g.bar);
     free(g.stage);
     free(oh);
@@ -530,8 +595,11 @@ static void run_profiling_case(scene *s)
     int rc = -1;
     double err = INFINITY;
     memset(&d, 0, sizeof d);
-    d.num_heads_q = s->hq; d.num_heads_kv = s->hkv; d.head_size = s->d;
-    if (fa_layer_init(&layer, &d) == FA_OK && world_init(&w, g_cuda, s, NULL, 1, 0, s->ctx_slots, s->slots) == 0) {
+    d.num_heads_q = s->hq;
+    d.num_heads_kv = s->hkv;
+    d.head_size = s->d;
+    if (fa_layer_init(&layer, &d) == FA_OK &&
+        world_init(&w, g_cuda, s, NULL, 1, 0, s->ctx_slots, s->slots) == 0) {
         fa_tensor to = fa_tensor_make(w.out, FA_DTYPE_BF16, 3, qs);
         if (g_cuda->ops.fill(g_cuda->ctx, w.out, bytes, 0xFF, bytes, 1) == FA_OK &&
             fa_forward_profile(&layer, g_cuda, &to) == FA_OK &&
@@ -539,7 +607,8 @@ static void run_profiling_case(scene *s)
             g_cuda->ops.synchronize(g_cuda->ctx) == FA_OK) {
             rc = 0;
             err = 0;
-            for (i = 0; i < bytes / 2; ++i) if (o[i] != 0) err = INFINITY;
+            for (i = 0; i < bytes / 2; ++i)
+                if (o[i] != 0) err = INFINITY;
         } else {
             printf("#   %s\n", fa_last_error());
         }
@@ -561,7 +630,10 @@ static void run_kv_sharing_case(scene *s)
     int rc = -1;
     double err = INFINITY;
     memset(&d, 0, sizeof d);
-    d.num_heads_q = s->hq; d.num_heads_kv = s->hkv; d.head_size = s->d; d.kv_sharing = 1;
+    d.num_heads_q = s->hq;
+    d.num_heads_kv = s->hkv;
+    d.head_size = s->d;
+    d.kv_sharing = 1;
     if (fa_layer_init(&layer, &d) != FA_OK || world_init(&w, g_cuda, s, NULL, 1, 0, s->ctx_slots, s->slots)) {
         report("kv-sharing layer does not write the cache", -1, err, 0);
         free(o);
@@ -579,7 +651,9 @@ static void run_kv_sharing_case(scene *s)
     }
     report("kv-sharing layer does not write the cache", rc, err, 0);
     world_free(&w);
-    free(before); free(after); free(o);
+    free(before);
+    free(after);
+    free(o);
 }
 
 /* copy_2d (used by DCP for a token-strided q): rows of a strided source into a packed buffer */
@@ -610,7 +684,11 @@ static void run_copy_2d_case(void)
 static void scene_init(scene *s, int32_t hq, int32_t hkv, int32_t d, int32_t bs)
 {
     memset(s, 0, sizeof *s);
-    s->hq = hq; s->hkv = hkv; s->d = d; s->bs = bs; s->causal = 1;
+    s->hq = hq;
+    s->hkv = hkv;
+    s->d = d;
+    s->bs = bs;
+    s->causal = 1;
 }
 
 int main(void)
@@ -627,28 +705,44 @@ int main(void)
            g_cuda->info.cc_minor, g_cuda->info.num_sms);
     g_sinks_host = (float *)malloc(sizeof(float) * 64);
     g_alibi_host = (float *)malloc(sizeof(float) * 64);
-    for (i = 0; i < 64; ++i) { g_sinks_host[i] = 2.f * frand(); g_alibi_host[i] = 0.05f * (1.f + frand()); }
+    for (i = 0; i < 64; ++i) {
+        g_sinks_host[i] = 2.f * frand();
+        g_alibi_host[i] = 0.05f * (1.f + frand());
+    }
     g_sinks_dev = (float *)dalloc(g_cuda, 256);
     g_alibi_dev = (float *)dalloc(g_cuda, 256);
     g_cuda->ops.copy(g_cuda->ctx, g_sinks_dev, g_sinks_host, 256, FA_COPY_HOST_TO_DEVICE);
     g_cuda->ops.copy(g_cuda->ctx, g_alibi_dev, g_alibi_host, 256, FA_COPY_HOST_TO_DEVICE);
 
     /* mixed batch: decodes and prefills, 8/2 heads, d 128, block 16 */
-    for (i = 0; i < 10; ++i) { ql[i] = (i % 3 == 0) ? 37 + 29 * i : 1; ctx[i] = 50 + 97 * i; }
+    for (i = 0; i < 10; ++i) {
+        ql[i] = (i % 3 == 0) ? 37 + 29 * i : 1;
+        ctx[i] = 50 + 97 * i;
+    }
     memset(&ld, 0, sizeof ld);
-    ld.num_heads_q = 8; ld.num_heads_kv = 2; ld.head_size = 128;
-    scene_init(&s, 8, 2, 128, 16); scene_make(&s, 10, ql, ctx, 0);
+    ld.num_heads_q = 8;
+    ld.num_heads_kv = 2;
+    ld.head_size = 128;
+    scene_init(&s, 8, 2, 128, 16);
+    scene_make(&s, 10, ql, ctx, 0);
     run_case("plain, mixed batch, NHD, bf16 cache", &s, &ld, 0, 1, 2e-2);
     s.layout = FA_LAYOUT_HND;
     run_case("plain, mixed batch, HND, bf16 cache", &s, &ld, 0, 1, 2e-2);
     s.layout = FA_LAYOUT_NHD;
     {
         fa_layer_desc l2 = ld;
-        l2.sliding_window = 100; l2.logits_soft_cap = 30.f; l2.sinks = g_sinks_host; l2.num_sinks = 8;
-        l2.alibi_slopes = g_alibi_host; l2.num_alibi_slopes = 8;
+        l2.sliding_window = 100;
+        l2.logits_soft_cap = 30.f;
+        l2.sinks = g_sinks_host;
+        l2.num_sinks = 8;
+        l2.alibi_slopes = g_alibi_host;
+        l2.num_alibi_slopes = 8;
         run_case("plain, window 100 + softcap 30 + ALiBi + sinks", &s, &l2, 0, 1, 2e-2);
         s.cache_dtype = FA_CACHE_FP8_E4M3;
-        l2 = ld; l2.kv_cache_dtype = FA_CACHE_FP8_E4M3; l2.k_scale = 0.02f; l2.v_scale = 0.02f;
+        l2 = ld;
+        l2.kv_cache_dtype = FA_CACHE_FP8_E4M3;
+        l2.k_scale = 0.02f;
+        l2.v_scale = 0.02f;
         run_case("plain, fp8 e4m3 cache (scale 0.02)", &s, &l2, 0, 1, 1.5e-1);
         s.cache_dtype = FA_CACHE_FP8_E5M2;
         l2.kv_cache_dtype = FA_CACHE_FP8_E5M2;
@@ -671,32 +765,52 @@ int main(void)
     scene_free(&s);
 
     /* cascade: 12 requests sharing 256 tokens (16 blocks), decodes and short prefills */
-    for (i = 0; i < 12; ++i) { ql[i] = i % 4 == 0 ? 20 + i : 1; ctx[i] = 300 + 41 * i; }
-    scene_init(&s, 8, 2, 128, 16); scene_make(&s, 12, ql, ctx, 16);
+    for (i = 0; i < 12; ++i) {
+        ql[i] = i % 4 == 0 ? 20 + i : 1;
+        ctx[i] = 300 + 41 * i;
+    }
+    scene_init(&s, 8, 2, 128, 16);
+    scene_make(&s, 12, ql, ctx, 16);
     run_case("cascade (prefix 256) on CUDA == plain on CPU", &s, &ld, 256, 1, 2e-2);
     {
         fa_layer_desc l2 = ld;
-        l2.sinks = g_sinks_host; l2.num_sinks = 8; l2.logits_soft_cap = 20.f;
+        l2.sinks = g_sinks_host;
+        l2.num_sinks = 8;
+        l2.logits_soft_cap = 20.f;
         run_case("cascade + sinks + softcap == plain", &s, &l2, 256, 1, 2e-2);
     }
     scene_free(&s);
 
     /* chunked local attention: chunk 64, block 16 */
-    for (i = 0; i < 6; ++i) { ql[i] = i % 2 ? 1 : 70 + 11 * i; ctx[i] = 30 + 53 * i; }
-    scene_init(&s, 8, 2, 64, 16); s.chunk = 64; scene_make(&s, 6, ql, ctx, 0);
+    for (i = 0; i < 6; ++i) {
+        ql[i] = i % 2 ? 1 : 70 + 11 * i;
+        ctx[i] = 30 + 53 * i;
+    }
+    scene_init(&s, 8, 2, 64, 16);
+    s.chunk = 64;
+    scene_make(&s, 6, ql, ctx, 0);
     {
         fa_layer_desc l2 = ld;
-        l2.head_size = 64; l2.attention_chunk_size = 64;
+        l2.head_size = 64;
+        l2.attention_chunk_size = 64;
         run_case("chunked local attention (chunk 64)", &s, &l2, 0, 1, 2e-2);
     }
     scene_free(&s);
 
     /* encoder paths: no cache, bidirectional */
-    for (i = 0; i < 5; ++i) { ql[i] = 17 + 41 * i; ctx[i] = 0; }
-    scene_init(&s, 8, 8, 80, 16); s.causal = 0; scene_make(&s, 5, ql, ctx, 0);
+    for (i = 0; i < 5; ++i) {
+        ql[i] = 17 + 41 * i;
+        ctx[i] = 0;
+    }
+    scene_init(&s, 8, 8, 80, 16);
+    s.causal = 0;
+    scene_make(&s, 5, ql, ctx, 0);
     {
         fa_layer_desc l2 = ld;
-        l2.num_heads_q = 8; l2.num_heads_kv = 8; l2.head_size = 80; l2.attn_type = FA_ATTN_ENCODER_ONLY;
+        l2.num_heads_q = 8;
+        l2.num_heads_kv = 8;
+        l2.head_size = 80;
+        l2.attn_type = FA_ATTN_ENCODER_ONLY;
         l2.sliding_window = 32;
         run_case("encoder-only, window 32 (symmetric)", &s, &l2, 0, 1, 2e-2);
         l2.attn_type = FA_ATTN_ENCODER;
@@ -706,14 +820,19 @@ int main(void)
     scene_free(&s);
 
     /* DCP on one GPU: 2 ranks through an in-test comm, and 1 rank */
-    for (i = 0; i < 6; ++i) { ql[i] = i == 0 ? 33 : 1; ctx[i] = 200 + 131 * i; }
-    scene_init(&s, 8, 2, 128, 16); scene_make(&s, 6, ql, ctx, 0);
+    for (i = 0; i < 6; ++i) {
+        ql[i] = i == 0 ? 33 : 1;
+        ctx[i] = 200 + 131 * i;
+    }
+    scene_init(&s, 8, 2, 128, 16);
+    scene_make(&s, 6, ql, ctx, 0);
     run_dcp_case("DCP, 1 rank == CPU plain", &s, &ld, 1, 1);
     run_dcp_case("DCP, 2 ranks (interleave 1) == CPU one rank", &s, &ld, 2, 1);
     run_dcp_case("DCP, 2 ranks (interleave 16) == CPU one rank", &s, &ld, 2, 16);
     {
         fa_layer_desc l2 = ld;
-        l2.sinks = g_sinks_host; l2.num_sinks = 8;
+        l2.sinks = g_sinks_host;
+        l2.num_sinks = 8;
         run_dcp_case("DCP, 4 ranks (interleave 16) + sinks == CPU one rank", &s, &l2, 4, 16);
     }
     scene_free(&s);
@@ -721,7 +840,8 @@ int main(void)
     printf("1..%d\n%d passed, %d failed\n", passed + failed, passed, failed);
     g_cuda->ops.free(g_cuda->ctx, g_sinks_dev);
     g_cuda->ops.free(g_cuda->ctx, g_alibi_dev);
-    free(g_sinks_host); free(g_alibi_host);
+    free(g_sinks_host);
+    free(g_alibi_host);
     fa_cuda_backend_destroy(g_cuda);
     fa_cpu_backend_destroy(g_cpu);
     return failed ? 1 : 0;

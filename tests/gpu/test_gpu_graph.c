@@ -47,14 +47,16 @@
 
 static int n_case, n_pass, n_fail;
 
-static void tap(int ok, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static void tap(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #include <stdarg.h>
 static void tap(int ok, const char *fmt, ...)
 {
     va_list ap;
     ++n_case;
-    if (ok) ++n_pass; else ++n_fail;
+    if (ok)
+        ++n_pass;
+    else
+        ++n_fail;
     printf("%s %d - ", ok ? "ok" : "not ok", n_case);
     va_start(ap, fmt);
     vprintf(fmt, ap);
@@ -63,28 +65,30 @@ static void tap(int ok, const char *fmt, ...)
     fflush(stdout);
 }
 
-#define CK(call)                                                                                  \
-    do {                                                                                          \
-        cudaError_t e_ = (call);                                                                  \
-        if (e_ != cudaSuccess) {                                                                  \
-            printf("#   %s:%d: %s -> %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));   \
-            return -1;                                                                            \
-        }                                                                                         \
+#define CK(call) \
+    do { \
+        cudaError_t e_ = (call); \
+        if (e_ != cudaSuccess) { \
+            printf("#   %s:%d: %s -> %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            return -1; \
+        } \
     } while (0)
-#define OK(call)                                                                                  \
-    do {                                                                                          \
-        fa_status s_ = (call);                                                                    \
-        if (s_ != FA_OK) {                                                                        \
-            printf("#   %s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, fa_status_string(s_),   \
-                   fa_last_error());                                                              \
-            return -1;                                                                            \
-        }                                                                                         \
+#define OK(call) \
+    do { \
+        fa_status s_ = (call); \
+        if (s_ != FA_OK) { \
+            printf("#   %s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, fa_status_string(s_), \
+                   fa_last_error()); \
+            return -1; \
+        } \
     } while (0)
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint32_t urand(void)
 {
-    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
     return (uint32_t)(rng >> 32);
 }
 static int32_t irand(int32_t lo, int32_t hi) /* [lo, hi] */
@@ -292,7 +296,8 @@ static int cpu_compare(const step *s, uint16_t **gpu_out, const char *name)
     b.slot_mapping = s->slots;
     OK(fa_builder_build(cpu_bld, &b, 0, &md));
     for (l = 0; l < NLAYERS; ++l) {
-        fa_tensor q = rows_tensor(hq, s->t, HQ), k = rows_tensor(hk, s->t, HKV), v = rows_tensor(hv, s->t, HKV);
+        fa_tensor q = rows_tensor(hq, s->t, HQ), k = rows_tensor(hk, s->t, HKV),
+                  v = rows_tensor(hv, s->t, HKV);
         fa_tensor c = cache_tensor(ccache[l]), o = rows_tensor(cout, s->t, HQ);
         cl[l] = layers[l];
         if (cl[l].desc.sinks) cl[l].desc.sinks = csinks;
@@ -305,12 +310,16 @@ static int cpu_compare(const step *s, uint16_t **gpu_out, const char *name)
                 if (bad++ < 3)
                     printf("#   %s layer %d: element %lld: gpu %g, cpu %g\n", name, l, (long long)i, g, r);
             }
-            if (err > worst || err != err) { worst = err; worst_l = l; }
+            if (err > worst || err != err) {
+                worst = err;
+                worst_l = l;
+            }
         }
     }
     free(cout);
-    tap(bad == 0, "%s: eager GPU within tolerance of the CPU reference (%lld bad, worst |err| %.3g in layer %d)",
-        name, (long long)bad, worst, worst_l);
+    tap(bad == 0,
+        "%s: eager GPU within tolerance of the CPU reference (%lld bad, worst |err| %.3g in layer %d)", name,
+        (long long)bad, worst, worst_l);
     return 0;
 }
 
@@ -328,9 +337,15 @@ static int run_size(int32_t T, int decode, uint16_t **hA, uint16_t **hB)
     const char *kind = decode ? "uniform decode" : "mixed";
 
     /* the representative batch: long keys, so the plan splits (static count = the cap) */
-    if (decode) make_decode(&s, T, 1); else make_mixed(&s, T, 1);
+    if (decode)
+        make_decode(&s, T, 1);
+    else
+        make_mixed(&s, T, 1);
     for (l = 0; l < s.t; ++l) s.slots[l] = -1; /* capture/warm-up writes no cache */
-    if (step_build(&s, &md) != 0) { tap(0, "T_pad %d (%s): capture batch build", T, kind); return -1; }
+    if (step_build(&s, &md) != 0) {
+        tap(0, "T_pad %d (%s): capture batch build", T, kind);
+        return -1;
+    }
     cap_splits = md.num_splits;
     cap_max_q = md.max_query_len;
     cap_min_q = md.min_query_len;
@@ -339,7 +354,10 @@ static int run_size(int32_t T, int decode, uint16_t **hA, uint16_t **hB)
         "T_pad %d (%s): capture batch's static split count %d is the cap %d", T, kind, cap_splits,
         fa_builder_config(bld)->compilation.max_num_splits_for_cuda_graph);
     /* warm-up (first launches set kernel attributes), then capture */
-    if (forward_all(&md, T, cacheA, outA) != 0) { tap(0, "T_pad %d (%s): warm-up", T, kind); return -1; }
+    if (forward_all(&md, T, cacheA, outA) != 0) {
+        tap(0, "T_pad %d (%s): warm-up", T, kind);
+        return -1;
+    }
     CK(cudaStreamSynchronize(stream));
     cap_ok = 0;
     e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal);
@@ -355,8 +373,8 @@ static int run_size(int32_t T, int decode, uint16_t **hA, uint16_t **hB)
         printf("#   cudaStreamBeginCapture: %s\n", cudaGetErrorString(e));
     }
     cudaGetLastError();
-    tap(cap_ok, "T_pad %d (%s): fa_forward x %d layers captured (global capture mode) and instantiated", T, kind,
-        NLAYERS);
+    tap(cap_ok, "T_pad %d (%s): fa_forward x %d layers captured (global capture mode) and instantiated", T,
+        kind, NLAYERS);
     if (!cap_ok) {
         if (graph) cudaGraphDestroy(graph);
         return -1;
@@ -364,28 +382,39 @@ static int run_size(int32_t T, int decode, uint16_t **hA, uint16_t **hB)
     {
         size_t nodes = 0;
         CK(cudaGraphGetNodes(graph, NULL, &nodes));
-        printf("#   T_pad %d: graph of %zu nodes, %d requests, max_query_len %d, min_query_len %d, %d splits\n", T,
-               nodes, cap_reqs, cap_max_q, cap_min_q, cap_splits);
+        printf(
+            "#   T_pad %d: graph of %zu nodes, %d requests, max_query_len %d, min_query_len %d, %d splits\n",
+            T, nodes, cap_reqs, cap_max_q, cap_min_q, cap_splits);
     }
 
     for (st = 0; st < STEPS; ++st) {
         int cpu_step = st == 3 || st == STEPS - 2;
         int32_t eager_splits;
-        if (decode) make_decode(&s, T, 0); else make_mixed(&s, T, 0);
+        if (decode)
+            make_decode(&s, T, 0);
+        else
+            make_mixed(&s, T, 0);
         snprintf(name, sizeof name, "T_pad %d (%s) step %d: %d real requests, %d real tokens", T, kind, st,
                  s.r_real, s.t_real);
         if (cpu_step) { /* set B before the step, for the CPU reference */
             CK(cudaStreamSynchronize(stream));
-            for (l = 0; l < NLAYERS; ++l) CK(cudaMemcpy(ccache[l], cacheB[l], cache_bytes, cudaMemcpyDeviceToHost));
+            for (l = 0; l < NLAYERS; ++l)
+                CK(cudaMemcpy(ccache[l], cacheB[l], cache_bytes, cudaMemcpyDeviceToHost));
         }
-        if (step_build(&s, &md) != 0) { tap(0, "%s: build", name); continue; }
+        if (step_build(&s, &md) != 0) {
+            tap(0, "%s: build", name);
+            continue;
+        }
         eager_splits = md.num_splits;
         if (md.max_query_len * (HQ / HKV) <= 16 ? cap_max_q * (HQ / HKV) > 16 : cap_max_q * (HQ / HKV) <= 16)
             printf("#   %s: kernel choice differs from the capture's (max_query_len %d vs %d)\n", name,
                    md.max_query_len, cap_max_q);
         if (poison_outs(outA, T) != 0 || poison_outs(outB, T) != 0) return -1;
         CK(cudaGraphLaunch(exec, stream));
-        if (forward_all(&md, T, cacheB, outB) != 0) { tap(0, "%s: eager forward", name); continue; }
+        if (forward_all(&md, T, cacheB, outB) != 0) {
+            tap(0, "%s: eager forward", name);
+            continue;
+        }
         CK(cudaStreamSynchronize(stream));
         {
             fa_status fs = gpu->ops.synchronize(gpu->ctx); /* reports a recorded bad index */
@@ -401,16 +430,20 @@ static int run_size(int32_t T, int decode, uint16_t **hA, uint16_t **hB)
                     for (i = 0; i < (int64_t)T * HQ * D; ++i)
                         if (hA[l][i] != hB[l][i]) break;
                     if (same)
-                        printf("#   layer %d: first differing element %lld (row %lld): graph 0x%04x eager 0x%04x\n", l,
-                               (long long)i, (long long)(i / (HQ * D)), hA[l][i], hB[l][i]);
+                        printf("#   layer %d: first differing element %lld (row %lld): graph 0x%04x eager "
+                               "0x%04x\n",
+                               l, (long long)i, (long long)(i / (HQ * D)), hA[l][i], hB[l][i]);
                     same = 0;
                 }
                 for (i = 0; i < (int64_t)s.t_real * HQ * D; ++i)
-                    if ((hB[l][i] & 0x7fff) > 0x7f80) { ++nan_rows; break; } /* NaN: poison survived */
+                    if ((hB[l][i] & 0x7fff) > 0x7f80) {
+                        ++nan_rows;
+                        break;
+                    } /* NaN: poison survived */
             }
             tap(same && nan_rows == 0,
-                "%s: graph replay == eager, bit for bit, 3 layers (splits: eager %d, graph %d)%s", name, eager_splits,
-                cap_splits, nan_rows ? " [NaN in eager output]" : "");
+                "%s: graph replay == eager, bit for bit, 3 layers (splits: eager %d, graph %d)%s", name,
+                eager_splits, cap_splits, nan_rows ? " [NaN in eager output]" : "");
         }
         if (cpu_step && cpu_compare(&s, hB, name) != 0) tap(0, "%s: CPU reference run", name);
     }
@@ -490,14 +523,18 @@ static int run(void)
     CK(cudaMalloc(&dv, kv_bytes(TMAX)));
     CK(cudaMalloc((void **)&dbt, sizeof(int32_t) * RMAX * MAXB));
     CK(cudaMalloc((void **)&dslots, sizeof(int64_t) * TMAX));
-    if (cpu_setup(&cfg) != 0) { tap(0, "CPU reference backend"); return -1; }
+    if (cpu_setup(&cfg) != 0) {
+        tap(0, "CPU reference backend");
+        return -1;
+    }
 
     for (l = 0; l < 3; ++l) {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         if (run_size(sizes[l], decode[l], hA, hB) != 0) tap(0, "T_pad %d: aborted (see above)", sizes[l]);
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        printf("#   T_pad %d: %.2f s\n", sizes[l], (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec));
+        printf("#   T_pad %d: %.2f s\n", sizes[l],
+               (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec));
     }
     /* the caches of the two sets saw the same writes */
     {
@@ -514,16 +551,30 @@ static int run(void)
         free(b);
     }
     for (l = 0; l < NLAYERS; ++l) {
-        cudaFree(cacheA[l]); cudaFree(cacheB[l]); cudaFree(outA[l]); cudaFree(outB[l]);
-        free(hA[l]); free(hB[l]); free(ccache[l]);
+        cudaFree(cacheA[l]);
+        cudaFree(cacheB[l]);
+        cudaFree(outA[l]);
+        cudaFree(outB[l]);
+        free(hA[l]);
+        free(hB[l]);
+        free(ccache[l]);
     }
-    cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dbt); cudaFree(dslots); cudaFree(dsinks);
+    cudaFree(dq);
+    cudaFree(dk);
+    cudaFree(dv);
+    cudaFree(dbt);
+    cudaFree(dslots);
+    cudaFree(dsinks);
     fa_builder_destroy(bld);
     fa_builder_destroy(cpu_bld);
     fa_cuda_backend_destroy(gpu);
     fa_cpu_backend_destroy(cpu);
     cudaStreamDestroy(stream);
-    free(hcache); free(hq); free(hk); free(hv); free(csinks);
+    free(hcache);
+    free(hq);
+    free(hk);
+    free(hv);
+    free(csinks);
     return 0;
 }
 

@@ -28,8 +28,8 @@ typedef struct cache_case {
 
 static const char *layout_name(fa_kv_layout l) { return l == FA_LAYOUT_HND ? "HND" : "NHD"; }
 
-static void cache_strides(fa_kv_layout layout, int32_t bs, int32_t H, int32_t D, int64_t *blk,
-                          int64_t *page, int64_t *head)
+static void cache_strides(fa_kv_layout layout, int32_t bs, int32_t H, int32_t D, int64_t *blk, int64_t *page,
+                          int64_t *head)
 {
     *blk = (int64_t)bs * H * D;
     if (layout == FA_LAYOUT_NHD) {
@@ -48,8 +48,7 @@ static void fill_kv(void *buf, int64_t n, fa_dtype t, fa_dtype cache, float scal
 {
     int64_t i;
     gt_fill_uniform(buf, n, t, -4.0f, 4.0f);
-    if (!specials || (cache != FA_DTYPE_FP8_E4M3 && cache != FA_DTYPE_FP8_E5M2))
-        return;
+    if (!specials || (cache != FA_DTYPE_FP8_E4M3 && cache != FA_DTYPE_FP8_E5M2)) return;
     for (i = 0; i < n; ++i) {
         int64_t r = gt_randint(16);
         float sgn = gt_randint(2) ? -1.0f : 1.0f;
@@ -77,13 +76,11 @@ static void make_slots(int64_t *slots, int32_t T, int64_t num_slots, int neg_pct
         do {
             slots[i] = gt_randint(num_slots);
             dup = 0;
-            for (j = 0; j < i; ++j)
-                dup |= slots[j] == slots[i];
+            for (j = 0; j < i; ++j) dup |= slots[j] == slots[i];
         } while (dup);
     }
     for (i = 0; i < T; ++i)
-        if (gt_randint(100) < neg_pct)
-            slots[i] = gt_randint(4) == 0 ? -1 - gt_randint(1000) : -1;
+        if (gt_randint(100) < neg_pct) slots[i] = gt_randint(4) == 0 ? -1 - gt_randint(1000) : -1;
 }
 
 static void run_cache_case(const cache_case *c)
@@ -100,8 +97,8 @@ static void run_cache_case(const cache_case *c)
     fa_cache_write_args a;
 
     if (!gt_case("cache %s %s->%s T=%d H=%d D=%d bs=%d pad=%lld off=%d/%d%s%s", layout_name(c->layout),
-                 gt_dtype_name(c->kv), c->cache == c->kv ? "auto" : gt_dtype_name(c->cache), c->T,
-                 c->H, c->D, c->bs, (long long)c->token_pad, c->key_offset, c->cache_offset,
+                 gt_dtype_name(c->kv), c->cache == c->kv ? "auto" : gt_dtype_name(c->cache), c->T, c->H, c->D,
+                 c->bs, (long long)c->token_pad, c->key_offset, c->cache_offset,
                  c->specials ? " specials" : "", c->neg_pct ? " neg-slots" : ""))
         return;
     cache_strides(c->layout, c->bs, c->H, c->D, &blk, &page, &head);
@@ -141,8 +138,7 @@ static void run_cache_case(const cache_case *c)
     a.num_blocks = c->NB;
     a.k_scale = c->k_scale;
     a.v_scale = c->v_scale;
-    if (!gt_check(cpu->ops.reshape_and_cache(cpu->ctx, &a), cpu, "reshape_and_cache"))
-        goto done;
+    if (!gt_check(cpu->ops.reshape_and_cache(cpu->ctx, &a), cpu, "reshape_and_cache")) goto done;
 
     /* the GPU caches start from the same poison, set with the fill op */
     dk = gt_dup(hk, in_bytes);
@@ -150,8 +146,7 @@ static void run_cache_case(const cache_case *c)
     dslots = gt_dup(slots, sizeof(int64_t) * (size_t)(c->T ? c->T : 1));
     dkc = gt_dmalloc(cache_bytes);
     dvc = gt_dmalloc(cache_bytes);
-    if (!dk || !dv || !dslots || !dkc || !dvc)
-        goto done;
+    if (!dk || !dv || !dslots || !dkc || !dvc) goto done;
     if (!gt_check(gpu->ops.fill(gpu->ctx, dkc, cache_bytes, GT_POISON, cache_bytes, 1), gpu, "fill") ||
         !gt_check(gpu->ops.fill(gpu->ctx, dvc, cache_bytes, GT_POISON, cache_bytes, 1), gpu, "fill"))
         goto done;
@@ -160,10 +155,8 @@ static void run_cache_case(const cache_case *c)
     a.key_cache = (char *)dkc + (size_t)c->cache_offset * out_es;
     a.value_cache = (char *)dvc + (size_t)c->cache_offset * out_es;
     a.slot_mapping = (const int64_t *)dslots;
-    if (!gt_check(gpu->ops.reshape_and_cache(gpu->ctx, &a), gpu, "reshape_and_cache"))
-        goto done;
-    if (!gt_d2h(gk_host, dkc, cache_bytes) || !gt_d2h(gv_host, dvc, cache_bytes))
-        goto done;
+    if (!gt_check(gpu->ops.reshape_and_cache(gpu->ctx, &a), gpu, "reshape_and_cache")) goto done;
+    if (!gt_d2h(gk_host, dkc, cache_bytes) || !gt_d2h(gv_host, dvc, cache_bytes)) goto done;
     gt_compare_bytes("key_cache", gk_host, ck, cache_bytes);
     gt_compare_bytes("value_cache", gv_host, cv, cache_bytes);
 done:
@@ -195,7 +188,11 @@ static void test_cache_write(void)
             memset(&c, 0, sizeof c);
             c.layout = (fa_kv_layout)l;
             c.kv = c.cache = kvs[k];
-            c.T = 37; c.H = 8; c.D = 128; c.bs = 16; c.NB = 64;
+            c.T = 37;
+            c.H = 8;
+            c.D = 128;
+            c.bs = 16;
+            c.NB = 64;
             c.token_pad = k == 0 ? 0 : 2 * 8 * 128;   /* vLLM's fused-QKV slice: stride 3*H*D */
             c.neg_pct = 20;
             run_cache_case(&c);
@@ -209,7 +206,11 @@ static void test_cache_write(void)
                 c.layout = (fa_kv_layout)l;
                 c.kv = kvs[k];
                 c.cache = fp8s[f];
-                c.T = 41; c.H = 4; c.D = l ? 64 : 128; c.bs = 16; c.NB = 40;
+                c.T = 41;
+                c.H = 4;
+                c.D = l ? 64 : 128;
+                c.bs = 16;
+                c.NB = 40;
                 c.token_pad = l ? 24 : 0;
                 c.k_scale = k == 1 ? 0.5f : 4.0f / 64.0f * 1.3f;
                 c.v_scale = k == 1 ? 0.25f : 0.0371f;
@@ -229,7 +230,11 @@ static void test_cache_write(void)
             c.layout = (fa_kv_layout)(i & 1);
             c.kv = i < 2 ? FA_DTYPE_F32 : FA_DTYPE_BF16;
             c.cache = i == 2 ? FA_DTYPE_FP8_E4M3 : c.kv;
-            c.T = 29; c.H = i == 0 ? 1 : 3; c.D = Ds[i]; c.bs = bss[i]; c.NB = 50;
+            c.T = 29;
+            c.H = i == 0 ? 1 : 3;
+            c.D = Ds[i];
+            c.bs = bss[i];
+            c.NB = 50;
             c.token_pad = 8;
             c.k_scale = 0.11f;
             c.v_scale = 0.07f;
@@ -243,7 +248,11 @@ static void test_cache_write(void)
         c.layout = (fa_kv_layout)(k & 1);
         c.kv = kvs[k];
         c.cache = k == 2 ? FA_DTYPE_FP8_E5M2 : c.kv;
-        c.T = 23; c.H = 2; c.D = 64; c.bs = 16; c.NB = 8;
+        c.T = 23;
+        c.H = 2;
+        c.D = 64;
+        c.bs = 16;
+        c.NB = 8;
         c.token_pad = k == 0 ? 1 : 0;      /* odd token stride */
         c.key_offset = k == 1 ? 1 : 0;     /* base pointer off by one element */
         c.cache_offset = k == 2 ? 3 : 0;   /* fp8 cache off by three bytes */
@@ -257,7 +266,11 @@ static void test_cache_write(void)
     c.layout = FA_LAYOUT_NHD;
     c.kv = FA_DTYPE_BF16;
     c.cache = FA_DTYPE_FP8_E4M3;
-    c.T = 3000; c.H = 8; c.D = 128; c.bs = 16; c.NB = 256;
+    c.T = 3000;
+    c.H = 8;
+    c.D = 128;
+    c.bs = 16;
+    c.NB = 256;
     c.k_scale = 0.05f;
     c.v_scale = 0.06f;
     c.neg_pct = 5;
@@ -265,15 +278,19 @@ static void test_cache_write(void)
     /* no tokens: OK and nothing written */
     memset(&c, 0, sizeof c);
     c.kv = c.cache = FA_DTYPE_F16;
-    c.T = 0; c.H = 2; c.D = 32; c.bs = 16; c.NB = 2;
+    c.T = 0;
+    c.H = 2;
+    c.D = 32;
+    c.bs = 16;
+    c.NB = 2;
     run_cache_case(&c);
 }
 
 /* A cache of more than 2^31 elements, written at large block ids. The CPU reference runs on a
    compact cache holding only the touched blocks (block b -> its index in the touched list);
    each touched GPU block, and an untouched neighbour (still poison), is compared. */
-static void run_cache_large(fa_kv_layout layout, fa_dtype kv, fa_dtype cache, int32_t H,
-                            int32_t D, int32_t bs, int64_t NB, int32_t T)
+static void run_cache_large(fa_kv_layout layout, fa_dtype kv, fa_dtype cache, int32_t H, int32_t D,
+                            int32_t bs, int64_t NB, int32_t T)
 {
     const fa_backend *cpu = gt_cpu(), *gpu = gt_gpu();
     size_t in_es = gt_dtype_size(kv), out_es = gt_dtype_size(cache);
@@ -286,9 +303,9 @@ static void run_cache_large(fa_kv_layout layout, fa_dtype kv, fa_dtype cache, in
     fa_cache_write_args a;
     fa_status st;
 
-    if (!gt_case("cache large %s %s->%s H=%d D=%d bs=%d num_blocks=%lld (%.2g elements)",
-                 layout_name(layout), gt_dtype_name(kv), cache == kv ? "auto" : gt_dtype_name(cache),
-                 H, D, bs, (long long)NB, (double)NB * bs * H * D))
+    if (!gt_case("cache large %s %s->%s H=%d D=%d bs=%d num_blocks=%lld (%.2g elements)", layout_name(layout),
+                 gt_dtype_name(kv), cache == kv ? "auto" : gt_dtype_name(cache), H, D, bs, (long long)NB,
+                 (double)NB * bs * H * D))
         return;
     if (gt_heavy()) {
         gt_case_end();
@@ -299,8 +316,7 @@ static void run_cache_large(fa_kv_layout layout, fa_dtype kv, fa_dtype cache, in
     blk_bytes = (size_t)blk * out_es;
 
     dkc = gt_dmalloc_status(cache_bytes, 1, &st);
-    if (dkc)
-        dvc = gt_dmalloc_status(cache_bytes, 1, &st);
+    if (dkc) dvc = gt_dmalloc_status(cache_bytes, 1, &st);
     if (!dkc || !dvc) {
         if (st == FA_ERR_OUT_OF_MEMORY)
             gt_skip("not enough device memory for 2 x %.3g GB", (double)cache_bytes / 1e9);
@@ -318,21 +334,16 @@ static void run_cache_large(fa_kv_layout layout, fa_dtype kv, fa_dtype cache, in
             int64_t b = i % 3 == 0 ? gt_randint(64) : NB - 1 - gt_randint(NB / 128);
             slots[i] = b * bs + gt_randint(bs);
             dup = 0;
-            for (j = 0; j < i; ++j)
-                dup |= slots[j] == slots[i];
+            for (j = 0; j < i; ++j) dup |= slots[j] == slots[i];
         } while (dup);
-        if (i % 7 == 3)
-            slots[i] = -1;
+        if (i % 7 == 3) slots[i] = -1;
     }
     for (i = 0; i < T; ++i) {   /* compact block ids for the CPU */
         int64_t b = slots[i] / bs;
         cslots[i] = -1;
-        if (slots[i] < 0)
-            continue;
-        for (j = 0; j < n_blocks && blocks[j] != b; ++j)
-            ;
-        if (j == n_blocks)
-            blocks[n_blocks++] = b;
+        if (slots[i] < 0) continue;
+        for (j = 0; j < n_blocks && blocks[j] != b; ++j);
+        if (j == n_blocks) blocks[n_blocks++] = b;
         cslots[i] = j * bs + slots[i] % bs;
     }
     hk = gt_xmalloc(in_bytes);
@@ -364,14 +375,12 @@ static void run_cache_large(fa_kv_layout layout, fa_dtype kv, fa_dtype cache, in
     a.num_blocks = NB;
     a.k_scale = 0.05f;
     a.v_scale = 0.07f;
-    if (!gt_check(cpu->ops.reshape_and_cache(cpu->ctx, &a), cpu, "reshape_and_cache"))
-        goto done;
+    if (!gt_check(cpu->ops.reshape_and_cache(cpu->ctx, &a), cpu, "reshape_and_cache")) goto done;
 
     dk = gt_dup(hk, in_bytes);
     dv = gt_dup(hv, in_bytes);
     dslots = gt_dup(slots, sizeof(int64_t) * (size_t)T);
-    if (!dk || !dv || !dslots)
-        goto done;
+    if (!dk || !dv || !dslots) goto done;
     if (!gt_check(gpu->ops.fill(gpu->ctx, dkc, cache_bytes, GT_POISON, cache_bytes, 1), gpu, "fill") ||
         !gt_check(gpu->ops.fill(gpu->ctx, dvc, cache_bytes, GT_POISON, cache_bytes, 1), gpu, "fill"))
         goto done;
@@ -380,8 +389,7 @@ static void run_cache_large(fa_kv_layout layout, fa_dtype kv, fa_dtype cache, in
     a.key_cache = dkc;
     a.value_cache = dvc;
     a.slot_mapping = (const int64_t *)dslots;
-    if (!gt_check(gpu->ops.reshape_and_cache(gpu->ctx, &a), gpu, "reshape_and_cache"))
-        goto done;
+    if (!gt_check(gpu->ops.reshape_and_cache(gpu->ctx, &a), gpu, "reshape_and_cache")) goto done;
     for (j = 0; j < n_blocks; ++j) {
         char what[64];
         int64_t nb = blocks[j] + 1, k2;
@@ -393,14 +401,11 @@ static void run_cache_large(fa_kv_layout layout, fa_dtype kv, fa_dtype cache, in
         if (!gt_d2h(tmp, (char *)dvc + (size_t)blocks[j] * blk_bytes, blk_bytes) ||
             !gt_compare_bytes(what, tmp, (char *)cv + (size_t)j * blk_bytes, blk_bytes))
             break;
-        for (k2 = 0; k2 < n_blocks && blocks[k2] != nb; ++k2)
-            ;
+        for (k2 = 0; k2 < n_blocks && blocks[k2] != nb; ++k2);
         if (nb < NB && k2 == n_blocks) {   /* an untouched neighbour stays poison */
             size_t b;
-            if (!gt_d2h(tmp, (char *)dkc + (size_t)nb * blk_bytes, blk_bytes))
-                break;
-            for (b = 0; b < blk_bytes && ((uint8_t *)tmp)[b] == GT_POISON; ++b)
-                ;
+            if (!gt_d2h(tmp, (char *)dkc + (size_t)nb * blk_bytes, blk_bytes)) break;
+            for (b = 0; b < blk_bytes && ((uint8_t *)tmp)[b] == GT_POISON; ++b);
             if (b != blk_bytes) {
                 gt_fail("key_cache block %lld (untouched) was written at byte %zu", (long long)nb, b);
                 break;
@@ -432,8 +437,8 @@ static void test_cache_write_large(void)
     /* slots past 2^31 (the 64-bit division path): 2^27 + 2^21 blocks of 16 x 1 x 8 fp8
        (17.4 GB per cache); the top 1/128 of the blocks, where the written slots are, starts
        at slot 2.16e9 > 2^31 */
-    run_cache_large(FA_LAYOUT_NHD, FA_DTYPE_F16, FA_DTYPE_FP8_E4M3, 1, 8, 16,
-                    (int64_t)(1 << 27) + (1 << 21), 48);
+    run_cache_large(FA_LAYOUT_NHD, FA_DTYPE_F16, FA_DTYPE_FP8_E4M3, 1, 8, 16, (int64_t)(1 << 27) + (1 << 21),
+                    48);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -448,10 +453,7 @@ typedef struct merge_case {
     int with_lse;
 } merge_case;
 
-static double tol_of(fa_dtype t)
-{
-    return t == FA_DTYPE_F32 ? 1e-5 : t == FA_DTYPE_F16 ? 1e-3 : 1e-2;
-}
+static double tol_of(fa_dtype t) { return t == FA_DTYPE_F32 ? 1e-5 : t == FA_DTYPE_F16 ? 1e-3 : 1e-2; }
 
 /* LSEs: normal * 3, with about 10% +inf, 10% -inf and 2% NaN (all empty). */
 static void fill_lse(float *l, int64_t n)
@@ -505,11 +507,9 @@ static void run_merge_case(const merge_case *c)
     for (t = 0; t < T; ++t)       /* an empty side's output is garbage: NaN */
         for (h = 0; h < H; ++h) {
             if (!isfinite(pl[h * pl_hs + t]))
-                for (d = 0; d < D; ++d)
-                    gt_store(hp, t * p_ts + h * p_hs + d, c->dt, NAN);
+                for (d = 0; d < D; ++d) gt_store(hp, t * p_ts + h * p_hs + d, c->dt, NAN);
             if (!isfinite(sl[h * sl_hs + t]))
-                for (d = 0; d < D; ++d)
-                    gt_store(hs, t * s_ts + h * s_hs + d, c->dt, NAN);
+                for (d = 0; d < D; ++d) gt_store(hs, t * s_ts + h * s_hs + d, c->dt, NAN);
         }
     gt_poison(co, (size_t)o_elems * es);
     gt_poison(col, sizeof(float) * (size_t)(H * ol_hs));
@@ -534,8 +534,7 @@ static void run_merge_case(const merge_case *c)
     a.num_tokens = T;
     a.num_heads = H;
     a.head_size = D;
-    if (!gt_check(cpu->ops.merge_states(cpu->ctx, &a), cpu, "merge_states"))
-        goto done;
+    if (!gt_check(cpu->ops.merge_states(cpu->ctx, &a), cpu, "merge_states")) goto done;
 
     gt_poison(go, (size_t)o_elems * es);
     gt_poison(gol, sizeof(float) * (size_t)(H * ol_hs));
@@ -545,18 +544,15 @@ static void run_merge_case(const merge_case *c)
     dpl = gt_dup(pl, sizeof(float) * (size_t)(H * pl_hs));
     dsl = gt_dup(sl, sizeof(float) * (size_t)(H * sl_hs));
     dol = gt_dup(gol, sizeof(float) * (size_t)(H * ol_hs));
-    if (!dp || !ds || !dout || !dpl || !dsl || !dol)
-        goto done;
+    if (!dp || !ds || !dout || !dpl || !dsl || !dol) goto done;
     a.out = (char *)dout + (size_t)c->out_offset * es;
     a.out_lse = c->with_lse ? (float *)dol : NULL;
     a.prefix_out = dp;
     a.prefix_lse = (const float *)dpl;
     a.suffix_out = ds;
     a.suffix_lse = (const float *)dsl;
-    if (!gt_check(gpu->ops.merge_states(gpu->ctx, &a), gpu, "merge_states"))
-        goto done;
-    if (!gt_d2h(go, dout, (size_t)o_elems * es) ||
-        !gt_d2h(gol, dol, sizeof(float) * (size_t)(H * ol_hs)))
+    if (!gt_check(gpu->ops.merge_states(gpu->ctx, &a), gpu, "merge_states")) goto done;
+    if (!gt_d2h(go, dout, (size_t)o_elems * es) || !gt_d2h(gol, dol, sizeof(float) * (size_t)(H * ol_hs)))
         goto done;
     gt_compare("out", go, co, o_elems, c->dt, tol_of(c->dt), tol_of(c->dt));
     gt_compare("out_lse", gol, col, H * ol_hs, FA_DTYPE_F32, 1e-5, 1e-5);
@@ -600,7 +596,9 @@ static void test_merge(void)
             merge_case c;   /* misaligned out: the element path */
             memset(&c, 0, sizeof c);
             c.dt = dts[k];
-            c.T = 17; c.H = 3; c.D = 64;
+            c.T = 17;
+            c.H = 3;
+            c.D = 64;
             c.out_offset = 1;
             c.with_lse = 1;
             run_merge_case(&c);
@@ -631,8 +629,8 @@ static void run_dcp_case(const dcp_case *c)
     void *dout = NULL, *dlse = NULL, *dlo = NULL;
     fa_dcp_correct_args a;
 
-    if (!gt_case("dcp_correct %s W=%d rank=%d T=%d H=%d D=%d%s%s%s", gt_dtype_name(c->dt), W,
-                 c->rank, T, H, D, c->token_pad ? " pad" : "", c->out_offset ? " misaligned" : "",
+    if (!gt_case("dcp_correct %s W=%d rank=%d T=%d H=%d D=%d%s%s%s", gt_dtype_name(c->dt), W, c->rank, T, H,
+                 D, c->token_pad ? " pad" : "", c->out_offset ? " misaligned" : "",
                  c->with_lse ? " +lse" : ""))
         return;
     co = gt_xmalloc((size_t)o_elems * es);
@@ -646,14 +644,12 @@ static void run_dcp_case(const dcp_case *c)
     }
     for (t = 0; t < T; t += 7)    /* columns where every rank is empty */
         for (h = 0; h < H; h += 2)
-            for (s = 0; s < W; ++s)
-                lse[(s * H + h) * T + t] = gt_randint(3) == 0 ? NAN : -INFINITY;
+            for (s = 0; s < W; ++s) lse[(s * H + h) * T + t] = gt_randint(3) == 0 ? NAN : -INFINITY;
     gt_fill_uniform(co, o_elems, c->dt, -1.0f, 1.0f);
     for (t = 0; t < T; ++t)       /* this rank empty: its output is garbage (NaN) */
         for (h = 0; h < H; ++h)
             if (!isfinite(lse[((int64_t)c->rank * H + h) * T + t]))
-                for (d = 0; d < D; ++d)
-                    gt_store(co, c->out_offset + t * o_ts + h * D + d, c->dt, NAN);
+                for (d = 0; d < D; ++d) gt_store(co, c->out_offset + t * o_ts + h * D + d, c->dt, NAN);
     memcpy(go, co, (size_t)o_elems * es);
     gt_poison(clo, sizeof(float) * (size_t)(H * T));
     gt_poison(glo, sizeof(float) * (size_t)(H * T));
@@ -670,19 +666,16 @@ static void run_dcp_case(const dcp_case *c)
     a.num_tokens = T;
     a.num_heads = H;
     a.head_size = D;
-    if (!gt_check(cpu->ops.dcp_correct(cpu->ctx, &a), cpu, "dcp_correct"))
-        goto done;
+    if (!gt_check(cpu->ops.dcp_correct(cpu->ctx, &a), cpu, "dcp_correct")) goto done;
 
     dout = gt_dup(go, (size_t)o_elems * es);
     dlse = gt_dup(lse, sizeof(float) * (size_t)n_lse);
     dlo = gt_dup(glo, sizeof(float) * (size_t)(H * T));
-    if (!dout || !dlse || !dlo)
-        goto done;
+    if (!dout || !dlse || !dlo) goto done;
     a.out = (char *)dout + (size_t)c->out_offset * es;
     a.lse_all = (const float *)dlse;
     a.lse_out = c->with_lse ? (float *)dlo : NULL;
-    if (!gt_check(gpu->ops.dcp_correct(gpu->ctx, &a), gpu, "dcp_correct"))
-        goto done;
+    if (!gt_check(gpu->ops.dcp_correct(gpu->ctx, &a), gpu, "dcp_correct")) goto done;
     if (!gt_d2h(go, dout, (size_t)o_elems * es) || !gt_d2h(glo, dlo, sizeof(float) * (size_t)(H * T)))
         goto done;
     gt_compare("out", go, co, o_elems, c->dt, tol_of(c->dt), tol_of(c->dt));
@@ -734,12 +727,10 @@ static void test_copy_fill(void)
         size_t n = sizes[i], k;
         uint8_t *src, *back;
         void *d1 = NULL, *d2 = NULL;
-        if (!gt_case("copy H2D/D2D/D2H %zu bytes (odd offsets)", n))
-            continue;
+        if (!gt_case("copy H2D/D2D/D2H %zu bytes (odd offsets)", n)) continue;
         src = (uint8_t *)gt_xmalloc(n + 1);
         back = (uint8_t *)gt_xmalloc(n + 1);
-        for (k = 0; k < n + 1; ++k)
-            src[k] = (uint8_t)gt_u64();
+        for (k = 0; k < n + 1; ++k) src[k] = (uint8_t)gt_u64();
         gt_poison(back, n + 1);
         d1 = gt_dmalloc(n + 1);
         d2 = gt_dmalloc(n + 1);
@@ -760,7 +751,10 @@ static void test_copy_fill(void)
     }
     {
         static const size_t shapes[4][3] = {   /* pitch, width, rows */
-            {1000, 333, 7}, {64, 64, 5}, {0, 4097, 1}, {256, 1, 300}};
+                                            {1000, 333, 7},
+                                            {64, 64, 5},
+                                            {0, 4097, 1},
+                                            {256, 1, 300}};
         int j;
         for (j = 0; j < 4; ++j) {
             size_t pitch = shapes[j][0], width = shapes[j][1], rows = shapes[j][2];
@@ -768,12 +762,10 @@ static void test_copy_fill(void)
             int value = j == 3 ? 0x15A : 0x3C + j;   /* only the low byte counts */
             uint8_t *ref, *got;
             void *d = NULL;
-            if (!gt_case("fill pitch=%zu width=%zu rows=%zu value=0x%x", pitch, width, rows, value))
-                continue;
+            if (!gt_case("fill pitch=%zu width=%zu rows=%zu value=0x%x", pitch, width, rows, value)) continue;
             ref = (uint8_t *)gt_xmalloc(total);
             got = (uint8_t *)gt_xmalloc(total);
-            for (k = 0; k < total; ++k)
-                ref[k] = (uint8_t)gt_u64();
+            for (k = 0; k < total; ++k) ref[k] = (uint8_t)gt_u64();
             d = gt_dup(ref, total);
             if (d && gt_check(cpu->ops.fill(cpu->ctx, ref + 8, pitch, value, width, rows), cpu, "fill") &&
                 gt_check(gpu->ops.fill(gpu->ctx, (char *)d + 8, pitch, value, width, rows), gpu, "fill") &&
@@ -795,10 +787,9 @@ static void test_copy_fill(void)
         gt_check(gpu->ops.free(gpu->ctx, NULL), gpu, "free NULL");
         p = (void *)&p;
         if (!gt_quick()) {   /* compute-sanitizer (--quick) would report the failing cudaMalloc */
-            gt_expect_status(gpu->ops.alloc(gpu->ctx, (size_t)1 << 50, &p), FA_ERR_OUT_OF_MEMORY,
-                             gpu, "alloc 2^50 bytes");
-            if (p != NULL)
-                gt_fail("a failed alloc left %p, expected NULL", p);
+            gt_expect_status(gpu->ops.alloc(gpu->ctx, (size_t)1 << 50, &p), FA_ERR_OUT_OF_MEMORY, gpu,
+                             "alloc 2^50 bytes");
+            if (p != NULL) gt_fail("a failed alloc left %p, expected NULL", p);
         }
         d = gt_dmalloc(1);   /* the failure must not stick to later calls */
         if (d && gt_h2d(d, &x, 1) && gt_d2h(&y, d, 1) && y != x)
@@ -816,27 +807,23 @@ static void test_info(void)
     const fa_backend *gpu = gt_gpu();
     if (gt_case("backend info")) {
         fa_backend *bad = (fa_backend *)&bad;
-        if (gpu->api_version != FA_BACKEND_API_VERSION)
-            gt_fail("api_version %u", (unsigned)gpu->api_version);
+        if (gpu->api_version != FA_BACKEND_API_VERSION) gt_fail("api_version %u", (unsigned)gpu->api_version);
         if (!gpu->name || strcmp(gpu->name, "cuda") != 0)
             gt_fail("name %s", gpu->name ? gpu->name : "(null)");
-        if (!gpu->info.name[0])
-            gt_fail("empty device name");
+        if (!gpu->info.name[0]) gt_fail("empty device name");
         if (gpu->info.cc_major * 10 + gpu->info.cc_minor < 80)
             gt_fail("cc %d.%d", (int)gpu->info.cc_major, (int)gpu->info.cc_minor);
-        if (gpu->info.num_sms <= 0)
-            gt_fail("num_sms %d", (int)gpu->info.num_sms);
+        if (gpu->info.num_sms <= 0) gt_fail("num_sms %d", (int)gpu->info.num_sms);
         if (gpu->info.smem_per_block < 49152 || gpu->info.smem_per_sm < gpu->info.smem_per_block)
             gt_fail("smem_per_block %lld, smem_per_sm %lld", (long long)gpu->info.smem_per_block,
                     (long long)gpu->info.smem_per_sm);
         if (!gpu->ops.reshape_and_cache || !gpu->ops.attention || !gpu->ops.merge_states ||
-            !gpu->ops.dcp_correct || !gpu->ops.copy || !gpu->ops.fill || !gpu->ops.alloc ||
-            !gpu->ops.free || !gpu->ops.synchronize || !gpu->ops.last_error)
+            !gpu->ops.dcp_correct || !gpu->ops.copy || !gpu->ops.fill || !gpu->ops.alloc || !gpu->ops.free ||
+            !gpu->ops.synchronize || !gpu->ops.last_error)
             gt_fail("an op is NULL");
         gt_expect_status(fa_cuda_backend_create(-1, NULL, &bad), FA_ERR_INVALID_ARG, NULL,
                          "fa_cuda_backend_create(-1)");
-        if (bad != NULL)
-            gt_fail("a failed create left *out non-NULL");
+        if (bad != NULL) gt_fail("a failed create left *out non-NULL");
         if (!strstr(fa_cuda_create_error(), "device -1"))
             gt_fail("create error does not name the device: \"%s\"", fa_cuda_create_error());
         gt_expect_status(fa_cuda_backend_create(1 << 20, NULL, &bad), FA_ERR_INVALID_ARG, NULL,
@@ -884,12 +871,12 @@ static void test_validation(void)
         ok.block_size = 16;
         ok.num_blocks = 4;
         ok.k_scale = ok.v_scale = 1.0f;
-#define FA__BAD(field_stmt, want, needle)                                                          \
-    do {                                                                                           \
-        a = ok;                                                                                    \
-        field_stmt;                                                                                \
+#define FA__BAD(field_stmt, want, needle) \
+    do { \
+        a = ok; \
+        field_stmt; \
         expect_both(cpu->ops.reshape_and_cache(cpu->ctx, &a), gpu->ops.reshape_and_cache(gpu->ctx, &a), \
-                    want, needle, "reshape_and_cache(" #field_stmt ")");                           \
+                    want, needle, "reshape_and_cache(" #field_stmt ")"); \
     } while (0)
         FA__BAD(a.head_size = 100, FA_ERR_INVALID_ARG, "head_size 100");
         FA__BAD(a.head_size = 512, FA_ERR_INVALID_ARG, "head_size 512");
@@ -918,12 +905,12 @@ static void test_validation(void)
         ok.num_tokens = 1;
         ok.num_heads = 1;
         ok.head_size = 8;
-#define FA__BAD(field_stmt, want, needle)                                                          \
-    do {                                                                                           \
-        a = ok;                                                                                    \
-        field_stmt;                                                                                \
-        expect_both(cpu->ops.merge_states(cpu->ctx, &a), gpu->ops.merge_states(gpu->ctx, &a), want, \
-                    needle, "merge_states(" #field_stmt ")");                                      \
+#define FA__BAD(field_stmt, want, needle) \
+    do { \
+        a = ok; \
+        field_stmt; \
+        expect_both(cpu->ops.merge_states(cpu->ctx, &a), gpu->ops.merge_states(gpu->ctx, &a), want, needle, \
+                    "merge_states(" #field_stmt ")"); \
     } while (0)
         FA__BAD(a.dtype = FA_DTYPE_FP8_E4M3, FA_ERR_INVALID_ARG, "dtype");
         FA__BAD(a.head_size = 12, FA_ERR_INVALID_ARG, "head_size 12");
@@ -942,12 +929,12 @@ static void test_validation(void)
         dok.num_tokens = 1;
         dok.num_heads = 1;
         dok.head_size = 8;
-#define FA__BAD(field_stmt, want, needle)                                                          \
-    do {                                                                                           \
-        d = dok;                                                                                   \
-        field_stmt;                                                                                \
-        expect_both(cpu->ops.dcp_correct(cpu->ctx, &d), gpu->ops.dcp_correct(gpu->ctx, &d), want,  \
-                    needle, "dcp_correct(" #field_stmt ")");                                       \
+#define FA__BAD(field_stmt, want, needle) \
+    do { \
+        d = dok; \
+        field_stmt; \
+        expect_both(cpu->ops.dcp_correct(cpu->ctx, &d), gpu->ops.dcp_correct(gpu->ctx, &d), want, needle, \
+                    "dcp_correct(" #field_stmt ")"); \
     } while (0)
         FA__BAD(d.rank = 2, FA_ERR_INVALID_ARG, "rank 2");
         FA__BAD(d.world_size = 0, FA_ERR_INVALID_ARG, "world_size 0");
@@ -967,8 +954,8 @@ static void test_validation(void)
                     "dst is NULL", "copy(dst NULL)");
         expect_both(cpu->ops.fill(cpu->ctx, h, 2, 0, 4, 2), gpu->ops.fill(gpu->ctx, h, 2, 0, 4, 2),
                     FA_ERR_INVALID_ARG, "pitch 2", "fill(pitch < width)");
-        expect_both(cpu->ops.alloc(cpu->ctx, 8, NULL), gpu->ops.alloc(gpu->ctx, 8, NULL),
-                    FA_ERR_INVALID_ARG, "ptr is NULL", "alloc(ptr NULL)");
+        expect_both(cpu->ops.alloc(cpu->ctx, 8, NULL), gpu->ops.alloc(gpu->ctx, 8, NULL), FA_ERR_INVALID_ARG,
+                    "ptr is NULL", "alloc(ptr NULL)");
         gt_case_end();
     }
 }
@@ -978,8 +965,7 @@ static void test_validation(void)
 
 static int cuda_ok(cudaError_t e, const char *what)
 {
-    if (e == cudaSuccess)
-        return 1;
+    if (e == cudaSuccess) return 1;
     gt_fail("%s: %s", what, cudaGetErrorString(e));
     return 0;
 }
@@ -997,9 +983,8 @@ static void test_graph_capture(void)
     uint16_t *hk, *hv, *hp, *hs, *hmo, *gmo;
     uint8_t *ck, *cv, *gk, *gv;
     float *pl, *sl, *dcp_out, *dcp_gout, *lse_all, *lo, *glo, *mlo, *gmlo;
-    void *dk = NULL, *dv = NULL, *dkc = NULL, *dvc = NULL, *dsl = NULL, *dp = NULL, *ds = NULL,
-         *dpl = NULL, *dsll = NULL, *dmo = NULL, *dmlo = NULL, *ddo = NULL, *dla = NULL,
-         *dlo = NULL, *dsrc = NULL;
+    void *dk = NULL, *dv = NULL, *dkc = NULL, *dvc = NULL, *dsl = NULL, *dp = NULL, *ds = NULL, *dpl = NULL,
+         *dsll = NULL, *dmo = NULL, *dmlo = NULL, *ddo = NULL, *dla = NULL, *dlo = NULL, *dsrc = NULL;
     fa_cache_write_args ca;
     fa_merge_args ma;
     fa_dcp_correct_args da;
@@ -1040,8 +1025,7 @@ static void test_graph_capture(void)
         pl[rep] = 2.0f * gt_normal();
         sl[rep] = 2.0f * gt_normal();
     }
-    for (rep = 0; rep < W * H * T; ++rep)
-        lse_all[rep] = 2.0f * gt_normal();
+    for (rep = 0; rep < W * H * T; ++rep) lse_all[rep] = 2.0f * gt_normal();
     make_slots(slots, T, (int64_t)NB * BS, 10);
     gt_poison(ck, cache_bytes);
     gt_poison(cv, cache_bytes);
@@ -1051,27 +1035,56 @@ static void test_graph_capture(void)
 
     /* CPU reference: the same ops once (graph replays are idempotent) */
     memset(&ca, 0, sizeof ca);
-    ca.key = hk; ca.value = hv;
+    ca.key = hk;
+    ca.value = hv;
     ca.key_token_stride = ca.value_token_stride = H * D;
     ca.kv_dtype = FA_DTYPE_BF16;
-    ca.key_cache = ck; ca.value_cache = cv;
-    ca.cache_block_stride = blk; ca.cache_row_stride = page; ca.cache_head_stride = head;
+    ca.key_cache = ck;
+    ca.value_cache = cv;
+    ca.cache_block_stride = blk;
+    ca.cache_row_stride = page;
+    ca.cache_head_stride = head;
     ca.cache_dtype = FA_DTYPE_FP8_E4M3;
     ca.slot_mapping = slots;
-    ca.num_tokens = T; ca.num_heads_kv = H; ca.head_size = D; ca.block_size = BS; ca.num_blocks = NB;
-    ca.k_scale = 0.05f; ca.v_scale = 0.08f;
+    ca.num_tokens = T;
+    ca.num_heads_kv = H;
+    ca.head_size = D;
+    ca.block_size = BS;
+    ca.num_blocks = NB;
+    ca.k_scale = 0.05f;
+    ca.v_scale = 0.08f;
     memset(&ma, 0, sizeof ma);
-    ma.out = hmo; ma.out_token_stride = H * D; ma.out_head_stride = D;
-    ma.out_lse = mlo; ma.out_lse_head_stride = T;
-    ma.prefix_out = hp; ma.prefix_token_stride = H * D; ma.prefix_head_stride = D;
-    ma.prefix_lse = pl; ma.prefix_lse_head_stride = T;
-    ma.suffix_out = hs; ma.suffix_token_stride = H * D; ma.suffix_head_stride = D;
-    ma.suffix_lse = sl; ma.suffix_lse_head_stride = T;
-    ma.dtype = FA_DTYPE_BF16; ma.num_tokens = T; ma.num_heads = H; ma.head_size = D;
+    ma.out = hmo;
+    ma.out_token_stride = H * D;
+    ma.out_head_stride = D;
+    ma.out_lse = mlo;
+    ma.out_lse_head_stride = T;
+    ma.prefix_out = hp;
+    ma.prefix_token_stride = H * D;
+    ma.prefix_head_stride = D;
+    ma.prefix_lse = pl;
+    ma.prefix_lse_head_stride = T;
+    ma.suffix_out = hs;
+    ma.suffix_token_stride = H * D;
+    ma.suffix_head_stride = D;
+    ma.suffix_lse = sl;
+    ma.suffix_lse_head_stride = T;
+    ma.dtype = FA_DTYPE_BF16;
+    ma.num_tokens = T;
+    ma.num_heads = H;
+    ma.head_size = D;
     memset(&da, 0, sizeof da);
-    da.out = dcp_out; da.out_token_stride = H * D; da.out_head_stride = D;
-    da.dtype = FA_DTYPE_F32; da.lse_all = lse_all; da.lse_out = lo;
-    da.world_size = W; da.rank = 1; da.num_tokens = T; da.num_heads = H; da.head_size = D;
+    da.out = dcp_out;
+    da.out_token_stride = H * D;
+    da.out_head_stride = D;
+    da.dtype = FA_DTYPE_F32;
+    da.lse_all = lse_all;
+    da.lse_out = lo;
+    da.world_size = W;
+    da.rank = 1;
+    da.num_tokens = T;
+    da.num_heads = H;
+    da.head_size = D;
     if (!gt_check(cpu->ops.reshape_and_cache(cpu->ctx, &ca), cpu, "reshape_and_cache") ||
         !gt_check(cpu->ops.merge_states(cpu->ctx, &ma), cpu, "merge_states") ||
         !gt_check(cpu->ops.dcp_correct(cpu->ctx, &da), cpu, "dcp_correct"))
@@ -1102,38 +1115,44 @@ static void test_graph_capture(void)
         gt_sync();
         gt()->gpu = saved;
     }
-    if (!dk || !dv || !dkc || !dvc || !dsl || !dp || !ds || !dpl || !dsll || !dmo || !dmlo || !dsrc ||
-        !ddo || !dla || !dlo)
+    if (!dk || !dv || !dkc || !dvc || !dsl || !dp || !ds || !dpl || !dsll || !dmo || !dmlo || !dsrc || !ddo ||
+        !dla || !dlo)
         goto done;
-    ca.key = dk; ca.value = dv; ca.key_cache = dkc; ca.value_cache = dvc;
+    ca.key = dk;
+    ca.value = dv;
+    ca.key_cache = dkc;
+    ca.value_cache = dvc;
     ca.slot_mapping = (const int64_t *)dsl;
-    ma.out = dmo; ma.out_lse = (float *)dmlo; ma.prefix_out = dp; ma.suffix_out = ds;
-    ma.prefix_lse = (const float *)dpl; ma.suffix_lse = (const float *)dsll;
-    da.out = ddo; da.lse_all = (const float *)dla; da.lse_out = (float *)dlo;
+    ma.out = dmo;
+    ma.out_lse = (float *)dmlo;
+    ma.prefix_out = dp;
+    ma.suffix_out = ds;
+    ma.prefix_lse = (const float *)dpl;
+    ma.suffix_lse = (const float *)dsll;
+    da.out = ddo;
+    da.lse_all = (const float *)dla;
+    da.lse_out = (float *)dlo;
 
     if (!cuda_ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture"))
         goto done;
     {
-        int ok = gt_check(gpu->ops.fill(gpu->ctx, dkc, cache_bytes, GT_POISON, cache_bytes, 1), gpu, "fill") &&
-                 gt_check(gpu->ops.fill(gpu->ctx, dvc, 0, GT_POISON, cache_bytes, 1), gpu, "fill") &&
-                 gt_check(gpu->ops.fill(gpu->ctx, dmo, D * 2, GT_POISON, D * 2, (size_t)T * H), gpu,
-                          "fill 2D") &&
-                 gt_check(gpu->ops.reshape_and_cache(gpu->ctx, &ca), gpu, "reshape_and_cache") &&
-                 gt_check(gpu->ops.merge_states(gpu->ctx, &ma), gpu, "merge_states") &&
-                 gt_check(gpu->ops.copy(gpu->ctx, ddo, dsrc, sizeof(float) * (size_t)o_elems,
-                                        FA_COPY_DEVICE_TO_DEVICE), gpu, "copy D2D") &&
-                 gt_check(gpu->ops.dcp_correct(gpu->ctx, &da), gpu, "dcp_correct");
+        int ok =
+            gt_check(gpu->ops.fill(gpu->ctx, dkc, cache_bytes, GT_POISON, cache_bytes, 1), gpu, "fill") &&
+            gt_check(gpu->ops.fill(gpu->ctx, dvc, 0, GT_POISON, cache_bytes, 1), gpu, "fill") &&
+            gt_check(gpu->ops.fill(gpu->ctx, dmo, D * 2, GT_POISON, D * 2, (size_t)T * H), gpu, "fill 2D") &&
+            gt_check(gpu->ops.reshape_and_cache(gpu->ctx, &ca), gpu, "reshape_and_cache") &&
+            gt_check(gpu->ops.merge_states(gpu->ctx, &ma), gpu, "merge_states") &&
+            gt_check(gpu->ops.copy(gpu->ctx, ddo, dsrc, sizeof(float) * (size_t)o_elems,
+                                   FA_COPY_DEVICE_TO_DEVICE),
+                     gpu, "copy D2D") &&
+            gt_check(gpu->ops.dcp_correct(gpu->ctx, &da), gpu, "dcp_correct");
         cudaError_t e = cudaStreamEndCapture(stream, &graph);
-        if (!ok || !cuda_ok(e, "cudaStreamEndCapture (an op broke the capture?)"))
-            goto done;
+        if (!ok || !cuda_ok(e, "cudaStreamEndCapture (an op broke the capture?)")) goto done;
     }
-    if (!cuda_ok(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate"))
-        goto done;
+    if (!cuda_ok(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate")) goto done;
     for (rep = 0; rep < 2; ++rep)
-        if (!cuda_ok(cudaGraphLaunch(exec, stream), "cudaGraphLaunch"))
-            goto done;
-    if (!gt_check(gpu->ops.synchronize(gpu->ctx), gpu, "synchronize"))
-        goto done;
+        if (!cuda_ok(cudaGraphLaunch(exec, stream), "cudaGraphLaunch")) goto done;
+    if (!gt_check(gpu->ops.synchronize(gpu->ctx), gpu, "synchronize")) goto done;
     {
         fa_backend *saved = gt()->gpu;
         gt()->gpu = gpu;
@@ -1151,24 +1170,49 @@ static void test_graph_capture(void)
         gt()->gpu = saved;
     }
 done:
-    if (exec)
-        cudaGraphExecDestroy(exec);
-    if (graph)
-        cudaGraphDestroy(graph);
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
     if (gpu) {
         fa_backend *saved = gt()->gpu;
         gt()->gpu = gpu;
-        gt_dfree(dk); gt_dfree(dv); gt_dfree(dkc); gt_dfree(dvc); gt_dfree(dsl); gt_dfree(dp);
-        gt_dfree(ds); gt_dfree(dpl); gt_dfree(dsll); gt_dfree(dmo); gt_dfree(dmlo); gt_dfree(dsrc);
-        gt_dfree(ddo); gt_dfree(dla); gt_dfree(dlo);
+        gt_dfree(dk);
+        gt_dfree(dv);
+        gt_dfree(dkc);
+        gt_dfree(dvc);
+        gt_dfree(dsl);
+        gt_dfree(dp);
+        gt_dfree(ds);
+        gt_dfree(dpl);
+        gt_dfree(dsll);
+        gt_dfree(dmo);
+        gt_dfree(dmlo);
+        gt_dfree(dsrc);
+        gt_dfree(ddo);
+        gt_dfree(dla);
+        gt_dfree(dlo);
         gt()->gpu = saved;
         fa_cuda_backend_destroy(gpu);
     }
-    if (stream)
-        cudaStreamDestroy(stream);
-    free(hk); free(hv); free(hp); free(hs); free(hmo); free(gmo); free(ck); free(cv); free(gk);
-    free(gv); free(pl); free(sl); free(mlo); free(gmlo); free(dcp_out); free(dcp_gout);
-    free(lse_all); free(lo); free(glo);
+    if (stream) cudaStreamDestroy(stream);
+    free(hk);
+    free(hv);
+    free(hp);
+    free(hs);
+    free(hmo);
+    free(gmo);
+    free(ck);
+    free(cv);
+    free(gk);
+    free(gv);
+    free(pl);
+    free(sl);
+    free(mlo);
+    free(gmlo);
+    free(dcp_out);
+    free(dcp_gout);
+    free(lse_all);
+    free(lo);
+    free(glo);
     gt_case_end();
 }
 
@@ -1201,7 +1245,8 @@ static int perf_call(perf_op *op, int i)
     case 2: return gt_check(be->ops.dcp_correct(be->ctx, &op->da[i]), be, "dcp_correct");
     default:
         return gt_check(be->ops.copy(be->ctx, op->dst[i], op->src[i], op->copy_bytes,
-                                     FA_COPY_DEVICE_TO_DEVICE), be, "copy");
+                                     FA_COPY_DEVICE_TO_DEVICE),
+                        be, "copy");
     }
 }
 
@@ -1222,16 +1267,14 @@ static double perf_time(cudaStream_t stream, perf_op *op)
     int i, ok = 1;
     if (!cuda_ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture"))
         return -1.0;
-    for (i = 0; i < PERF_CALLS && ok; ++i)
-        ok = perf_call(op, i % PERF_SETS);
-    if (!cuda_ok(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture") || !ok)
-        goto done;
+    for (i = 0; i < PERF_CALLS && ok; ++i) ok = perf_call(op, i % PERF_SETS);
+    if (!cuda_ok(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture") || !ok) goto done;
     if (!cuda_ok(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate") ||
-        !cuda_ok(cudaEventCreate(&e0), "cudaEventCreate") || !cuda_ok(cudaEventCreate(&e1), "cudaEventCreate"))
+        !cuda_ok(cudaEventCreate(&e0), "cudaEventCreate") ||
+        !cuda_ok(cudaEventCreate(&e1), "cudaEventCreate"))
         goto done;
     for (i = 0; i < 2; ++i)   /* warm-up */
-        if (!cuda_ok(cudaGraphLaunch(exec, stream), "cudaGraphLaunch"))
-            goto done;
+        if (!cuda_ok(cudaGraphLaunch(exec, stream), "cudaGraphLaunch")) goto done;
     for (i = 0; i < PERF_REPS; ++i) {
         if (!cuda_ok(cudaEventRecord(e0, stream), "cudaEventRecord") ||
             !cuda_ok(cudaGraphLaunch(exec, stream), "cudaGraphLaunch") ||
@@ -1264,8 +1307,7 @@ static void test_perf(void)
     int64_t *perm = NULL;
     void *rnd = NULL;
 
-    if (!gt_case("perf: cache write, merge, dcp_correct at %d tokens vs a device copy", T))
-        return;
+    if (!gt_case("perf: cache write, merge, dcp_correct at %d tokens vs a device copy", T)) return;
     if (gt_heavy()) {
         gt_case_end();
         return;
@@ -1277,15 +1319,14 @@ static void test_perf(void)
         !gt_check(fa_cuda_backend_create(0, (void *)stream, &be), NULL, fa_cuda_create_error()))
         goto done;
     gt()->gpu = be;
-#define PERF_ALLOC(var, bytes, host)                                                              \
-    do {                                                                                          \
-        var = (host) ? gt_dup((host), (bytes)) : gt_dmalloc(bytes);                               \
-        if (!(var)) goto done;                                                                    \
-        bufs[nbufs++] = (var);                                                                    \
+#define PERF_ALLOC(var, bytes, host) \
+    do { \
+        var = (host) ? gt_dup((host), (bytes)) : gt_dmalloc(bytes); \
+        if (!(var)) goto done; \
+        bufs[nbufs++] = (var); \
     } while (0)
     gt_fill_uniform(rnd, (int64_t)T * HQ * D, FA_DTYPE_BF16, -1.0f, 1.0f);
-    for (i = 0; i < T; ++i)
-        perm[i] = i;
+    for (i = 0; i < T; ++i) perm[i] = i;
     for (i = T - 1; i > 0; --i) {   /* every slot of the cache written once, in random order */
         int64_t j = gt_randint(i + 1), tmp = perm[i];
         perm[i] = perm[j];
@@ -1301,13 +1342,11 @@ static void test_perf(void)
         PERF_ALLOC(op->dst[k], copy_bytes, NULL);
     }
     copy_us = perf_time(stream, op);
-    if (copy_us <= 0)
-        goto done;
+    if (copy_us <= 0) goto done;
     copy_tbs = 2.0 * (double)copy_bytes / (copy_us * 1e-6) / 1e12;
     printf("# perf copy D2D %zu MB: %.1f us, %.2f TB/s (read + write)\n", copy_bytes >> 20, copy_us,
            copy_tbs);
-    for (k = 0; k < nbufs; ++k)
-        gt_dfree(bufs[k]);
+    for (k = 0; k < nbufs; ++k) gt_dfree(bufs[k]);
     nbufs = 0;
 
     /* reshape_and_cache, bf16 -> auto and bf16 -> e4m3, NHD */
@@ -1327,25 +1366,31 @@ static void test_perf(void)
             PERF_ALLOC(vv, kv_bytes, rnd);
             PERF_ALLOC(kc, cache_bytes, NULL);
             PERF_ALLOC(vc, cache_bytes, NULL);
-            a->key = kk; a->value = vv;
+            a->key = kk;
+            a->value = vv;
             a->key_token_stride = a->value_token_stride = HKV * D;
             a->kv_dtype = FA_DTYPE_BF16;
-            a->key_cache = kc; a->value_cache = vc;
-            a->cache_block_stride = BS * HKV * D; a->cache_row_stride = HKV * D; a->cache_head_stride = D;
+            a->key_cache = kc;
+            a->value_cache = vc;
+            a->cache_block_stride = BS * HKV * D;
+            a->cache_row_stride = HKV * D;
+            a->cache_head_stride = D;
             a->cache_dtype = cd;
             a->slot_mapping = (const int64_t *)dslots;
-            a->num_tokens = T; a->num_heads_kv = HKV; a->head_size = D; a->block_size = BS;
+            a->num_tokens = T;
+            a->num_heads_kv = HKV;
+            a->head_size = D;
+            a->block_size = BS;
             a->num_blocks = (T + BS - 1) / BS;
-            a->k_scale = 0.05f; a->v_scale = 0.05f;
+            a->k_scale = 0.05f;
+            a->v_scale = 0.05f;
         }
         us = perf_time(stream, op);
-        if (us <= 0)
-            goto done;
+        if (us <= 0) goto done;
         printf("# perf reshape_and_cache bf16->%s T=%d Hkv=%d D=%d NHD: %.1f us, %.2f TB/s = %.2f of copy\n",
                i == 0 ? "auto" : "e4m3", T, HKV, D, us, bytes / (us * 1e-6) / 1e12,
                bytes / (us * 1e-6) / 1e12 / copy_tbs);
-        for (k = 0; k < nbufs; ++k)
-            gt_dfree(bufs[k]);
+        for (k = 0; k < nbufs; ++k) gt_dfree(bufs[k]);
         nbufs = 0;
     }
 
@@ -1365,25 +1410,37 @@ static void test_perf(void)
             PERF_ALLOC(sl, sizeof(float) * T * HQ, NULL);
             PERF_ALLOC(ol, sizeof(float) * T * HQ, NULL);
             /* LSEs: any finite bits will do for timing; bf16 pairs read as f32 are finite */
-            if (!gt_check(be->ops.copy(be->ctx, pl, rnd, sizeof(float) * T * HQ, FA_COPY_HOST_TO_DEVICE), be, "copy") ||
-                !gt_check(be->ops.copy(be->ctx, sl, rnd, sizeof(float) * T * HQ, FA_COPY_HOST_TO_DEVICE), be, "copy"))
+            if (!gt_check(be->ops.copy(be->ctx, pl, rnd, sizeof(float) * T * HQ, FA_COPY_HOST_TO_DEVICE), be,
+                          "copy") ||
+                !gt_check(be->ops.copy(be->ctx, sl, rnd, sizeof(float) * T * HQ, FA_COPY_HOST_TO_DEVICE), be,
+                          "copy"))
                 goto done;
-            a->out = o; a->out_token_stride = HQ * D; a->out_head_stride = D;
-            a->out_lse = (float *)ol; a->out_lse_head_stride = T;
-            a->prefix_out = p; a->prefix_token_stride = HQ * D; a->prefix_head_stride = D;
-            a->prefix_lse = (const float *)pl; a->prefix_lse_head_stride = T;
-            a->suffix_out = sx; a->suffix_token_stride = HQ * D; a->suffix_head_stride = D;
-            a->suffix_lse = (const float *)sl; a->suffix_lse_head_stride = T;
-            a->dtype = FA_DTYPE_BF16; a->num_tokens = T; a->num_heads = HQ; a->head_size = D;
+            a->out = o;
+            a->out_token_stride = HQ * D;
+            a->out_head_stride = D;
+            a->out_lse = (float *)ol;
+            a->out_lse_head_stride = T;
+            a->prefix_out = p;
+            a->prefix_token_stride = HQ * D;
+            a->prefix_head_stride = D;
+            a->prefix_lse = (const float *)pl;
+            a->prefix_lse_head_stride = T;
+            a->suffix_out = sx;
+            a->suffix_token_stride = HQ * D;
+            a->suffix_head_stride = D;
+            a->suffix_lse = (const float *)sl;
+            a->suffix_lse_head_stride = T;
+            a->dtype = FA_DTYPE_BF16;
+            a->num_tokens = T;
+            a->num_heads = HQ;
+            a->head_size = D;
         }
         gt_sync();
         us = perf_time(stream, op);
-        if (us <= 0)
-            goto done;
-        printf("# perf merge_states bf16 T=%d H=%d D=%d +lse: %.1f us, %.2f TB/s = %.2f of copy\n", T, HQ,
-               D, us, bytes / (us * 1e-6) / 1e12, bytes / (us * 1e-6) / 1e12 / copy_tbs);
-        for (k = 0; k < nbufs; ++k)
-            gt_dfree(bufs[k]);
+        if (us <= 0) goto done;
+        printf("# perf merge_states bf16 T=%d H=%d D=%d +lse: %.1f us, %.2f TB/s = %.2f of copy\n", T, HQ, D,
+               us, bytes / (us * 1e-6) / 1e12, bytes / (us * 1e-6) / 1e12 / copy_tbs);
+        for (k = 0; k < nbufs; ++k) gt_dfree(bufs[k]);
         nbufs = 0;
     }
 
@@ -1399,30 +1456,36 @@ static void test_perf(void)
             PERF_ALLOC(o, q_bytes, rnd);
             PERF_ALLOC(la, sizeof(float) * W * T * HQ, NULL);
             PERF_ALLOC(lo, sizeof(float) * T * HQ, NULL);
-            if (!gt_check(be->ops.copy(be->ctx, la, rnd, sizeof(float) * T * HQ, FA_COPY_HOST_TO_DEVICE), be, "copy") ||
+            if (!gt_check(be->ops.copy(be->ctx, la, rnd, sizeof(float) * T * HQ, FA_COPY_HOST_TO_DEVICE), be,
+                          "copy") ||
                 !gt_check(be->ops.copy(be->ctx, (float *)la + T * HQ, rnd, sizeof(float) * T * HQ,
-                                       FA_COPY_HOST_TO_DEVICE), be, "copy"))
+                                       FA_COPY_HOST_TO_DEVICE),
+                          be, "copy"))
                 goto done;
-            a->out = o; a->out_token_stride = HQ * D; a->out_head_stride = D;
-            a->dtype = FA_DTYPE_BF16; a->lse_all = (const float *)la; a->lse_out = (float *)lo;
-            a->world_size = W; a->rank = 1; a->num_tokens = T; a->num_heads = HQ; a->head_size = D;
+            a->out = o;
+            a->out_token_stride = HQ * D;
+            a->out_head_stride = D;
+            a->dtype = FA_DTYPE_BF16;
+            a->lse_all = (const float *)la;
+            a->lse_out = (float *)lo;
+            a->world_size = W;
+            a->rank = 1;
+            a->num_tokens = T;
+            a->num_heads = HQ;
+            a->head_size = D;
         }
         gt_sync();
         us = perf_time(stream, op);
-        if (us <= 0)
-            goto done;
-        printf("# perf dcp_correct bf16 W=%d T=%d H=%d D=%d +lse: %.1f us, %.2f TB/s = %.2f of copy\n", W,
-               T, HQ, D, us, bytes / (us * 1e-6) / 1e12, bytes / (us * 1e-6) / 1e12 / copy_tbs);
+        if (us <= 0) goto done;
+        printf("# perf dcp_correct bf16 W=%d T=%d H=%d D=%d +lse: %.1f us, %.2f TB/s = %.2f of copy\n", W, T,
+               HQ, D, us, bytes / (us * 1e-6) / 1e12, bytes / (us * 1e-6) / 1e12 / copy_tbs);
     }
 #undef PERF_ALLOC
 done:
-    for (k = 0; k < nbufs; ++k)
-        gt_dfree(bufs[k]);
+    for (k = 0; k < nbufs; ++k) gt_dfree(bufs[k]);
     gt()->gpu = saved;
-    if (be)
-        fa_cuda_backend_destroy(be);
-    if (stream)
-        cudaStreamDestroy(stream);
+    if (be) fa_cuda_backend_destroy(be);
+    if (stream) cudaStreamDestroy(stream);
     free(op);
     free(perm);
     free(rnd);
@@ -1433,8 +1496,7 @@ done:
 
 int main(int argc, char **argv)
 {
-    if (gt_init(argc, argv) != 0)
-        return gt_finish();
+    if (gt_init(argc, argv) != 0) return gt_finish();
 #ifndef GT_GPU_IS_CPU
     test_info();
 #endif  /* GT_GPU_IS_CPU */

@@ -113,8 +113,10 @@ static void report_line(const char *prefix, const char *name, const result *r)
         printf("skip %s%s: %s\n", prefix, name, r->msg);
     } else {
         g_passed++;
-        if (r->max_err > 0.0) printf("ok   %s%s (max abs err %.3g)\n", prefix, name, r->max_err);
-        else printf("ok   %s%s\n", prefix, name);
+        if (r->max_err > 0.0)
+            printf("ok   %s%s (max abs err %.3g)\n", prefix, name, r->max_err);
+        else
+            printf("ok   %s%s\n", prefix, name);
     }
     fflush(stdout);
     pthread_mutex_unlock(&g_mu);
@@ -132,8 +134,10 @@ static void on_alarm(int sig)
     char buf[400];
     int n;
     (void)sig;
-    n = snprintf(buf, sizeof buf, "FAIL watchdog: no end after %d s, stuck in '%s' (a collective waiting for "
-                 "its peer?)\n%d passed, %d failed\n", opt.timeout_s, g_current, g_passed, g_failed + 1);
+    n = snprintf(buf, sizeof buf,
+                 "FAIL watchdog: no end after %d s, stuck in '%s' (a collective waiting for "
+                 "its peer?)\n%d passed, %d failed\n",
+                 opt.timeout_s, g_current, g_passed, g_failed + 1);
     if (n > 0) {
         ssize_t w = write(STDOUT_FILENO, buf, (size_t)n);
         (void)w;
@@ -142,11 +146,12 @@ static void on_alarm(int sig)
 }
 
 /* expected status, and (optionally) a word the detail message must contain */
-static int expect(result *r, fa_status got, fa_status want, const char *what, const char *msg, const char *needle)
+static int expect(result *r, fa_status got, fa_status want, const char *what, const char *msg,
+                  const char *needle)
 {
     if (got != want) {
-        res_fail(r, "%s returned %d (%s), expected %d (%s): %s", what, (int)got, fa_status_string(got), (int)want,
-                 fa_status_string(want), msg ? msg : "");
+        res_fail(r, "%s returned %d (%s), expected %d (%s): %s", what, (int)got, fa_status_string(got),
+                 (int)want, fa_status_string(want), msg ? msg : "");
         return 0;
     }
     if (needle && (!msg || !strstr(msg, needle))) {
@@ -188,8 +193,10 @@ static uint16_t bf16_random(rng *r)
 static size_t dt_size(fa_dtype t)
 {
     switch (t) {
-    case FA_DTYPE_F32: case FA_DTYPE_I32: return 4;
-    case FA_DTYPE_F16: case FA_DTYPE_BF16: return 2;
+    case FA_DTYPE_F32:
+    case FA_DTYPE_I32: return 4;
+    case FA_DTYPE_F16:
+    case FA_DTYPE_BF16: return 2;
     case FA_DTYPE_I64: return 8;
     default: return 1;
     }
@@ -289,10 +296,9 @@ static const char *be_err(const fa_backend *be)
     return be && be->ops.last_error ? be->ops.last_error(be->ctx) : "";
 }
 
-#define CHECK_FA(r, expr, what)                                                                   \
+#define CHECK_FA(r, expr, what) \
     (((expr) == FA_OK) ? 1 : (res_fail((r), "%s: %s", (what), fa_last_error()), 0))
-#define CHECK_BE(r, be, expr, what)                                                               \
-    (((expr) == FA_OK) ? 1 : (res_fail((r), "%s: %s", (what), be_err(be)), 0))
+#define CHECK_BE(r, be, expr, what) (((expr) == FA_OK) ? 1 : (res_fail((r), "%s: %s", (what), be_err(be)), 0))
 
 /* All ranks agree that every one of them is ok (and wait for each other). */
 static int agree(rank_ctx *e, result *r, int ok)
@@ -306,10 +312,12 @@ static int agree(rank_ctx *e, result *r, int ok)
     if (s == FA_OK)
         s = e->comm->all_gather(e->comm->ctx, e->dev_flags + e->rank, e->dev_flags, 1, FA_DTYPE_I32);
     if (s == FA_OK)
-        s = e->be->ops.copy(e->be->ctx, all, e->dev_flags, sizeof(int32_t) * (size_t)e->N, FA_COPY_DEVICE_TO_HOST);
+        s = e->be->ops.copy(e->be->ctx, all, e->dev_flags, sizeof(int32_t) * (size_t)e->N,
+                            FA_COPY_DEVICE_TO_HOST);
     if (s == FA_OK) s = e->be->ops.synchronize(e->be->ctx);
     if (s != FA_OK) {
-        res_fail(r, "agreement between ranks failed: %s / %s", be_err(e->be), e->comm->last_error(e->comm->ctx));
+        res_fail(r, "agreement between ranks failed: %s / %s", be_err(e->be),
+                 e->comm->last_error(e->comm->ctx));
         return 0;
     }
     for (i = 0; i < e->N; ++i) res = res && all[i] == 1;
@@ -440,7 +448,8 @@ static void run_free(const fa_backend *be, model_run *m)
     memset(m, 0, sizeof *m);
 }
 
-static int dev_upload(result *r, const fa_backend *be, void **dst, const void *src, size_t bytes, const char *what)
+static int dev_upload(result *r, const fa_backend *be, void **dst, const void *src, size_t bytes,
+                      const char *what)
 {
     if (!CHECK_BE(r, be, be->ops.alloc(be->ctx, bytes, dst), what)) return 0;
     if (src) return CHECK_BE(r, be, be->ops.copy(be->ctx, *dst, src, bytes, FA_COPY_HOST_TO_DEVICE), what);
@@ -481,7 +490,8 @@ static int run_setup(const rank_ctx *e, const case_desc *cd, const case_data *cd
     cfg.parallel.cp_kv_cache_interleave_size = interleave;
     cfg.scheduler.max_num_seqs = MAX_SEQS;
     cfg.scheduler.max_num_batched_tokens = MAX_TOKENS;
-    if (!CHECK_FA(r, fa_builder_create(be, &cfg, world > 1 ? comm : NULL, &m->b), "fa_builder_create")) return 0;
+    if (!CHECK_FA(r, fa_builder_create(be, &cfg, world > 1 ? comm : NULL, &m->b), "fa_builder_create"))
+        return 0;
 
     memset(&ld, 0, sizeof ld);
     ld.num_heads_q = hloc;
@@ -495,8 +505,8 @@ static int run_setup(const rank_ctx *e, const case_desc *cd, const case_data *cd
     }
     ld.dcp_world_size = world;
     if (cd->sinks) {
-        if (!dev_upload(r, be, (void **)&m->sinks, cdata->sinks + (size_t)qrank * hloc, sizeof(float) * (size_t)hloc,
-                        "sinks"))
+        if (!dev_upload(r, be, (void **)&m->sinks, cdata->sinks + (size_t)qrank * hloc,
+                        sizeof(float) * (size_t)hloc, "sinks"))
             return 0;
         ld.sinks = m->sinks;
         ld.num_sinks = hloc;
@@ -521,8 +531,10 @@ static int run_setup(const rank_ctx *e, const case_desc *cd, const case_data *cd
     for (i = 0; i < cdata->nreq * m->cols; ++i) table[i] = perm[i];
 
     if (!CHECK_FA(r, fa_kv_cache_shape(m->num_blocks, BS, hkv, HEAD, shape), "fa_kv_cache_shape") ||
-        !CHECK_FA(r, fa_kv_cache_strides(cd->layout, m->num_blocks, BS, hkv, HEAD, strides), "fa_kv_cache_strides") ||
-        !dev_upload(r, be, &m->cache_mem, NULL, (size_t)(2 * (int64_t)m->num_blocks * BS * hkv * HEAD) * ces, "cache")) {
+        !CHECK_FA(r, fa_kv_cache_strides(cd->layout, m->num_blocks, BS, hkv, HEAD, strides),
+                  "fa_kv_cache_strides") ||
+        !dev_upload(r, be, &m->cache_mem, NULL, (size_t)(2 * (int64_t)m->num_blocks * BS * hkv * HEAD) * ces,
+                    "cache")) {
         free(perm);
         free(table);
         return 0;
@@ -539,18 +551,22 @@ static int run_setup(const rank_ctx *e, const case_desc *cd, const case_data *cd
         int ok = 1;
         size_t t;
         for (t = 0; t < T; ++t)   /* this rank's query heads [qrank*hloc, (qrank+1)*hloc) */
-            memcpy(qloc + t * (size_t)hloc * HEAD, st->q + (t * (size_t)hq_full + (size_t)qrank * hloc) * HEAD,
-                   (size_t)hloc * HEAD * 2);
+            memcpy(qloc + t * (size_t)hloc * HEAD,
+                   st->q + (t * (size_t)hq_full + (size_t)qrank * hloc) * HEAD, (size_t)hloc * HEAD * 2);
         for (b = 0; b < st->B; ++b)
-            memcpy(bt + (size_t)b * m->cols, table + (size_t)st->req[b] * m->cols, sizeof(int32_t) * (size_t)m->cols);
-        ok = CHECK_FA(r, fa_dcp_slot_mapping(bt, m->cols, m->cols, BS, st->req_of_token, st->pos, st->T, world, rank,
-                                             interleave, slots), "fa_dcp_slot_mapping");
+            memcpy(bt + (size_t)b * m->cols, table + (size_t)st->req[b] * m->cols,
+                   sizeof(int32_t) * (size_t)m->cols);
+        ok = CHECK_FA(r,
+                      fa_dcp_slot_mapping(bt, m->cols, m->cols, BS, st->req_of_token, st->pos, st->T, world,
+                                          rank, interleave, slots),
+                      "fa_dcp_slot_mapping");
         ok = ok && dev_upload(r, be, &m->q[s], qloc, T * (size_t)hloc * HEAD * 2, "q");
         ok = ok && dev_upload(r, be, &m->k[s], st->k, T * (size_t)hkv * HEAD * 2, "k");
         ok = ok && dev_upload(r, be, &m->v[s], st->v, T * (size_t)hkv * HEAD * 2, "v");
         ok = ok && dev_upload(r, be, &m->out[s], NULL, T * (size_t)hloc * HEAD * 2, "out");
         ok = ok && dev_upload(r, be, (void **)&m->slots[s], slots, T * sizeof(int64_t), "slot_mapping");
-        ok = ok && dev_upload(r, be, (void **)&m->bt[s], bt, sizeof(int32_t) * (size_t)st->B * m->cols, "block_table");
+        ok = ok && dev_upload(r, be, (void **)&m->bt[s], bt, sizeof(int32_t) * (size_t)st->B * m->cols,
+                              "block_table");
         free(qloc);
         free(slots);
         free(bt);
@@ -589,8 +605,12 @@ static int run_steps(const rank_ctx *e, const case_data *cdata, model_run *m, ui
         batch.causal = 1;
         snprintf(what, sizeof what, "fa_builder_build (step %d)", s);
         if (!CHECK_FA(r, fa_builder_build(m->b, &batch, 0, &md), what)) return 0;
-        qs[0] = st->T; qs[1] = m->hloc; qs[2] = HEAD;
-        ks[0] = st->T; ks[1] = cdata->hkv; ks[2] = HEAD;
+        qs[0] = st->T;
+        qs[1] = m->hloc;
+        qs[2] = HEAD;
+        ks[0] = st->T;
+        ks[1] = cdata->hkv;
+        ks[2] = HEAD;
         q = fa_tensor_make(m->q[s], FA_DTYPE_BF16, 3, qs);
         out = fa_tensor_make(m->out[s], FA_DTYPE_BF16, 3, qs);
         k = fa_tensor_make(m->k[s], FA_DTYPE_BF16, 3, ks);
@@ -602,7 +622,8 @@ static int run_steps(const rank_ctx *e, const case_data *cdata, model_run *m, ui
     for (s = 0; s < 2; ++s) {
         size_t bytes = (size_t)cdata->st[s].T * (size_t)m->hloc * HEAD * 2;
         outs[s] = (uint16_t *)xcalloc(bytes, 1);
-        if (!CHECK_BE(r, be, be->ops.copy(be->ctx, outs[s], m->out[s], bytes, FA_COPY_DEVICE_TO_HOST), "download"))
+        if (!CHECK_BE(r, be, be->ops.copy(be->ctx, outs[s], m->out[s], bytes, FA_COPY_DEVICE_TO_HOST),
+                      "download"))
             return 0;
     }
     return CHECK_BE(r, be, be->ops.synchronize(be->ctx), "synchronize after the download");
@@ -648,14 +669,17 @@ static void run_dcp_case(rank_ctx *e, const case_desc *cd, result *r)
                     double have = fa_cpu_bf16_to_float(got[s][((size_t)t * H + h) * HEAD + d]);
                     double err = fabs(have - want);
                     if (!isfinite(want)) {
-                        res_fail(r, "step %d token %d head %d dim %d: the single-GPU reference is %g (plain path, "
-                                 "not DCP)", s, t, e->rank * H + h, d, want);
+                        res_fail(
+                            r,
+                            "step %d token %d head %d dim %d: the single-GPU reference is %g (plain path, "
+                            "not DCP)",
+                            s, t, e->rank * H + h, d, want);
                         ++bad;
                         continue;
                     }
                     if (!isfinite(have) || err > tol) {
-                        res_fail(r, "step %d token %d head %d dim %d: DCP %g vs single-GPU %g (tolerance %g)", s, t,
-                                 e->rank * H + h, d, have, want, tol);
+                        res_fail(r, "step %d token %d head %d dim %d: DCP %g vs single-GPU %g (tolerance %g)",
+                                 s, t, e->rank * H + h, d, have, want, tol);
                         ++bad;
                         continue;
                     }
@@ -664,7 +688,8 @@ static void run_dcp_case(rank_ctx *e, const case_desc *cd, result *r)
                 }
     }
     if (ok && !r->failed && max_ref < 1e-3)
-        res_fail(r, "the reference output is all (near) zero (max |ref| %g): the check proves nothing", max_ref);
+        res_fail(r, "the reference output is all (near) zero (max |ref| %g): the check proves nothing",
+                 max_ref);
     for (s = 0; s < 2; ++s) {
         free(ref[s]);
         free(got[s]);
@@ -689,8 +714,8 @@ static int make_cases(int N, case_desc *cases, int cap)
                     c->hkv = 1;
                     c->cache = fp8 ? FA_CACHE_FP8_E4M3 : FA_CACHE_AUTO;
                     c->layout = fp8 ? FA_LAYOUT_HND : FA_LAYOUT_NHD;
-                    snprintf(c->name, sizeof c->name, "dcp N=%d I=%d %s%s, %s cache (%s), Hq %d/rank, Hkv 1", N, I,
-                             mixed ? "mixed prefill+decode" : "decode only", sinks ? ", sinks" : "",
+                    snprintf(c->name, sizeof c->name, "dcp N=%d I=%d %s%s, %s cache (%s), Hq %d/rank, Hkv 1",
+                             N, I, mixed ? "mixed prefill+decode" : "decode only", sinks ? ", sinks" : "",
                              fp8 ? "fp8_e4m3" : "bf16", fp8 ? "HND" : "NHD", H_LOC);
                     ++n;
                 }
@@ -705,8 +730,8 @@ static int make_cases(int N, case_desc *cases, int cap)
         c->hkv = 2;
         c->cache = gqa == 2 ? FA_CACHE_FP8_E4M3 : FA_CACHE_AUTO;
         c->layout = FA_LAYOUT_NHD;
-        snprintf(c->name, sizeof c->name, "dcp N=%d I=%d %s%s, %s cache (NHD), Hq %d/rank, Hkv 2", N, c->interleave,
-                 c->mixed ? "mixed prefill+decode" : "decode only", c->sinks ? ", sinks" : "",
+        snprintf(c->name, sizeof c->name, "dcp N=%d I=%d %s%s, %s cache (NHD), Hq %d/rank, Hkv 2", N,
+                 c->interleave, c->mixed ? "mixed prefill+decode" : "decode only", c->sinks ? ", sinks" : "",
                  gqa == 2 ? "fp8_e4m3" : "bf16", H_LOC);
         ++n;
     }
@@ -720,19 +745,23 @@ static double ag_val(fa_dtype t, int rank, size_t i)
 {
     switch (t) {
     case FA_DTYPE_F32: return rank * 100000.0 + (double)i;
-    case FA_DTYPE_F16: case FA_DTYPE_BF16: return (double)((rank * 37 + (int)i) % 251 - 125);
+    case FA_DTYPE_F16:
+    case FA_DTYPE_BF16: return (double)((rank * 37 + (int)i) % 251 - 125);
     case FA_DTYPE_I32: return rank * 1000003.0 + (double)i * 7.0 - 5000.0;
     case FA_DTYPE_I64: return (double)(((int64_t)rank << 40) + (int64_t)i * 3 - 7);
     default: return (double)((rank * 31 + (int)i * 7) & 0xFF);
     }
 }
 
-static double rs_val(int rank, int chunk, size_t i) { return (double)((rank + 1) * (chunk + 2) + (int)(i % 13)); }
+static double rs_val(int rank, int chunk, size_t i)
+{
+    return (double)((rank + 1) * (chunk + 2) + (int)(i % 13));
+}
 
 static void check_collectives(rank_ctx *e, result *ag, result *rs)
 {
-    static const fa_dtype ag_types[] = {FA_DTYPE_F32, FA_DTYPE_F16, FA_DTYPE_BF16, FA_DTYPE_I32, FA_DTYPE_I64,
-                                        FA_DTYPE_FP8_E4M3};
+    static const fa_dtype ag_types[] = {FA_DTYPE_F32, FA_DTYPE_F16, FA_DTYPE_BF16,
+                                        FA_DTYPE_I32, FA_DTYPE_I64, FA_DTYPE_FP8_E4M3};
     static const fa_dtype rs_types[] = {FA_DTYPE_F32, FA_DTYPE_F16, FA_DTYPE_BF16};
     const fa_backend *be = e->be;
     const fa_comm *cm = e->comm;
@@ -767,25 +796,29 @@ static void check_collectives(rank_ctx *e, result *ag, result *rs)
                             "download");
         ok = ok && CHECK_BE(ag, be, be->ops.synchronize(be->ctx), "synchronize");
         if (ok && memcmp(hrecv, want, N * cnt * es) != 0) {
-            for (i = 0; i < N * cnt * es && hrecv[i] == want[i]; ++i) {
-            }
-            res_fail(ag, "all_gather %s: element %zu (rank %zu's %zu) is %g, expected %g", fa_dtype_name(t), i / es,
-                     i / es / cnt, i / es % cnt, get_val(hrecv, i / es, t), get_val(want, i / es, t));
+            for (i = 0; i < N * cnt * es && hrecv[i] == want[i]; ++i) {}
+            res_fail(ag, "all_gather %s: element %zu (rank %zu's %zu) is %g, expected %g", fa_dtype_name(t),
+                     i / es, i / es / cnt, i / es % cnt, get_val(hrecv, i / es, t), get_val(want, i / es, t));
         }
         ok = agree(e, ag, ok);
     }
     if (ok) {   /* in place: send is this rank's chunk of recv */
         for (i = 0; i < cnt; ++i) put_val(hsend, i, FA_DTYPE_F32, ag_val(FA_DTYPE_F32, e->rank, i));
         for (q = 0; q < N; ++q)
-            for (i = 0; i < cnt; ++i) put_val(want, q * cnt + i, FA_DTYPE_F32, ag_val(FA_DTYPE_F32, (int)q, i));
+            for (i = 0; i < cnt; ++i)
+                put_val(want, q * cnt + i, FA_DTYPE_F32, ag_val(FA_DTYPE_F32, (int)q, i));
         ok = CHECK_BE(ag, be, be->ops.fill(be->ctx, recv, bytes, 0xFF, bytes, 1), "fill") &&
-             CHECK_BE(ag, be, be->ops.copy(be->ctx, (char *)recv + (size_t)e->rank * cnt * 4, hsend, cnt * 4,
-                                           FA_COPY_HOST_TO_DEVICE), "upload");
-        if (ok && cm->all_gather(cm->ctx, (char *)recv + (size_t)e->rank * cnt * 4, recv, cnt, FA_DTYPE_F32) != FA_OK) {
+             CHECK_BE(ag, be,
+                      be->ops.copy(be->ctx, (char *)recv + (size_t)e->rank * cnt * 4, hsend, cnt * 4,
+                                   FA_COPY_HOST_TO_DEVICE),
+                      "upload");
+        if (ok && cm->all_gather(cm->ctx, (char *)recv + (size_t)e->rank * cnt * 4, recv, cnt,
+                                 FA_DTYPE_F32) != FA_OK) {
             ok = 0;
             res_fail(ag, "all_gather in place: %s", cm->last_error(cm->ctx));
         }
-        ok = ok && CHECK_BE(ag, be, be->ops.copy(be->ctx, hrecv, recv, N * cnt * 4, FA_COPY_DEVICE_TO_HOST), "download");
+        ok = ok && CHECK_BE(ag, be, be->ops.copy(be->ctx, hrecv, recv, N * cnt * 4, FA_COPY_DEVICE_TO_HOST),
+                            "download");
         ok = ok && CHECK_BE(ag, be, be->ops.synchronize(be->ctx), "synchronize");
         if (ok && memcmp(hrecv, want, N * cnt * 4) != 0) res_fail(ag, "all_gather in place: wrong result");
         ok = agree(e, ag, ok);
@@ -808,7 +841,8 @@ static void check_collectives(rank_ctx *e, result *ag, result *rs)
             ok = 0;
             res_fail(rs, "reduce_scatter %s: %s", fa_dtype_name(t), cm->last_error(cm->ctx));
         }
-        ok = ok && CHECK_BE(rs, be, be->ops.copy(be->ctx, hrecv, recv, cnt * es, FA_COPY_DEVICE_TO_HOST), "download");
+        ok = ok && CHECK_BE(rs, be, be->ops.copy(be->ctx, hrecv, recv, cnt * es, FA_COPY_DEVICE_TO_HOST),
+                            "download");
         ok = ok && CHECK_BE(rs, be, be->ops.synchronize(be->ctx), "synchronize");
         for (i = 0; i < cnt && ok; ++i) {
             double sum = 0.0;
@@ -835,7 +869,8 @@ static void check_collectives(rank_ctx *e, result *ag, result *rs)
 static void check_slot_mapping(void)
 {
     /* SEMANTICS §7.1 example: N=2, I=2, bs=4, block row [7,3,9], positions 0..19 */
-    static const int64_t want0[20] = {28, 29, -1, -1, 30, 31, -1, -1, 12, 13, -1, -1, 14, 15, -1, -1, 36, 37, -1, -1};
+    static const int64_t want0[20] = {28, 29, -1, -1, 30, 31, -1, -1, 12, 13,
+                                      -1, -1, 14, 15, -1, -1, 36, 37, -1, -1};
     static const int Ns[] = {2, 4}, Is[] = {1, 2, 16};
     const int32_t row[3] = {7, 3, 9};
     int32_t req[20], pos[20];
@@ -847,11 +882,14 @@ static void check_slot_mapping(void)
         req[i] = 0;
         pos[i] = i;
     }
-    if (CHECK_FA(&r, fa_dcp_slot_mapping(row, 3, 3, 4, req, pos, 20, 2, 0, 2, slots[0]), "fa_dcp_slot_mapping") &&
-        CHECK_FA(&r, fa_dcp_slot_mapping(row, 3, 3, 4, req, pos, 20, 2, 1, 2, slots[1]), "fa_dcp_slot_mapping"))
+    if (CHECK_FA(&r, fa_dcp_slot_mapping(row, 3, 3, 4, req, pos, 20, 2, 0, 2, slots[0]),
+                 "fa_dcp_slot_mapping") &&
+        CHECK_FA(&r, fa_dcp_slot_mapping(row, 3, 3, 4, req, pos, 20, 2, 1, 2, slots[1]),
+                 "fa_dcp_slot_mapping"))
         for (i = 0; i < 20; ++i) {
-            if (slots[0][i] != want0[i]) res_fail(&r, "rank 0 position %d: slot %lld, expected %lld", i,
-                                                  (long long)slots[0][i], (long long)want0[i]);
+            if (slots[0][i] != want0[i])
+                res_fail(&r, "rank 0 position %d: slot %lld, expected %lld", i, (long long)slots[0][i],
+                         (long long)want0[i]);
             if ((slots[1][i] >= 0) == (want0[i] >= 0) || (slots[1][i] >= 0 && slots[1][i] != want0[i ^ 2]))
                 res_fail(&r, "rank 1 position %d: slot %lld", i, (long long)slots[1][i]);
         }
@@ -867,7 +905,9 @@ static void check_slot_mapping(void)
                 ps[i] = i;
             }
             for (rank = 0; rank < N; ++rank)
-                if (!CHECK_FA(&r, fa_dcp_slot_mapping(table, cols, cols, bs, rq, ps, len, N, rank, I, slots[rank]),
+                if (!CHECK_FA(&r,
+                              fa_dcp_slot_mapping(table, cols, cols, bs, rq, ps, len, N, rank, I,
+                                                  slots[rank]),
                               "fa_dcp_slot_mapping"))
                     break;
             for (i = 0; i < len && !r.failed; ++i) {
@@ -878,20 +918,20 @@ static void check_slot_mapping(void)
                         owner = rank;
                     }
                 if (owners != 1 || owner != (i / I) % N)
-                    res_fail(&r, "N %d I %d position %d: %d owners (rank %d), expected rank %d", N, I, i, owners, owner,
-                             (i / I) % N);
+                    res_fail(&r, "N %d I %d position %d: %d owners (rank %d), expected rank %d", N, I, i,
+                             owners, owner, (i / I) % N);
             }
             for (rank = 0; rank < N && !r.failed; ++rank) {
                 int local = 0;
                 for (i = 0; i < len && !r.failed; ++i) {
                     if (slots[rank][i] < 0) continue;
                     if (slots[rank][i] != (int64_t)table[local / bs] * bs + local % bs)
-                        res_fail(&r, "N %d I %d rank %d position %d: slot %lld is not local token %d", N, I, rank, i,
-                                 (long long)slots[rank][i], local);
+                        res_fail(&r, "N %d I %d rank %d position %d: slot %lld is not local token %d", N, I,
+                                 rank, i, (long long)slots[rank][i], local);
                     ++local;
                     if (fa_dcp_local_seq_len(i + 1, N, rank, I) != local)
-                        res_fail(&r, "N %d I %d rank %d: fa_dcp_local_seq_len(%d) = %d, counted %d", N, I, rank, i + 1,
-                                 fa_dcp_local_seq_len(i + 1, N, rank, I), local);
+                        res_fail(&r, "N %d I %d rank %d: fa_dcp_local_seq_len(%d) = %d, counted %d", N, I,
+                                 rank, i + 1, fa_dcp_local_seq_len(i + 1, N, rank, I), local);
                 }
             }
         }
@@ -918,15 +958,16 @@ static void check_config_errors(void)
 
     memset(&r, 0, sizeof r);
     cfg.parallel.cp_kv_cache_interleave_size = 3;
-    expect(&r, fa_config_resolve(&cfg, &out), FA_ERR_INVALID_ARG, "fa_config_resolve (interleave 3, block 16)",
-           fa_last_error(), "interleave");
+    expect(&r, fa_config_resolve(&cfg, &out), FA_ERR_INVALID_ARG,
+           "fa_config_resolve (interleave 3, block 16)", fa_last_error(), "interleave");
     cfg.parallel.cp_kv_cache_interleave_size = 32;
-    expect(&r, fa_config_resolve(&cfg, &out), FA_ERR_INVALID_ARG, "fa_config_resolve (interleave 32, block 16)",
-           fa_last_error(), "interleave");
+    expect(&r, fa_config_resolve(&cfg, &out), FA_ERR_INVALID_ARG,
+           "fa_config_resolve (interleave 32, block 16)", fa_last_error(), "interleave");
     expect(&r, fa_dcp_slot_mapping(row, 2, 2, BS, req, pos, 1, 2, 0, 3, slot), FA_ERR_INVALID_ARG,
            "fa_dcp_slot_mapping (interleave 3)", fa_last_error(), "interleave");
     cfg.parallel.cp_kv_cache_interleave_size = 16;
-    expect(&r, fa_config_resolve(&cfg, &out), FA_OK, "fa_config_resolve (interleave 16, block 16)", fa_last_error(), NULL);
+    expect(&r, fa_config_resolve(&cfg, &out), FA_OK, "fa_config_resolve (interleave 16, block 16)",
+           fa_last_error(), NULL);
     report_line("", "bad config: interleave not dividing the block size", &r);
 
     memset(&r, 0, sizeof r);
@@ -934,8 +975,8 @@ static void check_config_errors(void)
     expect(&r, fa_config_resolve(&cfg, &out), FA_ERR_INVALID_ARG, "fa_config_resolve (dcp_rank 2, world 2)",
            fa_last_error(), "dcp_rank");
     cfg.parallel.dcp_rank = -1;
-    expect(&r, fa_config_resolve(&cfg, &out), FA_ERR_INVALID_ARG, "fa_config_resolve (dcp_rank -1)", fa_last_error(),
-           "dcp_rank");
+    expect(&r, fa_config_resolve(&cfg, &out), FA_ERR_INVALID_ARG, "fa_config_resolve (dcp_rank -1)",
+           fa_last_error(), "dcp_rank");
     expect(&r, fa_dcp_slot_mapping(row, 2, 2, BS, req, pos, 1, 2, 2, 1, slot), FA_ERR_INVALID_ARG,
            "fa_dcp_slot_mapping (rank 2, world 2)", fa_last_error(), "rank");
     cfg.parallel.dcp_rank = 1;
@@ -949,12 +990,13 @@ static void check_config_errors(void)
     ld.head_size = HEAD;
     ld.dcp_world_size = 2;
     ld.sliding_window = 128;
-    expect(&r, fa_layer_init(&layer, &ld), FA_ERR_UNSUPPORTED, "fa_layer_init (window 128, DCP 2)", fa_last_error(),
-           "sliding_window");
+    expect(&r, fa_layer_init(&layer, &ld), FA_ERR_UNSUPPORTED, "fa_layer_init (window 128, DCP 2)",
+           fa_last_error(), "sliding_window");
     ld.sliding_window = 0;
     ld.alibi_slopes = slopes;   /* never dereferenced by fa_layer_init */
     ld.num_alibi_slopes = H_LOC;
-    expect(&r, fa_layer_init(&layer, &ld), FA_ERR_UNSUPPORTED, "fa_layer_init (ALiBi, DCP 2)", fa_last_error(), "alibi");
+    expect(&r, fa_layer_init(&layer, &ld), FA_ERR_UNSUPPORTED, "fa_layer_init (ALiBi, DCP 2)",
+           fa_last_error(), "alibi");
     ld.dcp_world_size = 1;
     expect(&r, fa_layer_init(&layer, &ld), FA_OK, "fa_layer_init (ALiBi, no DCP)", fa_last_error(), NULL);
     ld.alibi_slopes = NULL;
@@ -963,7 +1005,9 @@ static void check_config_errors(void)
     ld.attention_chunk_size = 64;
     expect(&r, fa_layer_init(&layer, &ld), FA_ERR_UNSUPPORTED, "fa_layer_init (chunked local, DCP 2)",
            fa_last_error(), "attention_chunk_size");
-    report_line("", "bad config: window / ALiBi / chunked-local layer with DCP -> unsupported at fa_layer_init", &r);
+    report_line("",
+                "bad config: window / ALiBi / chunked-local layer with DCP -> unsupported at fa_layer_init",
+                &r);
 }
 
 typedef struct tcp_job {
@@ -978,8 +1022,7 @@ static void sleep_ms(int ms)
     struct timespec ts;
     ts.tv_sec = ms / 1000;
     ts.tv_nsec = (long)(ms % 1000) * 1000000L;
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
 static void *tcp_server(void *p)
@@ -1016,9 +1059,10 @@ static void check_unique_id_handover(int port)
     memset(&r, 0, sizeof r);
     expect(&r, fa_nccl_unique_id_read(path, 150, back), FA_ERR_BACKEND, "read of a missing file",
            fa_nccl_last_error(), "timed out");
-    if (expect(&r, fa_nccl_unique_id_write(path, id), FA_OK, "fa_nccl_unique_id_write", fa_nccl_last_error(), NULL) &&
-        expect(&r, fa_nccl_unique_id_read(path, 1000, back), FA_OK, "fa_nccl_unique_id_read", fa_nccl_last_error(),
+    if (expect(&r, fa_nccl_unique_id_write(path, id), FA_OK, "fa_nccl_unique_id_write", fa_nccl_last_error(),
                NULL) &&
+        expect(&r, fa_nccl_unique_id_read(path, 1000, back), FA_OK, "fa_nccl_unique_id_read",
+               fa_nccl_last_error(), NULL) &&
         memcmp(id, back, sizeof id) != 0)
         res_fail(&r, "the id read back differs from the one written");
     f = fopen(path, "wb");   /* a file that is not an id */
@@ -1030,10 +1074,10 @@ static void check_unique_id_handover(int port)
     }
     unlink(path);
     snprintf(tmp, sizeof tmp, "/nonexistent-dir-%ld/id", (long)getpid());
-    expect(&r, fa_nccl_unique_id_write(tmp, id), FA_ERR_BACKEND, "write into a missing folder", fa_nccl_last_error(),
-           "nonexistent");
-    expect(&r, fa_nccl_unique_id_write(NULL, id), FA_ERR_INVALID_ARG, "write to a NULL path", fa_nccl_last_error(),
-           "path");
+    expect(&r, fa_nccl_unique_id_write(tmp, id), FA_ERR_BACKEND, "write into a missing folder",
+           fa_nccl_last_error(), "nonexistent");
+    expect(&r, fa_nccl_unique_id_write(NULL, id), FA_ERR_INVALID_ARG, "write to a NULL path",
+           fa_nccl_last_error(), "path");
     expect(&r, fa_nccl_unique_id_read(path, -1, back), FA_ERR_INVALID_ARG, "read with timeout -1",
            fa_nccl_last_error(), "timeout_ms -1");
     report_line("", "unique id through a file: atomic write, read, timeout, bad files and arguments", &r);
@@ -1050,8 +1094,10 @@ static void check_unique_id_handover(int port)
     }
     if (pthread_create(&tc[0], NULL, tcp_client, &clients[0]) == 0) {
         if (pthread_create(&tc[1], NULL, tcp_client, &clients[1]) == 0) {
-            if (pthread_create(&ts, NULL, tcp_server, &server) == 0) pthread_join(ts, NULL);
-            else res_fail(&r, "pthread_create failed");
+            if (pthread_create(&ts, NULL, tcp_server, &server) == 0)
+                pthread_join(ts, NULL);
+            else
+                res_fail(&r, "pthread_create failed");
             pthread_join(tc[1], NULL);
         } else {
             res_fail(&r, "pthread_create failed");
@@ -1071,8 +1117,8 @@ static void check_unique_id_handover(int port)
            fa_nccl_last_error(), "timed out");
     expect(&r, fa_nccl_unique_id_send_tcp(port + 2, 1, 150, id), FA_ERR_BACKEND, "send with no peer coming",
            fa_nccl_last_error(), "0 of 1");
-    expect(&r, fa_nccl_unique_id_send_tcp(0, 1, 100, id), FA_ERR_INVALID_ARG, "send on port 0", fa_nccl_last_error(),
-           "port 0");
+    expect(&r, fa_nccl_unique_id_send_tcp(0, 1, 100, id), FA_ERR_INVALID_ARG, "send on port 0",
+           fa_nccl_last_error(), "port 0");
     expect(&r, fa_nccl_unique_id_recv_tcp(70000, 100, back), FA_ERR_INVALID_ARG, "recv on port 70000",
            fa_nccl_last_error(), "port 70000");
     expect(&r, fa_nccl_unique_id_send_tcp(port, 1, 0, id), FA_ERR_INVALID_ARG, "send with timeout 0",
@@ -1106,8 +1152,8 @@ static void check_comm_config_errors(const char *prefix, const fa_backend *be, c
     memset(&r, 0, sizeof r);
     cfg.parallel.dcp_world_size = N * 2;   /* the comm has N ranks */
     cfg.parallel.dcp_rank = comm->rank;
-    if (expect(&r, fa_builder_create(be, &cfg, comm, &b), FA_ERR_INVALID_ARG, "fa_builder_create (config world 2N)",
-               fa_last_error(), "world_size"))
+    if (expect(&r, fa_builder_create(be, &cfg, comm, &b), FA_ERR_INVALID_ARG,
+               "fa_builder_create (config world 2N)", fa_last_error(), "world_size"))
         b = NULL;
     if (N > 1) {
         cfg.parallel.dcp_world_size = N;
@@ -1116,8 +1162,8 @@ static void check_comm_config_errors(const char *prefix, const fa_backend *be, c
                    "fa_builder_create (config rank differs from the comm's)", fa_last_error(), "rank"))
             b = NULL;
         cfg.parallel.dcp_rank = comm->rank;
-        if (expect(&r, fa_builder_create(be, &cfg, NULL, &b), FA_ERR_INVALID_ARG, "fa_builder_create (no comm, DCP)",
-                   fa_last_error(), "comm"))
+        if (expect(&r, fa_builder_create(be, &cfg, NULL, &b), FA_ERR_INVALID_ARG,
+                   "fa_builder_create (no comm, DCP)", fa_last_error(), "comm"))
             b = NULL;
     }
     fa_builder_destroy(b);
@@ -1135,16 +1181,16 @@ static void check_nccl_errors(const char *prefix, fa_comm *comm, int N, int loca
     memset(id, 1, sizeof id);
     memset(&r, 0, sizeof r);
     cudaGetDeviceCount(&count);
-    expect(&r, fa_nccl_comm_create(2, 2, id, 0, NULL, &c), FA_ERR_INVALID_ARG, "fa_nccl_comm_create (rank 2 of 2)",
-           fa_nccl_last_error(), "rank 2");
-    expect(&r, fa_nccl_comm_create(0, 0, id, 0, NULL, &c), FA_ERR_INVALID_ARG, "fa_nccl_comm_create (world_size 0)",
-           fa_nccl_last_error(), "world_size 0");
-    expect(&r, fa_nccl_comm_create(2, 0, NULL, 0, NULL, &c), FA_ERR_INVALID_ARG, "fa_nccl_comm_create (NULL id)",
-           fa_nccl_last_error(), "unique_id");
+    expect(&r, fa_nccl_comm_create(2, 2, id, 0, NULL, &c), FA_ERR_INVALID_ARG,
+           "fa_nccl_comm_create (rank 2 of 2)", fa_nccl_last_error(), "rank 2");
+    expect(&r, fa_nccl_comm_create(0, 0, id, 0, NULL, &c), FA_ERR_INVALID_ARG,
+           "fa_nccl_comm_create (world_size 0)", fa_nccl_last_error(), "world_size 0");
+    expect(&r, fa_nccl_comm_create(2, 0, NULL, 0, NULL, &c), FA_ERR_INVALID_ARG,
+           "fa_nccl_comm_create (NULL id)", fa_nccl_last_error(), "unique_id");
     expect(&r, fa_nccl_comm_create(2, 0, id, count + 3, NULL, &c), FA_ERR_INVALID_ARG,
            "fa_nccl_comm_create (device past the count)", fa_nccl_last_error(), "device");
-    expect(&r, fa_nccl_comm_create(2, 0, id, 0, NULL, NULL), FA_ERR_INVALID_ARG, "fa_nccl_comm_create (NULL out)",
-           fa_nccl_last_error(), "out");
+    expect(&r, fa_nccl_comm_create(2, 0, id, 0, NULL, NULL), FA_ERR_INVALID_ARG,
+           "fa_nccl_comm_create (NULL out)", fa_nccl_last_error(), "out");
     expect(&r, fa_nccl_comms_create_local(2, devs, NULL, &c), FA_ERR_INVALID_ARG,
            "fa_nccl_comms_create_local (device 0 twice)", fa_nccl_last_error(), "repeats");
     expect(&r, fa_nccl_comms_create_local(1, bad_dev, NULL, &c), FA_ERR_INVALID_ARG,
@@ -1249,7 +1295,8 @@ static int main_threads(int port)
             be[i] = NULL;
             if (fa_cpu_backend_create(&be[i]) != FA_OK) res_fail(&r, "fa_cpu_backend_create failed");
         }
-        if (!r.failed && fa_fake_comm_group_create(N, &comms) != FA_OK) res_fail(&r, "fa_fake_comm_group_create failed");
+        if (!r.failed && fa_fake_comm_group_create(N, &comms) != FA_OK)
+            res_fail(&r, "fa_fake_comm_group_create failed");
         report_line("", "setup: CPU backend, fake comm, a thread per rank", &r);
     } else {
         ce = cudaGetDeviceCount(&count);
@@ -1275,9 +1322,10 @@ static int main_threads(int port)
         }
         for (i = 0; i < N && comms && !r.failed; ++i)
             if (comms[i].world_size != N || comms[i].rank != i || fa_nccl_comm_device(&comms[i]) != i ||
-                fa_nccl_comm_stream(&comms[i]) != (void *)streams[i] || comms[i].api_version != FA_BACKEND_API_VERSION)
-                res_fail(&r, "comms[%d]: world %d rank %d device %d stream %p", i, comms[i].world_size, comms[i].rank,
-                         fa_nccl_comm_device(&comms[i]), fa_nccl_comm_stream(&comms[i]));
+                fa_nccl_comm_stream(&comms[i]) != (void *)streams[i] ||
+                comms[i].api_version != FA_BACKEND_API_VERSION)
+                res_fail(&r, "comms[%d]: world %d rank %d device %d stream %p", i, comms[i].world_size,
+                         comms[i].rank, fa_nccl_comm_device(&comms[i]), fa_nccl_comm_stream(&comms[i]));
         report_line("", "setup: one process, one thread per rank (fa_nccl_comms_create_local)", &r);
     }
     if (!r.failed) {
@@ -1367,7 +1415,8 @@ static int child_main(int rank, const char *id_path, int port)
     if (!r.failed && fa_nccl_comm_create(N, rank, id, rank, stream, &comm) != FA_OK)
         res_fail(&r, "fa_nccl_comm_create: %s", fa_nccl_last_error());
     if (!r.failed && (comm->world_size != N || comm->rank != rank || fa_nccl_comm_device(comm) != rank))
-        res_fail(&r, "comm: world %d rank %d device %d", comm->world_size, comm->rank, fa_nccl_comm_device(comm));
+        res_fail(&r, "comm: world %d rank %d device %d", comm->world_size, comm->rank,
+                 fa_nccl_comm_device(comm));
     e.N = N;
     e.rank = rank;
     e.device = rank;
@@ -1398,7 +1447,8 @@ static int child_main(int rank, const char *id_path, int port)
     set_current("second comm over TCP");
     memset(&r, 0, sizeof r);
     if (rank == 0) {
-        if (fa_nccl_unique_id_create(id) != FA_OK || fa_nccl_unique_id_send_tcp(port, N - 1, 120000, id) != FA_OK)
+        if (fa_nccl_unique_id_create(id) != FA_OK ||
+            fa_nccl_unique_id_send_tcp(port, N - 1, 120000, id) != FA_OK)
             res_fail(&r, "tcp id: %s", fa_nccl_last_error());
     } else if (fa_nccl_unique_id_recv_tcp(port, 120000, id) != FA_OK) {
         res_fail(&r, "tcp id: %s", fa_nccl_last_error());
@@ -1504,7 +1554,8 @@ static int main_procs(int port)
                 g_failed += fa;
                 if (WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0 && fa == 0)) {
                     g_failed++;
-                    printf("FAIL [rank %d] ended with %s %d\n", i, WIFSIGNALED(status) ? "signal" : "exit status",
+                    printf("FAIL [rank %d] ended with %s %d\n", i,
+                           WIFSIGNALED(status) ? "signal" : "exit status",
                            WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
                 }
                 close(fds[i]);
@@ -1541,17 +1592,26 @@ int main(int argc, char **argv)
     opt.seed = 1234;
     opt.timeout_s = 540;
     for (i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "--world") && i + 1 < argc) opt.world = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--procs")) opt.procs = 1;
-        else if (!strcmp(argv[i], "--host-only")) opt.host_only = 1;
-        else if (!strcmp(argv[i], "--cpu")) opt.cpu = 1;
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) opt.seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) opt.timeout_s = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--world") && i + 1 < argc)
+            opt.world = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--procs"))
+            opt.procs = 1;
+        else if (!strcmp(argv[i], "--host-only"))
+            opt.host_only = 1;
+        else if (!strcmp(argv[i], "--cpu"))
+            opt.cpu = 1;
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+            opt.seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
+            opt.timeout_s = atoi(argv[++i]);
         else if (argv[i][0] == '-') {
-            fprintf(stderr, "usage: %s [--world N] [--procs] [--host-only] [--cpu] [--seed S] [--timeout S] "
-                    "[FILTER]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--world N] [--procs] [--host-only] [--cpu] [--seed S] [--timeout S] "
+                    "[FILTER]\n",
+                    argv[0]);
             return 2;
-        } else opt.filter = argv[i];
+        } else
+            opt.filter = argv[i];
     }
     if (opt.world < 1 || opt.world > MAX_WORLD || opt.timeout_s < 10) {
         fprintf(stderr, "--world must be in [1, %d], --timeout >= 10\n", MAX_WORLD);
@@ -1563,9 +1623,11 @@ int main(int argc, char **argv)
         return 2;
     }
     printf("test_nccl_dcp: %s, world %d, seed %llu, NCCL_NVLS_ENABLE=%s\n",
-           opt.host_only ? "host checks only" : opt.procs ? "one process per rank" :
-           opt.cpu ? "CPU backend and fake comm, one thread per rank" : "one thread per rank", opt.world,
-           (unsigned long long)opt.seed, getenv("NCCL_NVLS_ENABLE"));
+           opt.host_only ? "host checks only"
+           : opt.procs   ? "one process per rank"
+           : opt.cpu     ? "CPU backend and fake comm, one thread per rank"
+                         : "one thread per rank",
+           opt.world, (unsigned long long)opt.seed, getenv("NCCL_NVLS_ENABLE"));
     if (opt.host_only) {
         check_host(port);
         return summary();

@@ -65,7 +65,10 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ fa
     int lo = 0, hi = p.num_seqs - 1;
     while (lo < hi) {
         const int mid = (lo + hi + 1) >> 1;
-        if (p.cu_seqlens_q[mid] <= tok) lo = mid; else hi = mid - 1;
+        if (p.cu_seqlens_q[mid] <= tok)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     const int b = lo;
     if (tok < p.cu_seqlens_q[b] || tok >= p.cu_seqlens_q[b + 1]) return;   // padding token
@@ -109,13 +112,21 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ fa
                 const float *src = os + static_cast<int64_t>(s0 + k0 + j) * ostride;
                 const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
                 v0[j] = w[j] != 0.f && lane < nchunk ? *reinterpret_cast<const float4 *>(src + lane * 4) : z;
-                v1[j] = w[j] != 0.f && lane + 32 < nchunk ? *reinterpret_cast<const float4 *>(src + (lane + 32) * 4) : z;
+                v1[j] = w[j] != 0.f && lane + 32 < nchunk
+                            ? *reinterpret_cast<const float4 *>(src + (lane + 32) * 4)
+                            : z;
             }
 #pragma unroll
             for (int j = 0; j < CB; ++j) {
                 if (w[j] == 0.f) continue;   // empty split (its O is 0): nothing added
-                acc0.x += w[j] * v0[j].x; acc0.y += w[j] * v0[j].y; acc0.z += w[j] * v0[j].z; acc0.w += w[j] * v0[j].w;
-                acc1.x += w[j] * v1[j].x; acc1.y += w[j] * v1[j].y; acc1.z += w[j] * v1[j].z; acc1.w += w[j] * v1[j].w;
+                acc0.x += w[j] * v0[j].x;
+                acc0.y += w[j] * v0[j].y;
+                acc0.z += w[j] * v0[j].z;
+                acc0.w += w[j] * v0[j].w;
+                acc1.x += w[j] * v1[j].x;
+                acc1.y += w[j] * v1[j].y;
+                acc1.z += w[j] * v1[j].z;
+                acc1.w += w[j] * v1[j].w;
             }
         }
     }
@@ -129,27 +140,36 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ fa
 // ---------------------------------------------------------------------------------------------
 // Dispatch: runtime values -> template arguments; the default arm reports what is missing.
 
-#define FA_ATTN_DISPATCH_HEAD_DIM(dim, DIM, ...)                                                \
-    switch (dim) {                                                                             \
-        FA_ATTN_ARMS(DIM, __VA_ARGS__)                                                         \
-        default:                                                                               \
-            return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "unsupported head_dim: %d", dim);          \
+#define FA_ATTN_DISPATCH_HEAD_DIM(dim, DIM, ...) \
+    switch (dim) { \
+        FA_ATTN_ARMS(DIM, __VA_ARGS__) \
+    default: return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "unsupported head_dim: %d", dim); \
     }
 
-#define FA_ATTN_DISPATCH_Q_DTYPE(dtype, QT, ...)                                                \
-    switch (dtype) {                                                                           \
-        case FA_DTYPE_F16: { using QT = __half; __VA_ARGS__ } break;                           \
-        case FA_DTYPE_BF16: { using QT = __nv_bfloat16; __VA_ARGS__ } break;                   \
-        default:                                                                               \
-            return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "unsupported q_dtype: %d", (int)(dtype));   \
+#define FA_ATTN_DISPATCH_Q_DTYPE(dtype, QT, ...) \
+    switch (dtype) { \
+    case FA_DTYPE_F16: { \
+        using QT = __half; \
+        __VA_ARGS__ \
+    } break; \
+    case FA_DTYPE_BF16: { \
+        using QT = __nv_bfloat16; \
+        __VA_ARGS__ \
+    } break; \
+    default: return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "unsupported q_dtype: %d", (int)(dtype)); \
     }
 
-#define FA_ATTN_DISPATCH_KV_KIND(kind, KV, ...)                                                 \
-    switch (kind) {                                                                            \
-        case fa_attn::KV_SAME: { constexpr int KV = fa_attn::KV_SAME; __VA_ARGS__ } break;     \
-        case fa_attn::KV_FP8: { constexpr int KV = fa_attn::KV_FP8; __VA_ARGS__ } break;       \
-        default:                                                                               \
-            return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "unsupported kv kind: %d", kind);          \
+#define FA_ATTN_DISPATCH_KV_KIND(kind, KV, ...) \
+    switch (kind) { \
+    case fa_attn::KV_SAME: { \
+        constexpr int KV = fa_attn::KV_SAME; \
+        __VA_ARGS__ \
+    } break; \
+    case fa_attn::KV_FP8: { \
+        constexpr int KV = fa_attn::KV_FP8; \
+        __VA_ARGS__ \
+    } break; \
+    default: return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "unsupported kv kind: %d", kind); \
     }
 
 #endif  // !__HIP_PLATFORM_AMD__
@@ -160,9 +180,11 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ fa
 
 fa_status fa_cuda__attention_check(const fa_attn_args *a, const fa_device_info *info, char *err,
                                    size_t err_size) {
-    (void)a; (void)info;
+    (void)a;
+    (void)info;
     const fa_bu_err e = fa_bu_err_make(err, err_size, "attention");
-    return fa_bu_fail(&e, FA_ERR_UNSUPPORTED, "not built for HIP (the kernels use mma.sync / ldmatrix / cp.async)");
+    return fa_bu_fail(&e, FA_ERR_UNSUPPORTED,
+                      "not built for HIP (the kernels use mma.sync / ldmatrix / cp.async)");
 }
 
 fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err, size_t err_size) {
@@ -192,14 +214,15 @@ struct Plan {
 // the K/V rows allow 16-byte vector copies.
 fa_status check_alignment(const fa_attn_args *a, bool paged, bool fp8, const fa_bu_err *e, bool *kv16_out) {
     if (!aligned16(a->q) || a->q_token_stride % 8 || a->q_head_stride % 8 || a->q_group_stride % 8)
-        return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
-                          "q must be 16-byte aligned with strides multiple of 8 elements (q %p, strides %lld/%lld/%lld)",
-                          a->q, (long long)a->q_token_stride, (long long)a->q_head_stride,
-                          (long long)a->q_group_stride);
+        return fa_bu_fail(
+            e, FA_ERR_UNSUPPORTED,
+            "q must be 16-byte aligned with strides multiple of 8 elements (q %p, strides %lld/%lld/%lld)",
+            a->q, (long long)a->q_token_stride, (long long)a->q_head_stride, (long long)a->q_group_stride);
     if (!aligned16(a->out) || a->out_token_stride % 8 || a->out_head_stride % 8)
-        return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
-                          "out must be 16-byte aligned with strides multiple of 8 elements (out %p, strides %lld/%lld)",
-                          a->out, (long long)a->out_token_stride, (long long)a->out_head_stride);
+        return fa_bu_fail(
+            e, FA_ERR_UNSUPPORTED,
+            "out must be 16-byte aligned with strides multiple of 8 elements (out %p, strides %lld/%lld)",
+            a->out, (long long)a->out_token_stride, (long long)a->out_head_stride);
     const int64_t kv_strides[6] = {a->k_block_stride, a->k_row_stride, a->k_head_stride,
                                    a->v_block_stride, a->v_row_stride, a->v_head_stride};
     bool kv16 = aligned16(a->k) && aligned16(a->v);
@@ -212,14 +235,15 @@ fa_status check_alignment(const fa_attn_args *a, bool paged, bool fp8, const fa_
     }
     if (fp8 && a->head_size % 16) kv16 = false;
     if (!(fp8 ? kv8 : kv16))
-        return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
-                          "k/v must be %d-byte aligned (pointers and strides)", fp8 ? 8 : 16);
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "k/v must be %d-byte aligned (pointers and strides)",
+                          fp8 ? 8 : 16);
     *kv16_out = kv16;
     return FA_OK;
 }
 
 // The kernel parameters of a checked call.
-void fill_params(const fa_attn_args *a, bool paged, bool fp8, bool kv16, int group, int S, fa_attn::Params &p) {
+void fill_params(const fa_attn_args *a, bool paged, bool fp8, bool kv16, int group, int S,
+                 fa_attn::Params &p) {
     memset(&p, 0, sizeof(p));
     p.q = a->q;
     p.q_token_stride = a->q_token_stride;
@@ -294,19 +318,21 @@ fa_status prepare(const fa_attn_args *a, const fa_device_info *info, Plan *pl, c
     if (dim == 0) {
         char dims[64];
         compiled_dims_string(dims, sizeof(dims));
-        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "head_size %d not compiled in (head_dims=%s)",
-                          a->head_size, dims);
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "head_size %d not compiled in (head_dims=%s)", a->head_size,
+                          dims);
     }
     const int S = a->num_splits > 1 ? a->num_splits : 1;
-    if (S > 65535)
-        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "num_splits %d > 65535", a->num_splits);
+    if (S > 65535) return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "num_splits %d > 65535", a->num_splits);
     if (a->num_tokens == 0 || a->num_seqs == 0) return FA_OK;
     const int group = a->num_heads_q / a->num_heads_kv;
     if (static_cast<int64_t>(a->num_tokens) * group > 0x7fff0000LL)
-        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "num_tokens %d x %d query heads per KV head "
-                          "exceeds 2^31 rows", a->num_tokens, group);
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
+                          "num_tokens %d x %d query heads per KV head "
+                          "exceeds 2^31 rows",
+                          a->num_tokens, group);
     if (S > 1 && (static_cast<int64_t>(a->num_tokens) * a->num_heads_q + 3) / 4 > 0x7fffffffLL)
-        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "num_tokens %d x num_heads_q %d: too many rows for the split combine",
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
+                          "num_tokens %d x num_heads_q %d: too many rows for the split combine",
                           a->num_tokens, a->num_heads_q);
 
     const bool fp8 = kv_kind != fa_attn::KV_SAME;
@@ -318,21 +344,26 @@ fa_status prepare(const fa_attn_args *a, const fa_device_info *info, Plan *pl, c
     // rows x heads of a KV head) when every sequence fits; a mixed batch (decode queries next to
     // longer ones, as the caller's min_seqlen_q hint says) runs its decode sequences there and
     // the rest in the prefill tile, one launch each (same bits per row).
-    bool decode = a->max_seqlen_q > 0 && static_cast<int64_t>(a->max_seqlen_q) * group <= fa_attn::kDecodeRows;
+    bool decode =
+        a->max_seqlen_q > 0 && static_cast<int64_t>(a->max_seqlen_q) * group <= fa_attn::kDecodeRows;
     bool mixed = false;
     const int64_t smem_limit = info != nullptr && info->smem_per_block > 0 ? info->smem_per_block : 0;
-    FA_ATTN_DISPATCH_HEAD_DIM(dim, DIM, FA_ATTN_DISPATCH_Q_DTYPE(a->q_dtype, QT, FA_ATTN_DISPATCH_KV_KIND(kv_kind, KV, {
-        const int64_t dec_need = fa_attn::attention_smem_bytes<DIM, QT, KV>(true);
-        if (smem_limit > 0 && decode && dec_need > smem_limit) decode = false;
-        const int64_t need = fa_attn::attention_smem_bytes<DIM, QT, KV>(decode);
-        if (smem_limit > 0 && need > smem_limit)
-            return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
-                              "head_size %d needs %lld bytes of shared memory per block, device has %lld",
-                              a->head_size, static_cast<long long>(need), static_cast<long long>(smem_limit));
-        mixed = !decode && a->min_seqlen_q > 0 &&
-                static_cast<int64_t>(a->min_seqlen_q) * group <= fa_attn::kDecodeRows &&
-                (smem_limit <= 0 || dec_need <= smem_limit);
-    })))
+    FA_ATTN_DISPATCH_HEAD_DIM(
+        dim, DIM,
+        FA_ATTN_DISPATCH_Q_DTYPE(
+            a->q_dtype, QT, FA_ATTN_DISPATCH_KV_KIND(kv_kind, KV, {
+                const int64_t dec_need = fa_attn::attention_smem_bytes<DIM, QT, KV>(true);
+                if (smem_limit > 0 && decode && dec_need > smem_limit) decode = false;
+                const int64_t need = fa_attn::attention_smem_bytes<DIM, QT, KV>(decode);
+                if (smem_limit > 0 && need > smem_limit)
+                    return fa_bu_fail(
+                        e, FA_ERR_UNSUPPORTED,
+                        "head_size %d needs %lld bytes of shared memory per block, device has %lld",
+                        a->head_size, static_cast<long long>(need), static_cast<long long>(smem_limit));
+                mixed = !decode && a->min_seqlen_q > 0 &&
+                        static_cast<int64_t>(a->min_seqlen_q) * group <= fa_attn::kDecodeRows &&
+                        (smem_limit <= 0 || dec_need <= smem_limit);
+            })))
     pl->dim = dim;
     pl->kv_kind = kv_kind;
     pl->decode = decode;
@@ -355,13 +386,16 @@ void fa_cuda__attention_caps(fa_backend_caps *caps) {
         k->decode_tile_n = fa_attn::decode_keys(dim);
         k->decode_step_us = fa_attn::kDecodeStepUs * fa_attn::decode_step_factor(dim);
         switch (dim) {
-            FA_ATTN_ARMS(DIM, { k->decode_ctas_per_sm = fa_attn::attention_ctas_per_sm<DIM, __nv_bfloat16, fa_attn::KV_SAME>(true); })
-            default: break;
+            FA_ATTN_ARMS(DIM, {
+                k->decode_ctas_per_sm =
+                    fa_attn::attention_ctas_per_sm<DIM, __nv_bfloat16, fa_attn::KV_SAME>(true);
+            })
+        default: break;
         }
     }
     caps->act_dtypes = (1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16);
-    caps->cache_dtypes = (1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16) | (1u << FA_DTYPE_FP8_E4M3) |
-                         (1u << FA_DTYPE_FP8_E5M2);
+    caps->cache_dtypes =
+        (1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16) | (1u << FA_DTYPE_FP8_E4M3) | (1u << FA_DTYPE_FP8_E5M2);
     caps->block_size_multiple = fa_attn::kBlockSizeMultiple;
     caps->head_size_multiple = fa_attn::kHeadSizeMultiple;
     caps->decode_max_rows = fa_attn::kDecodeRows;
@@ -391,16 +425,18 @@ fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err
     cudaStream_t stream = L->stream;
     const int dim = pl.dim, kv_kind = pl.kv_kind;
     cudaError_t ce = cudaSuccess;
-    FA_ATTN_DISPATCH_HEAD_DIM(dim, DIM, FA_ATTN_DISPATCH_Q_DTYPE(a->q_dtype, QT, FA_ATTN_DISPATCH_KV_KIND(kv_kind, KV, {
-        if (pl.mixed) {
-            p.tile_filter = 1;
-            ce = fa_attn::launch_attention<DIM, QT, KV>(p, true, stream);
-            p.tile_filter = 2;
-        }
-        if (ce == cudaSuccess) ce = fa_attn::launch_attention<DIM, QT, KV>(p, pl.decode, stream);
-    })))
-    if (ce != cudaSuccess)
-        return fa_bu_fail(e, FA_ERR_BACKEND, "kernel launch: %s", cudaGetErrorString(ce));
+    FA_ATTN_DISPATCH_HEAD_DIM(
+        dim, DIM,
+        FA_ATTN_DISPATCH_Q_DTYPE(a->q_dtype, QT, FA_ATTN_DISPATCH_KV_KIND(kv_kind, KV, {
+                                     if (pl.mixed) {
+                                         p.tile_filter = 1;
+                                         ce = fa_attn::launch_attention<DIM, QT, KV>(p, true, stream);
+                                         p.tile_filter = 2;
+                                     }
+                                     if (ce == cudaSuccess)
+                                         ce = fa_attn::launch_attention<DIM, QT, KV>(p, pl.decode, stream);
+                                 })))
+    if (ce != cudaSuccess) return fa_bu_fail(e, FA_ERR_BACKEND, "kernel launch: %s", cudaGetErrorString(ce));
 
     if (p.num_splits > 1) {
         const int64_t blocks = (static_cast<int64_t>(a->num_tokens) * a->num_heads_q + 3) / 4;

@@ -91,13 +91,11 @@ template <int D, typename QT, int KV>
 cudaError_t launch_attention(const Params &p, bool decode, cudaStream_t stream);
 
 // Dynamic shared memory of an instance's tile shape (bytes), for the host's capability check.
-template <int D, typename QT, int KV>
-int64_t attention_smem_bytes(bool decode);
+template <int D, typename QT, int KV> int64_t attention_smem_bytes(bool decode);
 
 // CTAs of an instance's tile shape resident per SM on the current device (occupancy
 // calculator; 0 when it fails).
-template <int D, typename QT, int KV>
-int attention_ctas_per_sm(bool decode);
+template <int D, typename QT, int KV> int attention_ctas_per_sm(bool decode);
 
 }  // namespace fa_attn
 
@@ -112,8 +110,7 @@ namespace fa_attn {
 // ---------------------------------------------------------------------------------------------
 // Tile shapes
 
-template <int D_, int WM_, int MF_, int BN_, int BNC_, int MINB_, int KV_, int NS_, bool SWZ_>
-struct Cfg {
+template <int D_, int WM_, int MF_, int BN_, int BNC_, int MINB_, int KV_, int NS_, bool SWZ_> struct Cfg {
     static constexpr int D = D_;                 // padded head dim (multiple of 16)
     static constexpr int WM = WM_;               // warps (stacked along the rows)
     static constexpr int NT = WM * 32;
@@ -139,17 +136,17 @@ struct Cfg {
     static constexpr bool QREG = WM == 1 && MF == 1 && D <= 128;
     static constexpr int Q_BYTES = QREG ? 0 : BM * LD * 2;
     static constexpr int KV_TILE_BYTES = BN * LD * 2;
-    static constexpr int RAW_TILE_BYTES = FP8 ? BN * D : 0;   // one raw fp8 tile (K or V)
+    static constexpr int RAW_TILE_BYTES = FP8 ? BN * D : 0; // one raw fp8 tile (K or V)
     static constexpr int MAIN_BYTES = Q_BYTES + 2 * KST * KV_TILE_BYTES + NS * 2 * RAW_TILE_BYTES;
-    static constexpr int OLD = D + 8;            // fp32 epilogue row length (float2 stores conflict-free)
-    static constexpr int EPI_BYTES = BM * OLD * 4;   // fp32 (split) or QT staging of O
-    static constexpr int OFF_OFF = MAIN_BYTES;          // int64 K/V row offsets [2][2][BN]
-    static constexpr int SLOPE_OFF = OFF_OFF + 2 * 2 * BN * 8;   // ALiBi slopes [BM] (log2 units)
+    static constexpr int OLD = D + 8; // fp32 epilogue row length (float2 stores conflict-free)
+    static constexpr int EPI_BYTES = BM * OLD * 4; // fp32 (split) or QT staging of O
+    static constexpr int OFF_OFF = MAIN_BYTES; // int64 K/V row offsets [2][2][BN]
+    static constexpr int SLOPE_OFF = OFF_OFF + 2 * 2 * BN * 8; // ALiBi slopes [BM] (log2 units)
     static constexpr int SMEM_MAIN = SLOPE_OFF + BM * 4;
     static constexpr int INFO_OFF = ((SMEM_MAIN > EPI_BYTES ? SMEM_MAIN : EPI_BYTES) + 15) / 16 * 16;
-    static constexpr int ROW_OFF = INFO_OFF + 64;          // int64 per-row q / out offsets [BM]
-    static constexpr int LSE_OFF = ROW_OFF + BM * 8;       // float per-row LSE, log2 units [BM]
-    static constexpr int SMEM = LSE_OFF + BM * 4;          // CtaInfo, row offsets, LSEs: never aliased
+    static constexpr int ROW_OFF = INFO_OFF + 64; // int64 per-row q / out offsets [BM]
+    static constexpr int LSE_OFF = ROW_OFF + BM * 8; // float per-row LSE, log2 units [BM]
+    static constexpr int SMEM = LSE_OFF + BM * 4; // CtaInfo, row offsets, LSEs: never aliased
     static_assert(BNC % 16 == 0 && BN % BNC == 0, "keys per step: multiples of 16");
     static_assert((BNC / 8) % 2 == 0 && ((BNC / 8) & (BNC / 8 - 1)) == 0, "n8 fragments: power of 2");
     static_assert(D % 16 == 0, "padded head dim must be a multiple of 16");
@@ -170,8 +167,7 @@ template <int D, int KV>
 using DecodeCfg = Cfg<D, 1, 1, decode_keys(D), decode_keys(D), kDecodeMinBlocks, KV,
                       decode_stages(D, KV != KV_SAME), (D % 64 == 0)>;
 
-template <int D, int KV>
-struct CheckCfgs {
+template <int D, int KV> struct CheckCfgs {
     using P = PrefillCfg<D, KV>;
     using Q = DecodeCfg<D, KV>;
     static_assert(P::BM == prefill_rows(D) && P::BN == prefill_stage_keys(D) && P::BNC == step_keys(D),
@@ -196,21 +192,20 @@ __device__ __forceinline__ uint32_t opaque(uint32_t x) {
 }
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(src_bytes));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
 
 __device__ __forceinline__ void cp_async8(uint32_t dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(src_bytes));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
 
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
 
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -225,41 +220,35 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr) {
 }
 
 template <typename QT>
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1);
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
 
 template <>
-__device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&c)[4], const uint32_t (&a)[4],
-                                                        uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+__device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                        uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                 "{%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 template <>
-__device__ __forceinline__ void mma16816<__half>(float (&c)[4], const uint32_t (&a)[4],
-                                                 uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+__device__ __forceinline__ void mma16816<__half>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                 uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                 "{%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // Two floats -> packed QT pair (first in the low half).
-template <typename QT>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <typename QT> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
 
-template <>
-__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<uint32_t *>(&v);
 }
 
-template <>
-__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
     __half2 v = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<uint32_t *>(&v);
 }
@@ -278,8 +267,7 @@ __device__ __forceinline__ float fast_tanh(float x) {
 
 // Two fp8 values (low byte first) -> a QT pair, exactly (fp8 is a subset of f16; f16 -> bf16
 // through float is exact for fp8 values, NaN and Inf kept).
-template <typename QT, bool E5M2>
-__device__ __forceinline__ uint32_t fp8x2_to_qt2(uint32_t two) {
+template <typename QT, bool E5M2> __device__ __forceinline__ uint32_t fp8x2_to_qt2(uint32_t two) {
     const __nv_fp8x2_storage_t x = static_cast<__nv_fp8x2_storage_t>(two & 0xffffu);
     __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(x, E5M2 ? __NV_E5M2 : __NV_E4M3);
     if constexpr (std::is_same<QT, __half>::value) {
@@ -300,26 +288,27 @@ __device__ __forceinline__ int query_head(const Params &p, int kvh, int g) {
 }
 
 // Byte offset of (row, 16-byte chunk) in a [rows][LD] 16-bit tile (padded or swizzled rows).
-template <class C>
-__device__ __forceinline__ uint32_t tile_off(int row, int chunk) {
-    if constexpr (C::SWZ) return static_cast<uint32_t>(row * C::LD * 2 + ((chunk ^ (row & 7)) << 4));
-    else return static_cast<uint32_t>(row * C::LD * 2 + (chunk << 4));
+template <class C> __device__ __forceinline__ uint32_t tile_off(int row, int chunk) {
+    if constexpr (C::SWZ)
+        return static_cast<uint32_t>(row * C::LD * 2 + ((chunk ^ (row & 7)) << 4));
+    else
+        return static_cast<uint32_t>(row * C::LD * 2 + (chunk << 4));
 }
 
 // A lane's ldmatrix row address in a tile: its row and chunk (0 or 1), then moved by whole
 // 8-row groups and even chunk counts (at()), which keeps (row & 7) and the chunk's low bit:
 // padded rows add an immediate; swizzled rows XOR the chunk offset with the lane's (row & 6).
-template <class C>
-struct Frag {
+template <class C> struct Frag {
     uint32_t base, x;
     __device__ __forceinline__ uint32_t at(int row_add, int chunk_add) const {
-        if constexpr (C::SWZ) return base + row_add * C::LD * 2 + ((static_cast<uint32_t>(chunk_add) << 4) ^ x);
-        else return base + (row_add * C::LD + chunk_add * 8) * 2;
+        if constexpr (C::SWZ)
+            return base + row_add * C::LD * 2 + ((static_cast<uint32_t>(chunk_add) << 4) ^ x);
+        else
+            return base + (row_add * C::LD + chunk_add * 8) * 2;
     }
 };
 
-template <class C>
-__device__ __forceinline__ Frag<C> frag_of(uint32_t tile, int row, int chunk) {
+template <class C> __device__ __forceinline__ Frag<C> frag_of(uint32_t tile, int row, int chunk) {
     Frag<C> f;
     if constexpr (C::SWZ) {
         f.base = opaque(tile + row * C::LD * 2 + (((chunk ^ row) & 1) << 4));
@@ -337,23 +326,23 @@ __device__ __forceinline__ Frag<C> frag_of(uint32_t tile, int row, int chunk) {
 // the offsets stored late (store_offsets), so the latency of the block-table read hides behind a
 // tile's compute and the copy loops are just shared loads and cp.async.
 struct KeyRange {
-    int kmin, kmax;                   // keys [kmin, kmax) are read
-    int kstart;                       // dense: first key row of the sequence
-    int seq;                          // the sequence (block-table row), for error reports
-    const int32_t *bt;                // block-table row of the sequence (NULL = dense)
+    int kmin, kmax; // keys [kmin, kmax) are read
+    int kstart; // dense: first key row of the sequence
+    int seq; // the sequence (block-table row), for error reports
+    const int32_t *bt; // block-table row of the sequence (NULL = dense)
 };
 
 // Per-CTA values needed only at the edges of the main loop, parked in shared memory so that
 // they do not hold registers through it.
-struct CtaInfo {   // (fits the 64 bytes at INFO_OFF)
+struct CtaInfo { // (fits the 64 bytes at INFO_OFF)
     KeyRange kr;
-    int32_t m0, rows;                 // first row of the tile, rows of the sequence (t * G + g)
+    int32_t m0, rows; // first row of the tile, rows of the sequence (t * G + g)
     int32_t q0, to_split;
     float vdesc;
-    int32_t key_lo, key_hi;           // keys of this split: [key_lo, key_hi)
-    int32_t diag;                     // Lk - Lq
-    int32_t edge;                     // rows of several tokens under a window / causal mask: a
-                                      // key can be masked for one row and read for another
+    int32_t key_lo, key_hi; // keys of this split: [key_lo, key_hi)
+    int32_t diag; // Lk - Lq
+    int32_t edge; // rows of several tokens under a window / causal mask: a
+        // key can be masked for one row and read for another
 };
 
 static_assert(sizeof(CtaInfo) <= 64, "CtaInfo fits its slot (Cfg::ROW_OFF = INFO_OFF + 64)");
@@ -366,15 +355,15 @@ __device__ __forceinline__ int64_t block_id_of(const Params &p, const KeyRange &
     if (kr.bt == nullptr) return static_cast<int64_t>(kr.kstart) + j;
     const int bi = p.block_shift >= 0 ? (j >> p.block_shift) : (j / p.block_size);
     const int32_t id = kr.bt[bi];
-    if (static_cast<uint32_t>(id) >= p.id_limit) {   // negative ids too (one 32-bit compare)
+    if (static_cast<uint32_t>(id) >= p.id_limit) { // negative ids too (one 32-bit compare)
         fa_dev_err_report(p.err_word, FA_DEVERR_BLOCK_ID, kr.seq, id, p.num_blocks, bi);
         return -1;
     }
     return id;
 }
 
-__device__ __forceinline__ void store_offsets(const Params &p, const KeyRange &kr, int j,
-                                              int64_t id, int64_t *offk, int64_t *offv) {
+__device__ __forceinline__ void store_offsets(const Params &p, const KeyRange &kr, int j, int64_t id,
+                                              int64_t *offk, int64_t *offv) {
     int64_t ok = -1, ov = -1;
     if (id >= 0) {
         if (kr.bt == nullptr) {
@@ -393,8 +382,8 @@ __device__ __forceinline__ void store_offsets(const Params &p, const KeyRange &k
 // One chunk (row r, chunk c) of K and of V into their tiles: 16-bit tiles through tile_off,
 // raw fp8 tiles unpadded; `bytes` < CH zero-fills the rest (0 = a zero chunk, nothing read).
 template <class C, typename T, int CH>
-__device__ __forceinline__ void cp_chunk_kv(uint32_t sk, uint32_t sv, int r, int c, const T *ks,
-                                            const T *vs, int bytes) {
+__device__ __forceinline__ void cp_chunk_kv(uint32_t sk, uint32_t sv, int r, int c, const T *ks, const T *vs,
+                                            int bytes) {
     uint32_t o;
     if constexpr (sizeof(T) == 1) {
         o = static_cast<uint32_t>(r * C::D + c * CH);
@@ -421,13 +410,12 @@ constexpr int kLanesPerRow = CPR % 8 == 0 ? 8 : (CPR % 4 == 0 ? 4 : (CPR % 2 == 
 // a thread reads each of its rows' offsets once, and the source (and, for LPR = 8, the
 // destination) offsets of its chunks are immediates: a few instructions per 16 bytes.
 template <class C, typename T, int CH, bool FULL>
-__device__ __forceinline__ void load_kv_rows(const Params &p, const T *kb, const T *vb,
-                                             const int64_t *offk, const int64_t *offv, uint32_t sk,
-                                             uint32_t sv, int tid) {
-    constexpr int EPC = CH / static_cast<int>(sizeof(T));   // elements per chunk
-    constexpr int CPR = C::D / EPC;                         // chunks per row
+__device__ __forceinline__ void load_kv_rows(const Params &p, const T *kb, const T *vb, const int64_t *offk,
+                                             const int64_t *offv, uint32_t sk, uint32_t sv, int tid) {
+    constexpr int EPC = CH / static_cast<int>(sizeof(T)); // elements per chunk
+    constexpr int CPR = C::D / EPC; // chunks per row
     constexpr int LPR = kLanesPerRow<CPR>;
-    constexpr int RPP = C::NT / LPR;                        // rows per pass
+    constexpr int RPP = C::NT / LPR; // rows per pass
     static_assert(C::NT % LPR == 0 && C::BN % RPP == 0, "whole rows per pass");
     const int c0 = tid % LPR, r0 = tid / LPR;
 #pragma unroll
@@ -445,7 +433,10 @@ __device__ __forceinline__ void load_kv_rows(const Params &p, const T *kb, const
             if constexpr (!FULL) {
                 const int rem = (p.head_size - c * EPC) * static_cast<int>(sizeof(T));
                 bytes = rem <= 0 ? 0 : min(bytes, rem);
-                if (bytes == 0) { ksrc = kb; vsrc = vb; }
+                if (bytes == 0) {
+                    ksrc = kb;
+                    vsrc = vb;
+                }
             }
             cp_chunk_kv<C, T, CH>(sk, sv, r, c, ksrc, vsrc, bytes);
         }
@@ -455,11 +446,10 @@ __device__ __forceinline__ void load_kv_rows(const Params &p, const T *kb, const
 // The same copy with the chunks of the tile dealt out flat over the threads (prefill, and
 // widths whose chunks per row do not divide the decode warp).
 template <class C, typename T, int CH>
-__device__ __forceinline__ void load_kv_flat(const Params &p, const T *kb, const T *vb,
-                                        const int64_t *offk, const int64_t *offv, uint32_t sk,
-                                        uint32_t sv, int tid) {
-    constexpr int EPC = CH / static_cast<int>(sizeof(T));   // elements per chunk
-    constexpr int CPR = C::D / EPC;                         // chunks per row
+__device__ __forceinline__ void load_kv_flat(const Params &p, const T *kb, const T *vb, const int64_t *offk,
+                                             const int64_t *offv, uint32_t sk, uint32_t sv, int tid) {
+    constexpr int EPC = CH / static_cast<int>(sizeof(T)); // elements per chunk
+    constexpr int CPR = C::D / EPC; // chunks per row
     constexpr int TOTAL = C::BN * CPR;
 #pragma unroll 4
     for (int it = 0; it < (TOTAL + C::NT - 1) / C::NT; ++it) {
@@ -467,7 +457,7 @@ __device__ __forceinline__ void load_kv_flat(const Params &p, const T *kb, const
         if (TOTAL % C::NT == 0 || i < TOTAL) {
             const int r = i / CPR, c = i % CPR;
             const int64_t ok = offk[r], ov = offv[r];
-            const int rem = p.head_size - c * EPC;          // elements of this chunk in the head
+            const int rem = p.head_size - c * EPC; // elements of this chunk in the head
             const bool valid = ok >= 0 && rem > 0;
             const int bytes = valid ? min(rem, EPC) * static_cast<int>(sizeof(T)) : 0;
             const T *ks = valid ? kb + ok + c * EPC : kb;
@@ -478,34 +468,36 @@ __device__ __forceinline__ void load_kv_flat(const Params &p, const T *kb, const
 }
 
 template <class C, typename T, int CH>
-__device__ __forceinline__ void load_kv(const Params &p, const T *kb, const T *vb,
-                                        const int64_t *offk, const int64_t *offv, uint32_t sk,
-                                        uint32_t sv, int tid) {
-    constexpr int LPR = kLanesPerRow<C::D * static_cast<int>(sizeof(T)) / CH>;
+__device__ __forceinline__ void load_kv(const Params &p, const T *kb, const T *vb, const int64_t *offk,
+                                        const int64_t *offv, uint32_t sk, uint32_t sv, int tid) {
+    constexpr int LPR = kLanesPerRow<C::D *static_cast<int>(sizeof(T)) / CH>;
     if constexpr (C::WM > 1 || LPR < 2 || C::BN % (C::NT / LPR) != 0)
         load_kv_flat<C, T, CH>(p, kb, vb, offk, offv, sk, sv, tid);
-    else if (p.head_size == C::D) load_kv_rows<C, T, CH, true>(p, kb, vb, offk, offv, sk, sv, tid);
-    else load_kv_rows<C, T, CH, false>(p, kb, vb, offk, offv, sk, sv, tid);
+    else if (p.head_size == C::D)
+        load_kv_rows<C, T, CH, true>(p, kb, vb, offk, offv, sk, sv, tid);
+    else
+        load_kv_rows<C, T, CH, false>(p, kb, vb, offk, offv, sk, sv, tid);
 }
 
 // One key row (all chunks of K and of V) of a tile, for the prologue.
 template <class C, typename T, int CH>
-__device__ __forceinline__ void load_row(const Params &p, const T *kb, const T *vb, int64_t ok,
-                                         int64_t ov, uint32_t sk, uint32_t sv, int r) {
+__device__ __forceinline__ void load_row(const Params &p, const T *kb, const T *vb, int64_t ok, int64_t ov,
+                                         uint32_t sk, uint32_t sv, int r) {
     constexpr int EPC = CH / static_cast<int>(sizeof(T));
 #pragma unroll
     for (int c = 0; c < C::D / EPC; ++c) {
         const int rem = p.head_size - c * EPC;
         const bool valid = ok >= 0 && rem > 0;
         const int bytes = valid ? min(rem, EPC) * static_cast<int>(sizeof(T)) : 0;
-        cp_chunk_kv<C, T, CH>(sk, sv, r, c, valid ? kb + ok + c * EPC : kb, valid ? vb + ov + c * EPC : vb, bytes);
+        cp_chunk_kv<C, T, CH>(sk, sv, r, c, valid ? kb + ok + c * EPC : kb, valid ? vb + ov + c * EPC : vb,
+                              bytes);
     }
 }
 
 // Raw fp8 tile [BN][D] -> QT tile (padded rows).
 template <class C, typename QT, bool KV>
 __device__ __forceinline__ void convert_tile(const uint8_t *raw, unsigned char *dst, int tid) {
-    constexpr int CPR = C::D / 16;   // 16 fp8 values -> two 16-byte QT chunks
+    constexpr int CPR = C::D / 16; // 16 fp8 values -> two 16-byte QT chunks
     constexpr int TOTAL = C::BN * CPR;
 #pragma unroll
     for (int it = 0; it < (TOTAL + C::NT - 1) / C::NT; ++it) {
@@ -540,16 +532,15 @@ __device__ __forceinline__ void convert_tile(const uint8_t *raw, unsigned char *
 // line: the kernel's main loop keeps its registers.
 
 // 1 when one of the two 16-bit QT values of w is a NaN.
-template <typename QT>
-__device__ __forceinline__ bool nan2(uint32_t w) {
+template <typename QT> __device__ __forceinline__ bool nan2(uint32_t w) {
     constexpr uint32_t e = std::is_same<QT, __half>::value ? 0x7c00u : 0x7f80u;
     constexpr uint32_t m = std::is_same<QT, __half>::value ? 0x03ffu : 0x007fu;
     return ((w & e) == e && (w & m) != 0) || (((w >> 16) & e) == e && ((w >> 16) & m) != 0);
 }
 
-template <bool E5M2>
-__device__ __forceinline__ float fp8_to_float(uint8_t x) {
-    const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(x), E5M2 ? __NV_E5M2 : __NV_E4M3);
+template <bool E5M2> __device__ __forceinline__ float fp8_to_float(uint8_t x) {
+    const __half_raw h =
+        __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(x), E5M2 ? __NV_E5M2 : __NV_E4M3);
     return __half2float(__half(h));
 }
 
@@ -557,8 +548,10 @@ template <typename QT, int KV>
 __device__ __forceinline__ float kv_at(const void *base, int64_t i, bool e5m2) {
     if constexpr (KV == KV_SAME) {
         const unsigned short r = static_cast<const unsigned short *>(base)[i];
-        if constexpr (std::is_same<QT, __half>::value) return __half2float(__ushort_as_half(r));
-        else return __bfloat162float(__ushort_as_bfloat16(r));
+        if constexpr (std::is_same<QT, __half>::value)
+            return __half2float(__ushort_as_half(r));
+        else
+            return __bfloat162float(__ushort_as_bfloat16(r));
     } else {
         const uint8_t r = static_cast<const uint8_t *>(base)[i];
         return e5m2 ? fp8_to_float<true>(r) : fp8_to_float<false>(r);
@@ -577,10 +570,9 @@ __device__ __noinline__ void fix_nan_entries(const Params &p, unsigned char *sme
     const bool to_split = info->to_split != 0;
     float kdesc = 1.f;
     if constexpr (KV != KV_SAME) {
-        kdesc = p.k_descale != nullptr
-                    ? p.k_descale[static_cast<int64_t>(b) * p.descale_batch_stride +
-                                  static_cast<int64_t>(kvh) * p.descale_head_stride]
-                    : p.k_scale;
+        kdesc = p.k_descale != nullptr ? p.k_descale[static_cast<int64_t>(b) * p.descale_batch_stride +
+                                                     static_cast<int64_t>(kvh) * p.descale_head_stride]
+                                       : p.k_scale;
     }
     const float scale_nat = p.softmax_scale * kdesc;
     const bool has_softcap = p.softcap > 0.f;
@@ -588,19 +580,25 @@ __device__ __noinline__ void fix_nan_entries(const Params &p, unsigned char *sme
     const float sc_cap = has_softcap ? scale_nat / p.softcap : 0.f;
     const float cap2 = p.softcap * kLog2e;
     const bool e5m2 = p.kv_e5m2 != 0;
-    const void *kb = KV == KV_SAME ? static_cast<const void *>(static_cast<const QT *>(p.k) + kvh * p.k_head_stride)
-                                   : static_cast<const void *>(static_cast<const uint8_t *>(p.k) + kvh * p.k_head_stride);
-    const void *vb = KV == KV_SAME ? static_cast<const void *>(static_cast<const QT *>(p.v) + kvh * p.v_head_stride)
-                                   : static_cast<const void *>(static_cast<const uint8_t *>(p.v) + kvh * p.v_head_stride);
+    const void *kb =
+        KV == KV_SAME ? static_cast<const void *>(static_cast<const QT *>(p.k) + kvh * p.k_head_stride)
+                      : static_cast<const void *>(static_cast<const uint8_t *>(p.k) + kvh * p.k_head_stride);
+    const void *vb =
+        KV == KV_SAME ? static_cast<const void *>(static_cast<const QT *>(p.v) + kvh * p.v_head_stride)
+                      : static_cast<const void *>(static_cast<const uint8_t *>(p.v) + kvh * p.v_head_stride);
     const QT *qb = static_cast<const QT *>(p.q);
     for (int i = tid; i < C::BM * p.head_size; i += C::NT) {
         const int row = i / p.head_size, col = i % p.head_size;
         if (sRow[row] < 0) continue;
-        const unsigned short *qs = reinterpret_cast<const unsigned short *>(smem + tile_off<C>(row, col >> 3) + 2 * (col & 7));
+        const unsigned short *qs =
+            reinterpret_cast<const unsigned short *>(smem + tile_off<C>(row, col >> 3) + 2 * (col & 7));
         float cur;
-        if (to_split) cur = sOf[row * C::OLD + col];
-        else if constexpr (std::is_same<QT, __half>::value) cur = __half2float(__ushort_as_half(*qs));
-        else cur = __bfloat162float(__ushort_as_bfloat16(*qs));
+        if (to_split)
+            cur = sOf[row * C::OLD + col];
+        else if constexpr (std::is_same<QT, __half>::value)
+            cur = __half2float(__ushort_as_half(*qs));
+        else
+            cur = __bfloat162float(__ushort_as_bfloat16(*qs));
         if (!isnan(cur)) continue;
         const float lse2 = sLse[row];
         if (lse2 == -INFINITY) continue;
@@ -608,7 +606,8 @@ __device__ __noinline__ void fix_nan_entries(const Params &p, unsigned char *sme
         const int h = query_head(p, kvh, gr - t * G);
         const int tdr = t + info->diag;
         const int qhg = p.q_head_group;
-        const QT *qr = qb + static_cast<int64_t>(h / qhg) * p.q_group_stride + static_cast<int64_t>(h % qhg) * p.q_head_stride +
+        const QT *qr = qb + static_cast<int64_t>(h / qhg) * p.q_group_stride +
+                       static_cast<int64_t>(h % qhg) * p.q_head_stride +
                        static_cast<int64_t>(info->q0 + t) * p.q_token_stride;
         const float slope = p.alibi_slopes != nullptr
                                 ? -kLog2e * p.alibi_slopes[static_cast<int64_t>(b) * p.alibi_batch_stride + h]
@@ -621,16 +620,19 @@ __device__ __noinline__ void fix_nan_entries(const Params &p, unsigned char *sme
             store_offsets(p, kr, j, block_id_of(p, kr, j), &ok, &ov);
             float qk = 0.f;
             if (ok >= 0)
-                for (int dd = 0; dd < p.head_size; ++dd) qk += static_cast<float>(qr[dd]) * kv_at<QT, KV>(kb, ok + dd, e5m2);
+                for (int dd = 0; dd < p.head_size; ++dd)
+                    qk += static_cast<float>(qr[dd]) * kv_at<QT, KV>(kb, ok + dd, e5m2);
             float x = has_softcap ? cap2 * fast_tanh(qk * sc_cap) : qk * sc_log2;
             if (p.alibi_slopes != nullptr) x += slope * fabsf(static_cast<float>(tdr - j));
             const float v = ov >= 0 ? kv_at<QT, KV>(vb, ov + col, e5m2) : 0.f;
             acc += exp2f(x - lse2) * v;
-            if (isnan(acc)) break;   // NaN from an allowed key: the reference has NaN too
+            if (isnan(acc)) break; // NaN from an allowed key: the reference has NaN too
         }
         const float val = acc * info->vdesc;
-        if (to_split) p.split_out[sRow[row] + col] = val;
-        else static_cast<QT *>(p.out)[sRow[row] + col] = static_cast<QT>(val);
+        if (to_split)
+            p.split_out[sRow[row] + col] = val;
+        else
+            static_cast<QT *>(p.out)[sRow[row] + col] = static_cast<QT>(val);
     }
 }
 
@@ -690,17 +692,16 @@ __device__ __forceinline__ bool copy_out(const Params &p, const unsigned char *s
 // The CTA's tile (FA2's block_info): sequence b, KV head, rows [m0, m0 + BM) of rows = Lq * G,
 // and the split.
 struct TileRows {
-    int G;                            // query heads per KV head (p.group, read once)
+    int G; // query heads per KV head (p.group, read once)
     int b, kvh, q0, Lq, rows, m0;
     int split, nsplit;
     bool to_split;
-    bool half;                        // one-fragment tile whose rows g + 8 are all past the end
+    bool half; // one-fragment tile whose rows g + 8 are all past the end
 };
 
 // false: this CTA has nothing to do (every thread returns). Reversed tile order so that the
 // longest (last) row blocks of causal prefills start first.
-template <class C>
-__device__ __forceinline__ bool cta_tile(const Params &p, int tid, TileRows &t) {
+template <class C> __device__ __forceinline__ bool cta_tile(const Params &p, int tid, TileRows &t) {
     const int64_t idx = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
     t.kvh = static_cast<int>(idx % p.num_heads_kv);
     const int64_t tile = idx / p.num_heads_kv;
@@ -715,19 +716,21 @@ __device__ __forceinline__ bool cta_tile(const Params &p, int tid, TileRows &t) 
         while (hi - lo >= C::NT) {
             const int mid = (lo + hi + 1) >> 1;
             const int64_t off = static_cast<int64_t>(p.cu_seqlens_q[mid]) * G / C::BM + mid;
-            if (off <= tile) lo = mid; else hi = mid - 1;
+            if (off <= tile)
+                lo = mid;
+            else
+                hi = mid - 1;
         }
         const int cand = lo + 1 + tid;
-        const bool ok = cand <= hi &&
-                        static_cast<int64_t>(p.cu_seqlens_q[cand]) * G / C::BM + cand <= tile;
+        const bool ok = cand <= hi && static_cast<int64_t>(p.cu_seqlens_q[cand]) * G / C::BM + cand <= tile;
         b = lo + __syncthreads_count(ok);
     }
     t.b = b;
     t.q0 = p.cu_seqlens_q[b];
     t.Lq = p.cu_seqlens_q[b + 1] - t.q0;
-    if (p.tile_filter != 0 && ((t.Lq * G <= 16) != (p.tile_filter == 1))) return false;   // the other launch's
+    if (p.tile_filter != 0 && ((t.Lq * G <= 16) != (p.tile_filter == 1))) return false; // the other launch's
     const int64_t mblk = tile - (static_cast<int64_t>(t.q0) * G / C::BM + b);
-    t.rows = t.Lq * G;   // host: num_tokens * G < 2^31
+    t.rows = t.Lq * G; // host: num_tokens * G < 2^31
     if (mblk < 0 || mblk * C::BM >= t.rows) return false;
     t.m0 = static_cast<int>(mblk) * C::BM;
     // one-fragment tiles whose rows g + 8 are all past the sequence (decode with G <= 8 query
@@ -739,20 +742,20 @@ __device__ __forceinline__ bool cta_tile(const Params &p, int tid, TileRows &t) 
     t.nsplit = S;
     if (p.split_plan != nullptr) t.nsplit = min(p.split_plan[1 + b], S);
     t.split = blockIdx.y;
-    if (t.split >= t.nsplit) return false;   // includes "sequence does no work" (0)
+    if (t.split >= t.nsplit) return false; // includes "sequence does no work" (0)
     t.to_split = t.nsplit > 1;
     return true;
 }
 
 // The keys of the CTA (FA2's block_info / mask bounds).
 struct KeySpan {
-    KeyRange kr;                      // union of the rows' allowed keys [kmin, kmax)
+    KeyRange kr; // union of the rows' allowed keys [kmin, kmax)
     int Lk;
-    int diag;                         // Lk - Lq: key j is on row t's diagonal when j == t + diag
-    int t_lo, t_hi;                   // tokens of the tile's first and last row
-    int wl, wr;                       // window (-1 = unbounded; causal: wr = 0)
-    int full_lo, full_hi;             // intersection: keys allowed for every row
-    int my_tb, my_te;                 // this split's stage tiles [my_tb, my_te)
+    int diag; // Lk - Lq: key j is on row t's diagonal when j == t + diag
+    int t_lo, t_hi; // tokens of the tile's first and last row
+    int wl, wr; // window (-1 = unbounded; causal: wr = 0)
+    int full_lo, full_hi; // intersection: keys allowed for every row
+    int my_tb, my_te; // this split's stage tiles [my_tb, my_te)
 };
 
 template <class C>
@@ -807,15 +810,14 @@ __device__ __forceinline__ void cta_key_span(const Params &p, const TileRows &t,
 // the scale is applied in the exponent.
 struct Logits {
     float vdesc;
-    float sc_log2;                    // plain:  s2 = qk * sc_log2
-    float sc_cap;                     // capped: s2 = cap2 * tanh(qk * sc_cap)
+    float sc_log2; // plain:  s2 = qk * sc_log2
+    float sc_cap; // capped: s2 = cap2 * tanh(qk * sc_cap)
     float cap2;
-    float exp_scale;                  // S -> log2 units inside the exponent
+    float exp_scale; // S -> log2 units inside the exponent
     bool has_softcap, has_alibi, plain;
 };
 
-template <class C>
-__device__ __forceinline__ void logit_consts(const Params &p, int b, int kvh, Logits &lg) {
+template <class C> __device__ __forceinline__ void logit_consts(const Params &p, int b, int kvh, Logits &lg) {
     constexpr float kLog2e = 1.4426950408889634f;
     float kdesc = 1.f, vdesc = 1.f;
     if constexpr (C::FP8) {
@@ -843,15 +845,13 @@ __device__ __forceinline__ void logit_consts(const Params &p, int b, int kvh, Lo
 }
 
 // The thread's rows (two per m16 fragment: g and g + 8) and its share of O.
-template <class C>
-struct RowState {
-    int td[C::MF][2];                 // token + diag: the row's diagonal key
-    float m[C::MF][2];                // running max (log2 units)
-    float l[C::MF][2];                // running sum (a per-thread partial until the epilogue)
+template <class C> struct RowState {
+    int td[C::MF][2]; // token + diag: the row's diagonal key
+    float m[C::MF][2]; // running max (log2 units)
+    float l[C::MF][2]; // running sum (a per-thread partial until the epilogue)
 };
 
-template <class C>
-struct OAcc {
+template <class C> struct OAcc {
     float o[C::MF][C::DF][4];
 };
 
@@ -860,8 +860,8 @@ struct OAcc {
 // l = 1).
 template <class C>
 __device__ __forceinline__ void init_rows(const Params &p, const TileRows &t, const KeySpan &ks,
-                                          const Logits &lg, float *sSlope, int tid, int wm, int g,
-                                          int tig, RowState<C> &rs, OAcc<C> &acc) {
+                                          const Logits &lg, float *sSlope, int tid, int wm, int g, int tig,
+                                          RowState<C> &rs, OAcc<C> &acc) {
     constexpr float kLog2e = 1.4426950408889634f;
     const int G = t.G;
     if (lg.has_alibi && tid < C::BM) {
@@ -881,7 +881,7 @@ __device__ __forceinline__ void init_rows(const Params &p, const TileRows &t, co
             rs.l[mf][hf] = 0.f;
             if (p.sinks != nullptr && t.split == 0) {
                 rs.m[mf][hf] = p.sinks[h] * kLog2e;
-                rs.l[mf][hf] = tig == 0 ? 1.f : 0.f;   // l is a per-thread partial sum
+                rs.l[mf][hf] = tig == 0 ? 1.f : 0.f; // l is a per-thread partial sum
             }
         }
     }
@@ -894,16 +894,15 @@ __device__ __forceinline__ void init_rows(const Params &p, const TileRows &t, co
 }
 
 // Q in registers (QREG): a[ks] = the A fragment of k-step ks, rows g and g + 8.
-template <class C>
-struct QFrags {
+template <class C> struct QFrags {
     uint32_t a[C::QREG ? C::KS : 1][4];
 };
 
 // Q of the tile: straight into MMA fragments (QREG), else whole rows into the Q tile by cp.async
 // (joins the first K/V group of the prologue). No barrier.
 template <class C, typename QT>
-__device__ __forceinline__ void load_q(const Params &p, const TileRows &t, uint32_t sQa, int tid,
-                                       int g, int tig, QFrags<C> &q) {
+__device__ __forceinline__ void load_q(const Params &p, const TileRows &t, uint32_t sQa, int tid, int g,
+                                       int tig, QFrags<C> &q) {
     const int G = t.G;
     const QT *qb = static_cast<const QT *>(p.q);
     if constexpr (C::QREG) {
@@ -954,8 +953,7 @@ __device__ __forceinline__ void load_q(const Params &p, const TileRows &t, uint3
 // The K/V pipeline's places: the KV head's cache bases and the shared-memory stages.
 // 16-bit K/V: NS stages of K and of V; fp8: NS raw stages [K, V][BN * D] and one converted K / V
 // tile. Row offsets of a tile x in slot x & 1 of sOff ([slot][K, V][BN]).
-template <class C>
-struct KvPipe {
+template <class C> struct KvPipe {
     const void *kbase, *vbase;
     unsigned char *sK, *sV, *sRaw;
     uint32_t sKa, sVa, sRawa;
@@ -987,7 +985,7 @@ __device__ __forceinline__ void kv_pipe_init(const Params &p, unsigned char *sme
 template <class C, typename QT>
 __device__ __forceinline__ void kv_prologue(const Params &p, const KeyRange &kr, const KvPipe<C> &kv,
                                             int my_tb, int my_te, int tid) {
-    constexpr int PRO_ROWS = (C::BN + C::NT - 1) / C::NT;   // rows per thread and tile
+    constexpr int PRO_ROWS = (C::BN + C::NT - 1) / C::NT; // rows per thread and tile
     int64_t pro_id[C::NS][PRO_ROWS];
 #pragma unroll
     for (int i = 0; i < C::NS; ++i)
@@ -1009,11 +1007,14 @@ __device__ __forceinline__ void kv_prologue(const Params &p, const KeyRange &kr,
                     const uint8_t *kb = static_cast<const uint8_t *>(kv.kbase);
                     const uint8_t *vb = static_cast<const uint8_t *>(kv.vbase);
                     const uint32_t rs = kv.sRawa + i * 2 * C::RAW_TILE_BYTES;
-                    if (p.kv_vec16) load_row<C, uint8_t, 16>(p, kb, vb, ok, ov, rs, rs + C::RAW_TILE_BYTES, r);
-                    else load_row<C, uint8_t, 8>(p, kb, vb, ok, ov, rs, rs + C::RAW_TILE_BYTES, r);
+                    if (p.kv_vec16)
+                        load_row<C, uint8_t, 16>(p, kb, vb, ok, ov, rs, rs + C::RAW_TILE_BYTES, r);
+                    else
+                        load_row<C, uint8_t, 8>(p, kb, vb, ok, ov, rs, rs + C::RAW_TILE_BYTES, r);
                 } else {
-                    load_row<C, QT, 16>(p, static_cast<const QT *>(kv.kbase), static_cast<const QT *>(kv.vbase),
-                                        ok, ov, kv.sKa + i * C::KV_TILE_BYTES, kv.sVa + i * C::KV_TILE_BYTES, r);
+                    load_row<C, QT, 16>(p, static_cast<const QT *>(kv.kbase),
+                                        static_cast<const QT *>(kv.vbase), ok, ov,
+                                        kv.sKa + i * C::KV_TILE_BYTES, kv.sVa + i * C::KV_TILE_BYTES, r);
                 }
             }
         }
@@ -1032,8 +1033,7 @@ __device__ __forceinline__ void kv_prologue(const Params &p, const KeyRange &kr,
 }
 
 // Wait for the oldest stage in flight; the barrier also frees the stage consumed last.
-template <class C>
-__device__ __forceinline__ void kv_wait() {
+template <class C> __device__ __forceinline__ void kv_wait() {
     cp_async_wait<C::NS - 2>();
     __syncthreads();
 }
@@ -1047,18 +1047,18 @@ __device__ __forceinline__ void kv_issue(const Params &p, const KvPipe<C> &kv, i
         const uint32_t rs = kv.sRawa + stage * 2 * C::RAW_TILE_BYTES;
         const uint8_t *kb = static_cast<const uint8_t *>(kv.kbase);
         const uint8_t *vb = static_cast<const uint8_t *>(kv.vbase);
-        if (p.kv_vec16) load_kv<C, uint8_t, 16>(p, kb, vb, ok, ov, rs, rs + C::RAW_TILE_BYTES, tid);
-        else load_kv<C, uint8_t, 8>(p, kb, vb, ok, ov, rs, rs + C::RAW_TILE_BYTES, tid);
+        if (p.kv_vec16)
+            load_kv<C, uint8_t, 16>(p, kb, vb, ok, ov, rs, rs + C::RAW_TILE_BYTES, tid);
+        else
+            load_kv<C, uint8_t, 8>(p, kb, vb, ok, ov, rs, rs + C::RAW_TILE_BYTES, tid);
     } else {
-        load_kv<C, QT, 16>(p, static_cast<const QT *>(kv.kbase), static_cast<const QT *>(kv.vbase),
-                           ok, ov, kv.sKa + stage * C::KV_TILE_BYTES,
-                           kv.sVa + stage * C::KV_TILE_BYTES, tid);
+        load_kv<C, QT, 16>(p, static_cast<const QT *>(kv.kbase), static_cast<const QT *>(kv.vbase), ok, ov,
+                           kv.sKa + stage * C::KV_TILE_BYTES, kv.sVa + stage * C::KV_TILE_BYTES, tid);
     }
 }
 
 // Block ids of tile x (loaded early; kv_store_ids stores the offsets late, after the tile's compute).
-template <class C>
-constexpr int kPfRows = (C::BN + C::NT - 1) / C::NT;   // rows per thread
+template <class C> constexpr int kPfRows = (C::BN + C::NT - 1) / C::NT; // rows per thread
 
 template <class C>
 __device__ __forceinline__ void kv_fetch_ids(const Params &p, const KeyRange &kr, bool pf, int x, int tid,
@@ -1106,8 +1106,7 @@ __device__ __forceinline__ void kv_ready(const Params &p, const KvPipe<C> &kv, i
 }
 
 // S = Q K^T for the keys [sub * BNC, (sub + 1) * BNC) of the stage.
-template <class C>
-using STile = float[C::MF][C::NF][4];
+template <class C> using STile = float[C::MF][C::NF][4];
 
 template <class C, typename QT>
 __device__ __forceinline__ void qk_step(STile<C> &s, const QFrags<C> &q, const Frag<C> &qfb,
@@ -1154,7 +1153,7 @@ __device__ __forceinline__ void logits_mask(STile<C> &s, const Logits &lg, const
                                             const RowState<C> &rs, const float *sSlope, int jbase,
                                             bool need_mask, bool half, int wm, int g) {
     const int Lk = ks.Lk, wl = ks.wl, wr = ks.wr;
-    __builtin_assume(jbase >= 0);   // keys are >= 0: the rule's j >= 0 costs nothing here
+    __builtin_assume(jbase >= 0); // keys are >= 0: the rule's j >= 0 costs nothing here
     if (lg.plain) {
         if (need_mask) {
 #pragma unroll
@@ -1208,12 +1207,11 @@ __device__ __forceinline__ void logits_mask(STile<C> &s, const Logits &lg, const
 // Online softmax of one step (each thread holds 2 rows per fragment; reduce over the quad): the
 // new row max, alpha = 2^(m_old - m_new), p = 2^(x - m), the row sums; P is packed to PT pairs
 // right away: pk[mf][nf][hf] = keys (2tig, 2tig + 1) of row hf. Returns whether a row's max moved.
-template <class C>
-using PTile = uint32_t[C::MF][C::NF][2];
+template <class C> using PTile = uint32_t[C::MF][C::NF][2];
 
 template <class C, typename PT>
-__device__ __forceinline__ bool softmax_step(const STile<C> &s, float exp_scale, bool half,
-                                             RowState<C> &rs, PTile<C> &pk, float (&alpha)[C::MF][2]) {
+__device__ __forceinline__ bool softmax_step(const STile<C> &s, float exp_scale, bool half, RowState<C> &rs,
+                                             PTile<C> &pk, float (&alpha)[C::MF][2]) {
     bool rescale = false;
 #pragma unroll
     for (int mf = 0; mf < C::MF; ++mf) {
@@ -1236,7 +1234,7 @@ __device__ __forceinline__ bool softmax_step(const STile<C> &s, float exp_scale,
             float mx = tr[0];
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            mx = __fmul_rn(mx, exp_scale);   // log2 units (plain: max of raw S, scale > 0)
+            mx = __fmul_rn(mx, exp_scale); // log2 units (plain: max of raw S, scale > 0)
             const float mold = rs.m[mf][hf];
             const float mnew = fmaxf(mold, mx);
             const float muse = mnew == -INFINITY ? 0.f : mnew;
@@ -1262,7 +1260,8 @@ __device__ __forceinline__ bool softmax_step(const STile<C> &s, float exp_scale,
 
 // O *= alpha, skipped when no row of the warp changed its maximum.
 template <class C>
-__device__ __forceinline__ void rescale_o(OAcc<C> &acc, const float (&alpha)[C::MF][2], bool rescale, bool half) {
+__device__ __forceinline__ void rescale_o(OAcc<C> &acc, const float (&alpha)[C::MF][2], bool rescale,
+                                          bool half) {
     if (__any_sync(0xffffffffu, rescale)) {
 #pragma unroll
         for (int mf = 0; mf < C::MF; ++mf)
@@ -1309,12 +1308,12 @@ __device__ __forceinline__ void pv_step(OAcc<C> &acc, const PTile<C> &pk, const 
 // from CtaInfo (shared memory), which keeps them out of registers during the main loop.
 template <class C, typename QT, int KV>
 __device__ __forceinline__ void epilogue(const Params &p, unsigned char *smem, RowState<C> &rs,
-                                         const OAcc<C> &acc, int G, int kvh, int split, int tid,
-                                         int wm, int g, int tig) {
+                                         const OAcc<C> &acc, int G, int kvh, int split, int tid, int wm,
+                                         int g, int tig) {
     constexpr float kLn2 = 0.6931471805599453f;
     const CtaInfo *info = reinterpret_cast<const CtaInfo *>(smem + C::INFO_OFF);
-    int64_t *sRow = reinterpret_cast<int64_t *>(smem + C::ROW_OFF);   // out offsets
-    float *sLse = reinterpret_cast<float *>(smem + C::LSE_OFF);       // LSEs (log2)
+    int64_t *sRow = reinterpret_cast<int64_t *>(smem + C::ROW_OFF); // out offsets
+    float *sLse = reinterpret_cast<float *>(smem + C::LSE_OFF); // LSEs (log2)
 #pragma unroll
     for (int mf = 0; mf < C::MF; ++mf) {
 #pragma unroll
@@ -1324,19 +1323,19 @@ __device__ __forceinline__ void epilogue(const Params &p, unsigned char *smem, R
         }
     }
     cp_async_wait_all();
-    __syncthreads();   // all warps done with the tiles: the staging reuses the space
+    __syncthreads(); // all warps done with the tiles: the staging reuses the space
     const int m0 = info->m0, rows = info->rows;
     const int q0 = info->q0;
     const bool to_split = info->to_split != 0;
     const float vdesc = info->vdesc;
-    float *sOf = reinterpret_cast<float *>(smem);   // split: fp32 [BM][OLD]; else QT [BM][LD]
+    float *sOf = reinterpret_cast<float *>(smem); // split: fp32 [BM][OLD]; else QT [BM][LD]
 #pragma unroll
     for (int mf = 0; mf < C::MF; ++mf) {
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
             const int row = wm * C::MF * 16 + mf * 16 + g + 8 * hf;
             const float L = rs.l[mf][hf], M = rs.m[mf][hf];
-            const float inv = L == 0.f ? 0.f : vdesc / L;   // NaN from valid keys stays NaN
+            const float inv = L == 0.f ? 0.f : vdesc / L; // NaN from valid keys stays NaN
             if (to_split) {
                 float *dst = sOf + row * C::OLD + 2 * tig;
 #pragma unroll
@@ -1354,14 +1353,15 @@ __device__ __forceinline__ void epilogue(const Params &p, unsigned char *smem, R
                 const int gr = m0 + row;
                 int64_t off = -1;
                 if (gr < rows) {
-                    const float lse =
-                        L == 0.f ? -INFINITY : ((M == -INFINITY ? 0.f : M) + __log2f(L)) * kLn2;
+                    const float lse = L == 0.f ? -INFINITY : ((M == -INFINITY ? 0.f : M) + __log2f(L)) * kLn2;
                     const int t = gr / G;
                     const int h = query_head(p, kvh, gr - t * G);
                     const int64_t tok = static_cast<int64_t>(q0) + t;
                     if (to_split) {
-                        p.split_lse[(static_cast<int64_t>(split) * p.num_heads_q + h) * p.num_tokens + tok] = lse;
-                        off = ((static_cast<int64_t>(split) * p.num_tokens + tok) * p.num_heads_q + h) * p.head_size;
+                        p.split_lse[(static_cast<int64_t>(split) * p.num_heads_q + h) * p.num_tokens + tok] =
+                            lse;
+                        off = ((static_cast<int64_t>(split) * p.num_tokens + tok) * p.num_heads_q + h) *
+                              p.head_size;
                     } else {
                         if (p.lse != nullptr) p.lse[static_cast<int64_t>(h) * p.lse_head_stride + tok] = lse;
                         off = tok * p.out_token_stride + static_cast<int64_t>(h) * p.out_head_stride;
@@ -1381,13 +1381,13 @@ __device__ __forceinline__ void epilogue(const Params &p, unsigned char *smem, R
     if constexpr (C::WM == 1) {
         if (edge) {
             if (__any_sync(0xffffffffu, copy_out<C, QT, true>(p, smem, sRow, to_split, tid)))
-                fix_nan_entries<C, QT, KV>(p, smem, kvh, tid);   // rare
+                fix_nan_entries<C, QT, KV>(p, smem, kvh, tid); // rare
         } else {
             copy_out<C, QT, false>(p, smem, sRow, to_split, tid);
         }
     } else {
         const bool nan_seen = copy_out<C, QT, true>(p, smem, sRow, to_split, tid);
-        if (edge && __syncthreads_or(nan_seen) != 0) fix_nan_entries<C, QT, KV>(p, smem, kvh, tid);   // rare
+        if (edge && __syncthreads_or(nan_seen) != 0) fix_nan_entries<C, QT, KV>(p, smem, kvh, tid); // rare
     }
 }
 
@@ -1440,14 +1440,14 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
     const int q_lane_row = wm * C::MF * 16 + (lane & 15), q_lane_chunk = lane >> 4;
     const int k_lane_row = ((lane >> 4) << 3) + (lane & 7), k_lane_chunk = (lane >> 3) & 1;
     const int v_lane_row = (((lane >> 3) & 1) << 3) + (lane & 7), v_lane_chunk = lane >> 4;
-    int stage = 0;   // smem stage of tile nb (tile index within the split, mod NS)
+    int stage = 0; // smem stage of tile nb (tile index within the split, mod NS)
 
     // ---- main loop over the key tiles of this split: tile i = nb - my_tb sits in stage i % NS,
     // the row offsets of tile x in slot x & 1
     for (int nb = ks.my_tb; nb < ks.my_te; ++nb) {
         const int i = nb - ks.my_tb;
-        kv_wait<C>();   // tile nb, the offsets of nb + NS - 1 (and, first time, the prologue's
-                        // slopes and CtaInfo) visible; tile nb - 1 consumed
+        kv_wait<C>(); // tile nb, the offsets of nb + NS - 1 (and, first time, the prologue's
+            // slopes and CtaInfo) visible; tile nb - 1 consumed
         if (nb + C::NS - 1 < ks.my_te)
             kv_issue<C, QT>(p, kv, (i + C::NS - 1) & 1, stage == 0 ? C::NS - 1 : stage - 1, tid);
         cp_async_commit();
@@ -1486,8 +1486,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
 // ---------------------------------------------------------------------------------------------
 // Host side of one instance
 
-template <class C, typename QT, int KV>
-static cudaError_t launch_cfg(const Params &p, cudaStream_t stream) {
+template <class C, typename QT, int KV> static cudaError_t launch_cfg(const Params &p, cudaStream_t stream) {
     const int64_t tiles = static_cast<int64_t>(p.num_tokens) * p.group / C::BM + p.num_seqs + 1;
     const int64_t blocks = tiles * p.num_heads_kv;
     if (blocks > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
@@ -1505,14 +1504,12 @@ cudaError_t launch_attention(const Params &p, bool decode, cudaStream_t stream) 
     return launch_cfg<PrefillCfg<D, KV>, QT, KV>(p, stream);
 }
 
-template <int D, typename QT, int KV>
-int64_t attention_smem_bytes(bool decode) {
+template <int D, typename QT, int KV> int64_t attention_smem_bytes(bool decode) {
     static_assert(CheckCfgs<D, KV>::ok, "tiles");
     return decode ? DecodeCfg<D, KV>::SMEM : PrefillCfg<D, KV>::SMEM;
 }
 
-template <class C, typename QT, int KV>
-static int ctas_per_sm_cfg() {
+template <class C, typename QT, int KV> static int ctas_per_sm_cfg() {
     auto kern = attention_kernel<C, QT, KV>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM) != cudaSuccess) {
         cudaGetLastError();
@@ -1526,19 +1523,17 @@ static int ctas_per_sm_cfg() {
     return n;
 }
 
-template <int D, typename QT, int KV>
-int attention_ctas_per_sm(bool decode) {
+template <int D, typename QT, int KV> int attention_ctas_per_sm(bool decode) {
     if (decode) return ctas_per_sm_cfg<DecodeCfg<D, KV>, QT, KV>();
     return ctas_per_sm_cfg<PrefillCfg<D, KV>, QT, KV>();
 }
 
-}  // namespace fa_attn
+} // namespace fa_attn
 
 // Explicit instantiation of one (D, QT, KV) instance (used by the generated files).
-#define FA_ATTN_INSTANTIATE(D, QT, KV)                                                          \
-    template cudaError_t fa_attn::launch_attention<D, QT, KV>(const fa_attn::Params &, bool,     \
-                                                              cudaStream_t);                     \
-    template int64_t fa_attn::attention_smem_bytes<D, QT, KV>(bool);                             \
+#define FA_ATTN_INSTANTIATE(D, QT, KV) \
+    template cudaError_t fa_attn::launch_attention<D, QT, KV>(const fa_attn::Params &, bool, cudaStream_t); \
+    template int64_t fa_attn::attention_smem_bytes<D, QT, KV>(bool); \
     template int fa_attn::attention_ctas_per_sm<D, QT, KV>(bool);
 
 #endif  // __HIP_PLATFORM_AMD__ / !FA_ATTN_DECLS_ONLY
