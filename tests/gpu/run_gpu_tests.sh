@@ -57,7 +57,6 @@ finish() {
         echo "== GPU tests ($(date -u '+%Y-%m-%d %H:%M:%S UTC'), logs in $logs) =="
         printf '%-44s %7s %7s  %s\n' "what" "passed" "failed" "note"
         for r in "${rows[@]}"; do echo "$r"; done
-        grep -h '^# perf' "$logs"/test_gpu_*.log 2>/dev/null
         echo "$total_pass passed, $total_fail failed"
     } | tee "$logs/summary.txt"
     [ "$total_fail" -eq 0 ]
