@@ -11,6 +11,9 @@ class TestBasic(unittest.TestCase):
     def test_version(self):
         v = flashattn.version()
         self.assertTrue(v and v[0].isdigit(), v)
+        pyproject = os.path.join(os.path.dirname(__file__), "..", "pyproject.toml")
+        with open(pyproject) as f:
+            self.assertIn('version = "%s"' % v, f.read())
 
     def test_error(self):
         e = flashattn.Error(3, "head_size 100")
