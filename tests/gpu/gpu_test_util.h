@@ -22,6 +22,9 @@
        --quick  or FA_GPU_TEST_QUICK=1   small subset (what compute-sanitizer runs): heavy
                                          cases call gt_heavy() and are skipped
        --seed N or FA_GPU_TEST_SEED=N    random seed (default 1234)
+       --shard K/N or FA_GPU_TEST_SHARD=K/N   only every N-th case from the K-th (0-based), so
+                                         N processes together run every case once (the
+                                         compute-sanitizer runs of the full set go side by side)
        any other argument                run only cases whose name contains it
    Compiled with -DGT_GPU_IS_CPU, the "GPU" is a second CPU backend: a self-check of a test
    program's own indexing on a machine without a GPU (CUDA-only cases must skip themselves).
@@ -48,6 +51,8 @@ typedef struct gt_ctx {
     fa_backend *gpu, *cpu;
     int quick;
     const char *filter;
+    int shard, shards;        /* --shard K/N: run only the cases whose index mod N is K */
+    int case_index;           /* cases seen so far (before the filter), numbering the shards */
     uint64_t rng;
     int passed, failed, skipped;
     int tap_n;                /* TAP test number of the last finished case */
@@ -96,6 +101,7 @@ static inline int gt_case(const char *fmt, ...)
     vsnprintf(c->case_name, sizeof c->case_name, fmt, ap);
     va_end(ap);
     if (c->filter && !strstr(c->case_name, c->filter)) return 0;
+    if (c->shards > 1 && c->case_index++ % c->shards != c->shard) return 0;
     c->in_case = 1;
     c->case_failed = 0;
     c->case_skipped = 0;
@@ -398,6 +404,20 @@ static inline void *gt_dup(const void *host, size_t bytes)
 /* ---------------------------------------------------------------------------------------- */
 /* program start and end */
 
+/* "K/N" with 0 <= K < N: the shard to run. 0, or -1 (recorded as a failure) on a bad value. */
+static inline int gt__parse_shard(const char *text)
+{
+    gt_ctx *c = gt();
+    int k = -1, n = 0;
+    if (sscanf(text, "%d/%d", &k, &n) != 2 || n < 1 || k < 0 || k >= n) {
+        gt_fail("--shard / FA_GPU_TEST_SHARD: '%s' is not K/N with 0 <= K < N", text);
+        return -1;
+    }
+    c->shard = k;
+    c->shards = n;
+    return 0;
+}
+
 /* Parses the command line, creates both backends. Returns 0, or -1 when the GPU backend is
    unavailable (recorded as a failure: the caller returns gt_finish()). */
 static inline int gt_init(int argc, char **argv)
@@ -411,16 +431,23 @@ static inline int gt_init(int argc, char **argv)
     if (env && *env && strcmp(env, "0") != 0) c->quick = 1;
     env = getenv("FA_GPU_TEST_SEED");
     if (env && *env) c->rng = strtoull(env, NULL, 10);
+    env = getenv("FA_GPU_TEST_SHARD");
+    if (env && *env && gt__parse_shard(env) != 0) return -1;
     for (i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--quick"))
             c->quick = 1;
+        else if (!strcmp(argv[i], "--shard") && i + 1 < argc) {
+            if (gt__parse_shard(argv[++i]) != 0) return -1;
+        }
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
             c->rng = strtoull(argv[++i], NULL, 10);
         else
             c->filter = argv[i];
     }
-    printf("# %s: seed %llu%s%s%s\n", argc > 0 ? argv[0] : "gpu test", (unsigned long long)c->rng,
+    printf("# %s: seed %llu%s%s%s", argc > 0 ? argv[0] : "gpu test", (unsigned long long)c->rng,
            c->quick ? ", quick" : "", c->filter ? ", filter " : "", c->filter ? c->filter : "");
+    if (c->shards > 1) printf(", shard %d/%d", c->shard, c->shards);
+    printf("\n");
     st = fa_cpu_backend_create(&c->cpu);
     if (st != FA_OK) {
         gt_fail("fa_cpu_backend_create returned %d", (int)st);

@@ -21,9 +21,13 @@
 #   FA_GPU_JOBS        ninja -j (default: the number of cores)
 #   FA_GPU_TIMEOUT     seconds per test program (default 300)
 #   FA_GPU_SANITIZE    0 skips the compute-sanitizer runs (default 1)
+#   FA_GPU_PLAIN       0 skips the plain runs of the programs (only the sanitizer runs)
 #   FA_GPU_SANITIZE_SET      quick (default: FA_GPU_TEST_QUICK=1) or full (every case)
 #   FA_GPU_SANITIZE_TOOLS    tools to run (default "memcheck racecheck initcheck synccheck")
 #   FA_GPU_SANITIZE_TIMEOUT  seconds per sanitizer run (default 300)
+#   FA_GPU_SANITIZE_SHARDS   split each harness program's cases over N sanitizer processes per
+#                            tool (--shard K/N; default 1); programs without the gt_ harness
+#                            (test_gpu_forward, test_gpu_graph) run whole
 #   FA_GPU_PROGRAMS          only these programs (space-separated names; default all)
 #   FA_GPU_TEST_SEED   random seed passed on to the programs
 set -u -o pipefail
@@ -162,9 +166,11 @@ run_program() {   # label log command...
     row "$label" "$p" "$f" "$note"
 }
 
-for p in "${programs[@]}"; do
-    run_program "$p" "$logs/$p.log" "$build/tests/gpu/$p"
-done
+if [ "${FA_GPU_PLAIN:-1}" != 0 ]; then
+    for p in "${programs[@]}"; do
+        run_program "$p" "$logs/$p.log" "$build/tests/gpu/$p"
+    done
+fi
 
 # ---- compute-sanitizer: every program under memcheck, racecheck, initcheck and synccheck ------
 # FA_GPU_SANITIZE_SET=quick (default) runs each program's quick set (FA_GPU_TEST_QUICK=1: the
@@ -172,8 +178,9 @@ done
 # mode and runs whole); =full runs every case. All (tool, program) runs go side by side (they
 # are CPU-bound; the GPU is shared). A run passes when the tool exits 0 with its summary
 # at 0 and the program itself reports 0 failures; a timeout is a failure.
-run_sanitizer() {   # tool program log  (background job; writes $log.rc)
-    local tool=$1 p=$2 log=$3 extra=()
+run_sanitizer() {   # tool program log [shard]  (background job; writes $log.rc)
+    local tool=$1 p=$2 log=$3 shard=${4:-} extra=()
+    [ -n "$shard" ] && export FA_GPU_TEST_SHARD=$shard
     case $tool in
         racecheck) extra=(--racecheck-report all) ;;
     esac
@@ -187,27 +194,37 @@ run_sanitizer() {   # tool program log  (background job; writes $log.rc)
     echo $? > "$log.rc"
 }
 
-sanitizer_row() {   # tool program log
+sanitizer_row() {   # tool program log [shard]
     local tool=$1 p=$2 log=$3 rc line f=0
+    local what="$p${4:+ shard $4}"
     rc=$(cat "$log.rc" 2>/dev/null || echo 99)
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
     [ -n "$line" ] && { f=${line#*, }; f=${f%% failed*}; }
     if [ "$rc" -eq 0 ] && [ "$f" -eq 0 ] &&
        grep -qE 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$log"; then
-        row "$tool $p ($san_set${line:+: $line})" 1 0 ""
+        row "$tool $what ($san_set${line:+: $line})" 1 0 ""
     else
         local note="exit $rc"
         [ "$rc" -eq 124 ] && note="timed out after ${san_timeout}s"
         [ "$rc" -eq 97 ] && note="sanitizer errors"
         [ "$f" -ne 0 ] && note="$note, $f test failures"
-        echo "---- $tool $p: $note (from $log)"
+        echo "---- $tool $what: $note (from $log)"
         grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race|Error|not ok' "$log" | head -20
-        row "$tool $p ($san_set)" 0 1 "$note"
+        row "$tool $what ($san_set)" 0 1 "$note"
     fi
 }
 
 san_set=${FA_GPU_SANITIZE_SET:-quick}
 san_tools=${FA_GPU_SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}
+san_shards=${FA_GPU_SANITIZE_SHARDS:-1}
+shards_of() {   # program -> the shard specs of its sanitizer runs ("" = whole)
+    if [ "$san_shards" -gt 1 ] && grep -q 'gt_init' "tests/gpu/$1.c" 2>/dev/null; then
+        local k=0
+        while [ $k -lt "$san_shards" ]; do echo "$k/$san_shards"; k=$((k + 1)); done
+    else
+        echo ""
+    fi
+}
 if [ "$sanitize" != "0" ]; then
     if [ -z "$sanitizer" ]; then
         row "compute-sanitizer" 0 1 "not found"
@@ -216,14 +233,18 @@ if [ "$sanitize" != "0" ]; then
         for p in "${programs[@]}"; do
             [ -x "$build/tests/gpu/$p" ] || continue
             for tool in $san_tools; do
-                run_sanitizer "$tool" "$p" "$logs/$tool-$p.log" &
+                while read -r sh; do
+                    run_sanitizer "$tool" "$p" "$logs/$tool-$p${sh:+-${sh%/*}}.log" $sh &
+                done < <(shards_of "$p")
             done
         done
         wait
         for p in "${programs[@]}"; do
             [ -x "$build/tests/gpu/$p" ] || continue
             for tool in $san_tools; do
-                sanitizer_row "$tool" "$p" "$logs/$tool-$p.log"
+                while read -r sh; do
+                    sanitizer_row "$tool" "$p" "$logs/$tool-$p${sh:+-${sh%/*}}.log" $sh
+                done < <(shards_of "$p")
             done
         done
     fi
