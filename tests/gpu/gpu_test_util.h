@@ -25,6 +25,8 @@
        --shard K/N or FA_GPU_TEST_SHARD=K/N   only every N-th case from the K-th (0-based), so
                                          N processes together run every case once (the
                                          compute-sanitizer runs of the full set go side by side)
+       FA_GPU_TEST_SANITIZER=1           under compute-sanitizer: deliberately failing CUDA
+                                         calls are left out (gt_sanitized())
        any other argument                run only cases whose name contains it
    Compiled with -DGT_GPU_IS_CPU, the "GPU" is a second CPU backend: a self-check of a test
    program's own indexing on a machine without a GPU (CUDA-only cases must skip themselves).
@@ -50,6 +52,7 @@
 typedef struct gt_ctx {
     fa_backend *gpu, *cpu;
     int quick;
+    int sanitized;            /* FA_GPU_TEST_SANITIZER=1: under compute-sanitizer */
     const char *filter;
     int shard, shards;        /* --shard K/N: run only the cases whose index mod N is K */
     int case_index;           /* cases seen so far (before the filter), numbering the shards */
@@ -119,6 +122,14 @@ static inline void gt_skip(const char *fmt, ...)
     va_end(ap);
     printf("\n");
     gt()->case_skipped = 1;
+}
+
+/* 1 under compute-sanitizer (FA_GPU_TEST_SANITIZER=1, set by tests/gpu/run_gpu_tests.sh): a
+   case leaves out a deliberately failing CUDA call, which the tool reports as an error; the
+   plain run covers it. */
+static inline int gt_sanitized(void)
+{
+    return gt()->sanitized;
 }
 
 /* 1 if the current case is heavy and the run is --quick (the case is then marked skipped). */
@@ -431,6 +442,8 @@ static inline int gt_init(int argc, char **argv)
     if (env && *env && strcmp(env, "0") != 0) c->quick = 1;
     env = getenv("FA_GPU_TEST_SEED");
     if (env && *env) c->rng = strtoull(env, NULL, 10);
+    env = getenv("FA_GPU_TEST_SANITIZER");
+    if (env && *env && strcmp(env, "0") != 0) c->sanitized = 1;
     env = getenv("FA_GPU_TEST_SHARD");
     if (env && *env && gt__parse_shard(env) != 0) return -1;
     for (i = 1; i < argc; ++i) {

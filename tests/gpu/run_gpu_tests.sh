@@ -181,6 +181,7 @@ fi
 run_sanitizer() {   # tool program log [shard]  (background job; writes $log.rc)
     local tool=$1 p=$2 log=$3 shard=${4:-} extra=()
     [ -n "$shard" ] && export FA_GPU_TEST_SHARD=$shard
+    export FA_GPU_TEST_SANITIZER=1   # deliberately failing CUDA calls are left out
     case $tool in
         racecheck) extra=(--racecheck-report all) ;;
     esac
