@@ -2739,6 +2739,18 @@ static const char *fa__op_name(fa_op op)
     return "?";
 }
 
+/* 1 when rows x heads vectors of d contiguous elements at token stride s0 and head stride s1
+   (both >= 0, s1 >= d already checked) never share an element: the larger stride must step over
+   the whole extent of the smaller one. */
+static int fa__rows_disjoint(int64_t rows, int64_t heads, int64_t d, int64_t s0, int64_t s1)
+{
+    int64_t span;
+    if (rows <= 1) return 1;
+    if (heads <= 1) return s0 >= d;
+    if (s0 >= s1) return fa__mul64(heads, s1, &span) && s0 >= span;
+    return s0 >= d && fa__mul64(rows, s0, &span) && s1 >= span;
+}
+
 static fa_status fa__check_rows(const char *name, const fa_tensor *x, int32_t rows, int32_t heads, int32_t d,
                                 fa_dtype dt)
 {
@@ -2758,10 +2770,10 @@ static fa_status fa__check_rows(const char *name, const fa_tensor *x, int32_t ro
         return fa__fail(FA_ERR_INVALID_ARG,
                         "%s: %s strides (%lld, %lld, %lld): head_size dim must be contiguous", fn, name,
                         (long long)x->stride[0], (long long)x->stride[1], (long long)x->stride[2]);
-    if (rows > 1 && x->stride[0] < (int64_t)heads * x->stride[1] && x->stride[0] < d)
+    if (!fa__rows_disjoint(rows, heads, d, x->stride[0], x->stride[1]))
         return fa__fail(FA_ERR_INVALID_ARG,
-                        "%s: %s token stride %lld makes tokens overlap (head stride %lld, head_size %d)", fn,
-                        name, (long long)x->stride[0], (long long)x->stride[1], d);
+                        "%s: %s token stride %lld makes tokens overlap (head stride %lld, %d heads, head_size %d)",
+                        fn, name, (long long)x->stride[0], (long long)x->stride[1], heads, d);
     return FA_OK;
 }
 
@@ -2792,7 +2804,10 @@ FA__DEF fa_status fa_forward_profile(const fa_layer *layer, const fa_backend *be
     if (layer->desc.num_heads_q <= 0 || layer->desc.head_size <= 0)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: layer is not initialised (num_heads_q %d, head_size %d)", fn,
                         layer->desc.num_heads_q, layer->desc.head_size);
-    s = fa__check_rows("out", out, 0, layer->desc.num_heads_q, layer->desc.head_size, layer->desc.dtype);
+    /* every row of out is written: check all of them (a token stride of 0 on more than one row is
+       an error here, not in the backend's fill) */
+    s = fa__check_rows("out", out, out->shape[0] > INT32_MAX ? INT32_MAX : (int32_t)out->shape[0],
+                       layer->desc.num_heads_q, layer->desc.head_size, layer->desc.dtype);
     if (s != FA_OK) return fa__refail(s, fn, "fa_forward: ");
     FA__NEED_OP(fn, be, fill);
     return fa__zero_rows(be, out);

@@ -934,6 +934,49 @@ Test(contract, md_null_is_an_error_and_profile_zeroes_out)
     fa_cpu_backend_destroy(be);
 }
 
+/* Overlapping output rows are rejected before anything is written: by fa_forward_profile (every
+   row of out is written: a token stride of 0 used to reach the backend's fill) and by fa_forward
+   (token stride == head_size with several heads: token t's head 1 is token t+1's head 0). */
+Test(contract, overlapping_out_rows_rejected_before_any_write)
+{
+    fa_backend *be = cpu_backend();
+    env e;
+    causal_env(&e, be);
+    fa_builder *b = env_builder(&e, NULL, NULL);
+    fa_layer dec = env_layer(&e, FA_ATTN_DECODER, 0, 0);
+    fa_batch bt = env_batch(&e, FA_CAUSAL_AUTO);
+    fa_metadata md;
+    ASSERT_OK(fa_builder_build(b, &bt, 0, &md));
+    const int64_t bad0[3] = {0, e.D, e.D}; /* token strides that alias rows */
+    for (int i = 0; i < 3; ++i) {
+        fa_tensor o = e.tout;
+        o.stride[0] = bad0[i];
+        if (i == 2) { /* head-major [H, T, D] whose head stride is too short for the T written rows */
+            o.stride[0] = e.D;
+            o.stride[1] = (int64_t)e.D * (e.T - 1);
+        }
+        snap s = snap_take(&e);
+        EXPECT_ERR(fa_forward_profile(&dec, be, &o), FA_ERR_INVALID_ARG, "out&overlap");
+        snap_same(&e, &s, __LINE__);
+        fa_tensor keep = e.tout;
+        e.tout = o;
+        FORWARD_FAILS(&e, NULL, &dec, &md, 1, FA_ERR_INVALID_ARG, "out&overlap");
+        e.tout = keep;
+        snap_same(&e, &s, __LINE__);
+        snap_free(&s);
+    }
+    { /* the disjoint head-major layout [H, T, D] is accepted (profiling zeroes it all) */
+        fa_tensor o = e.tout;
+        o.stride[0] = e.D;
+        o.stride[1] = (int64_t)e.D * e.Tpad;
+        cr_assert(e.on >= (size_t)e.Tpad * e.Hq * e.D);
+        ASSERT_OK(fa_forward_profile(&dec, be, &o));
+    }
+    fa_builder_destroy(b);
+    env_free(&e);
+    fa_cpu_backend_destroy(be);
+}
+
 Test(contract, kv_null_rejected_for_writing_decoder_layer)
 {
     fa_backend *be = cpu_backend();
