@@ -2762,7 +2762,7 @@ static fa_status fa__check_rows(const char *name, const fa_tensor *x, int32_t ro
     if (x->dtype != dt)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: %s dtype %s (%d), expected %s", fn, name,
                         fa_dtype_name(x->dtype), (int)x->dtype, fa_dtype_name(dt));
-    if (x->shape[0] < rows || x->shape[1] != heads || x->shape[2] != d)
+    if (x->shape[0] < 0 || x->shape[0] < rows || x->shape[1] != heads || x->shape[2] != d)
         return fa__fail(FA_ERR_INVALID_ARG, "%s: %s shape [%lld, %lld, %lld], expected [>= %d, %d, %d]", fn,
                         name, (long long)x->shape[0], (long long)x->shape[1], (long long)x->shape[2], rows,
                         heads, d);
@@ -2771,9 +2771,10 @@ static fa_status fa__check_rows(const char *name, const fa_tensor *x, int32_t ro
                         "%s: %s strides (%lld, %lld, %lld): head_size dim must be contiguous", fn, name,
                         (long long)x->stride[0], (long long)x->stride[1], (long long)x->stride[2]);
     if (!fa__rows_disjoint(rows, heads, d, x->stride[0], x->stride[1]))
-        return fa__fail(FA_ERR_INVALID_ARG,
-                        "%s: %s token stride %lld makes tokens overlap (head stride %lld, %d heads, head_size %d)",
-                        fn, name, (long long)x->stride[0], (long long)x->stride[1], heads, d);
+        return fa__fail(
+            FA_ERR_INVALID_ARG,
+            "%s: %s token stride %lld makes tokens overlap (head stride %lld, %d heads, head_size %d)", fn,
+            name, (long long)x->stride[0], (long long)x->stride[1], heads, d);
     return FA_OK;
 }
 
@@ -2806,7 +2807,9 @@ FA__DEF fa_status fa_forward_profile(const fa_layer *layer, const fa_backend *be
                         layer->desc.num_heads_q, layer->desc.head_size);
     /* every row of out is written: check all of them (a token stride of 0 on more than one row is
        an error here, not in the backend's fill) */
-    s = fa__check_rows("out", out, out->shape[0] > INT32_MAX ? INT32_MAX : (int32_t)out->shape[0],
+    s = fa__check_rows("out", out, out->shape[0] < 0           ? 0
+                                         : out->shape[0] > INT32_MAX ? INT32_MAX
+                                                                     : (int32_t)out->shape[0],
                        layer->desc.num_heads_q, layer->desc.head_size, layer->desc.dtype);
     if (s != FA_OK) return fa__refail(s, fn, "fa_forward: ");
     FA__NEED_OP(fn, be, fill);

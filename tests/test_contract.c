@@ -965,6 +965,14 @@ Test(contract, overlapping_out_rows_rejected_before_any_write)
         snap_same(&e, &s, __LINE__);
         snap_free(&s);
     }
+    { /* a negative leading extent is an error, not a fill of (size_t)-220 rows (fuzz finding) */
+        fa_tensor o = e.tout;
+        o.shape[0] = -220;
+        snap s = snap_take(&e);
+        EXPECT_ERR(fa_forward_profile(&dec, be, &o), FA_ERR_INVALID_ARG, "out&shape [-220");
+        snap_same(&e, &s, __LINE__);
+        snap_free(&s);
+    }
     { /* the disjoint head-major layout [H, T, D] is accepted (profiling zeroes it all) */
         fa_tensor o = e.tout;
         o.stride[0] = e.D;

@@ -127,10 +127,7 @@ static inline void gt_skip(const char *fmt, ...)
 /* 1 under compute-sanitizer (FA_GPU_TEST_SANITIZER=1, set by tests/gpu/run_gpu_tests.sh): a
    case leaves out a deliberately failing CUDA call, which the tool reports as an error; the
    plain run covers it. */
-static inline int gt_sanitized(void)
-{
-    return gt()->sanitized;
-}
+static inline int gt_sanitized(void) { return gt()->sanitized; }
 
 /* 1 if the current case is heavy and the run is --quick (the case is then marked skipped). */
 static inline int gt_heavy(void)
@@ -451,8 +448,7 @@ static inline int gt_init(int argc, char **argv)
             c->quick = 1;
         else if (!strcmp(argv[i], "--shard") && i + 1 < argc) {
             if (gt__parse_shard(argv[++i]) != 0) return -1;
-        }
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+        } else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
             c->rng = strtoull(argv[++i], NULL, 10);
         else
             c->filter = argv[i];
