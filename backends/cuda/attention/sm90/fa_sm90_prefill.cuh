@@ -1,0 +1,395 @@
+// fa_sm90_prefill.cuh - a Hopper-native (sm_90a) dense bf16 attention forward for head size 128:
+// the first building block of the sm90 kernel family (issue 12). Standalone prototype: nothing in
+// the library includes it; tools/hopper_proto.cu tests and times it.
+//
+//   q   [B, Lq, H,   128] bf16, contiguous        out [B, Lq, H, 128] bf16, contiguous
+//   k,v [B, Lk, Hkv, 128] bf16, contiguous        lse [B, H, Lq] fp32, natural log (NULL-able)
+//   GQA: query head h reads kv head h / (H / Hkv). Causal: key j is allowed for query row i when
+//   j <= i + (Lk - Lq) (bottom-right aligned, as in the library's CUDA backend). Rows with no
+//   allowed key get out = 0 and lse = -inf.
+//
+// CTA = 3 warpgroups (384 threads), one (128-row Q tile, head, batch):
+//   warpgroup 0  producer: setmaxnreg.dec to 24 registers; one thread issues TMA loads of the Q
+//                tile (once) and of the 128-key K and V tiles into a Stages-deep shared ring, each
+//                stage guarded by full (TMA complete_tx) and empty (consumer release) mbarriers.
+//   warpgroups 1, 2  consumers: setmaxnreg.inc to 240; each owns 64 query rows. Per K/V tile:
+//                S = Q K^T by 8 wgmma m64n128k16 (both operands in shared memory), mask, online
+//                softmax in registers (exp2 with the scale folded in), P to bf16 registers,
+//                O += P V by 8 wgmma m64n128k16 with A = P from registers, then release the stage.
+//   Epilogue: O / l, bf16, plain global stores straight from the accumulator registers; LSE.
+// Shared memory (1024-byte aligned, 128-byte TMA swizzle = wgmma's SW128 layout):
+//   Q  [2 warpgroups][2 column blocks of 64 dims][64 rows][64] bf16      32 KiB
+//   K  [Stages][2 column blocks][128 keys][64] bf16                       32 KiB a stage
+//   V  [Stages][2 column blocks][128 keys][64] bf16                       32 KiB a stage
+//   mbarriers: q_full, k_full[Stages], v_full[Stages], empty[Stages]
+// Not yet: ping-pong scheduling between the two consumer warpgroups, overlap of one tile's softmax
+// with the next tile's QK^T, a persistent tile scheduler, paged K/V, fp8, splits (README.md).
+#pragma once
+
+#include "sm90_ptx.cuh"
+
+#include <math.h>
+
+namespace fa_sm90 {
+
+struct PrefillParams {
+    __nv_bfloat16 *out;
+    float *lse; // [B, H, Lq] natural log; NULL: not written
+    int B, Lq, Lk, H, Hkv;
+    float scale_log2; // softmax scale * log2(e)
+};
+
+constexpr int kHeadDim = 128;
+constexpr int kBlockM = 128;       // query rows per CTA
+constexpr int kBlockN = 128;       // keys per K/V tile
+constexpr int kWgRows = 64;        // query rows per consumer warpgroup
+constexpr int kConsumerWarps = 8;  // arrivals on an empty barrier (lane 0 of each consumer warp)
+constexpr int kThreads = 384;      // producer warpgroup + 2 consumer warpgroups
+constexpr int kProducerRegs = 24;  // setmaxnreg budgets: 24 * 128 + 240 * 256 = 64512 <= 65536
+constexpr int kConsumerRegs = 240;
+
+template <int Stages> struct Smem {
+    static constexpr uint32_t kQWgBytes = kWgRows * kHeadDim * 2;   // 16384
+    static constexpr uint32_t kQBytes = kBlockM * kHeadDim * 2;     // 32768
+    static constexpr uint32_t kTileBytes = kBlockN * kHeadDim * 2;  // 32768 (K or V tile)
+    static constexpr uint32_t kQColBytes = kWgRows * 128;           // one 64-dim column block of Q (8192)
+    static constexpr uint32_t kKvColBytes = kBlockN * 128; // one 64-dim column block of K/V (16384)
+    static constexpr uint32_t kOffQ = 0;
+    static constexpr uint32_t kOffK = kOffQ + kQBytes;
+    static constexpr uint32_t kOffV = kOffK + Stages * kTileBytes;
+    static constexpr uint32_t kOffBar = kOffV + Stages * kTileBytes;
+    static constexpr uint32_t kBarBytes = 8 * (1 + 3 * Stages);
+    static constexpr uint32_t kTotal = kOffBar + kBarBytes;
+    static constexpr uint32_t kAlloc = kTotal + 1024; // slack to align the dynamic base to 1024
+    static_assert(kAlloc <= 227 * 1024, "shared memory per block on sm_90");
+};
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FA_SM90_DEVICE_OK 1
+#else
+#define FA_SM90_DEVICE_OK 0
+#endif
+
+template <bool Causal, int Stages>
+__global__ void __launch_bounds__(kThreads, 1)
+    fa_sm90_prefill_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
+                           const __grid_constant__ CUtensorMap tmV, const PrefillParams p) {
+#if FA_SM90_DEVICE_OK
+    using L = Smem<Stages>;
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t raw = smem_u32(smem_raw);
+    const uint32_t base = (raw + 1023u) & ~1023u;
+    const uint32_t sQ = base + L::kOffQ, sK = base + L::kOffK, sV = base + L::kOffV;
+    const uint32_t bar_q = base + L::kOffBar;
+    const uint32_t bar_k = bar_q + 8; // k_full[s]  = bar_k + 8 s
+    const uint32_t bar_v = bar_k + 8 * Stages; // v_full[s]
+    const uint32_t bar_e = bar_v + 8 * Stages; // empty[s]
+
+    // causal: the longest row blocks (the last ones) start first
+    const int mblk = Causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int hkv = h / (p.H / p.Hkv);
+    const int m0 = mblk * kBlockM;
+    const int diag = p.Lk - p.Lq;
+    int kend = p.Lk; // keys [0, kend) are visible to some row of this CTA
+    if (Causal) kend = min(kend, min(m0 + kBlockM, p.Lq) + diag);
+    const int n_tiles = kend > 0 ? (kend + kBlockN - 1) / kBlockN : 0;
+
+    const int wg = static_cast<int>(threadIdx.x) / 128;
+
+    if (threadIdx.x == 0) {
+        prefetch_tensormap(&tmQ);
+        prefetch_tensormap(&tmK);
+        prefetch_tensormap(&tmV);
+        mbar_init(bar_q, 1);
+        for (int s = 0; s < Stages; ++s) {
+            mbar_init(bar_k + 8 * s, 1);
+            mbar_init(bar_v + 8 * s, 1);
+            mbar_init(bar_e + 8 * s, kConsumerWarps);
+        }
+        fence_mbarrier_init();
+        fence_proxy_async_smem();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        // ---------------- producer ----------------
+        setmaxnreg_dec<kProducerRegs>();
+        if (threadIdx.x == 0 && n_tiles > 0) {
+            mbar_arrive_expect_tx(bar_q, L::kQBytes);
+            for (int w = 0; w < 2; ++w)
+                for (int c = 0; c < 2; ++c)
+                    tma_load_4d(sQ + w * L::kQWgBytes + c * L::kQColBytes, &tmQ, bar_q, c * 64, h,
+                                m0 + w * kWgRows, b);
+            for (int i = 0; i < n_tiles; ++i) {
+                const int s = i % Stages;
+                const uint32_t use = static_cast<uint32_t>(i / Stages);
+                // use u of stage s needs release u-1; on a fresh barrier parity 1 passes at once
+                mbar_wait(bar_e + 8 * s, (use & 1u) ^ 1u);
+                const uint32_t kdst = sK + s * L::kTileBytes, vdst = sV + s * L::kTileBytes;
+                mbar_arrive_expect_tx(bar_k + 8 * s, L::kTileBytes);
+                tma_load_4d(kdst, &tmK, bar_k + 8 * s, 0, hkv, i * kBlockN, b);
+                tma_load_4d(kdst + L::kKvColBytes, &tmK, bar_k + 8 * s, 64, hkv, i * kBlockN, b);
+                mbar_arrive_expect_tx(bar_v + 8 * s, L::kTileBytes);
+                tma_load_4d(vdst, &tmV, bar_v + 8 * s, 0, hkv, i * kBlockN, b);
+                tma_load_4d(vdst + L::kKvColBytes, &tmV, bar_v + 8 * s, 64, hkv, i * kBlockN, b);
+            }
+        }
+        return;
+    }
+
+    // ---------------- consumers ----------------
+    setmaxnreg_inc<kConsumerRegs>();
+    const int cw = wg - 1; // consumer warpgroup 0 / 1: rows [m0 + 64 cw, m0 + 64 cw + 64)
+    const int tid = static_cast<int>(threadIdx.x) % 128;
+    const int warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, t4 = lane % 4;
+    const int row_lo = m0 + cw * kWgRows;
+    const int r0 = row_lo + warp * 16 + g, r1 = r0 + 8;
+    const float sl2 = p.scale_log2;
+
+    float o[64];
+    float sacc[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) {
+        o[i] = 0.f;
+        sacc[i] = 0.f;
+    }
+    float mrow0 = -INFINITY, mrow1 = -INFINITY; // running max of the raw scores
+    float lrow0 = 0.f, lrow1 = 0.f; // this thread's part of the row sums
+
+    if (n_tiles > 0) {
+        mbar_wait(bar_q, 0);
+        const uint32_t qb = sQ + cw * L::kQWgBytes;
+        // the causal limit of the row: keys < lim are allowed
+        const int lim0 = Causal ? min(p.Lk, r0 + diag + 1) : p.Lk;
+        const int lim1 = Causal ? min(p.Lk, r1 + diag + 1) : p.Lk;
+        for (int i = 0; i < n_tiles; ++i) {
+            const int s = i % Stages;
+            const uint32_t phase = static_cast<uint32_t>(i / Stages) & 1u;
+            const int kbase = i * kBlockN;
+            // every row of this warpgroup is above the diagonal for the whole tile
+            const bool dead = Causal && kbase > row_lo + kWgRows - 1 + diag;
+            mbar_wait(bar_k + 8 * s, phase);
+            if (!dead) {
+                const uint32_t kb = sK + s * L::kTileBytes;
+                // S = Q K^T: A = Q (K-major SW128), B = K tile (K-major SW128: N = keys, K = dims)
+#pragma unroll
+                for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < 8; ++kk) {
+                    const uint64_t da = make_smem_desc(qb + (kk >> 2) * L::kQColBytes + (kk & 3) * 32, 16,
+                                                       1024, kSwizzle128B);
+                    const uint64_t db = make_smem_desc(kb + (kk >> 2) * L::kKvColBytes + (kk & 3) * 32, 16,
+                                                       1024, kSwizzle128B);
+                    wgmma_m64n128k16_ss<0>(sacc, da, db, kk > 0 ? 1 : 0);
+                }
+                wgmma_commit_group();
+                wgmma_wait_group<0>();
+#pragma unroll
+                for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
+
+                // mask: keys past Lk, and (causal) past the row's diagonal
+                const bool need_mask =
+                    (kbase + kBlockN > p.Lk) || (Causal && kbase + kBlockN - 1 > row_lo + diag);
+                if (need_mask) {
+#pragma unroll
+                    for (int j = 0; j < 16; ++j)
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            const int key = kbase + 8 * j + 2 * t4 + e;
+                            if (key >= lim0) sacc[4 * j + e] = -INFINITY;
+                            if (key >= lim1) sacc[4 * j + 2 + e] = -INFINITY;
+                        }
+                }
+
+                // online softmax (rows r0: sacc[4j+0,1]; r1: sacc[4j+2,3]); a row's 128 keys live
+                // in the 4 threads of a quad
+                float mx0 = mrow0, mx1 = mrow1;
+#pragma unroll
+                for (int j = 0; j < 16; ++j) {
+                    mx0 = fmaxf(mx0, fmaxf(sacc[4 * j], sacc[4 * j + 1]));
+                    mx1 = fmaxf(mx1, fmaxf(sacc[4 * j + 2], sacc[4 * j + 3]));
+                }
+                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+                const float ms0 = mx0 == -INFINITY ? 0.f : mx0 * sl2;
+                const float ms1 = mx1 == -INFINITY ? 0.f : mx1 * sl2;
+                const float alpha0 = ex2_approx(mrow0 * sl2 - ms0); // 0 while the old max is -inf
+                const float alpha1 = ex2_approx(mrow1 * sl2 - ms1);
+                mrow0 = mx0;
+                mrow1 = mx1;
+                float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+                for (int j = 0; j < 16; ++j) {
+                    sacc[4 * j + 0] = ex2_approx(fmaf(sacc[4 * j + 0], sl2, -ms0));
+                    sacc[4 * j + 1] = ex2_approx(fmaf(sacc[4 * j + 1], sl2, -ms0));
+                    sacc[4 * j + 2] = ex2_approx(fmaf(sacc[4 * j + 2], sl2, -ms1));
+                    sacc[4 * j + 3] = ex2_approx(fmaf(sacc[4 * j + 3], sl2, -ms1));
+                    sum0 += sacc[4 * j + 0] + sacc[4 * j + 1];
+                    sum1 += sacc[4 * j + 2] + sacc[4 * j + 3];
+                }
+                lrow0 = lrow0 * alpha0 + sum0;
+                lrow1 = lrow1 * alpha1 + sum1;
+#pragma unroll
+                for (int j = 0; j < 16; ++j) {
+                    o[4 * j + 0] *= alpha0;
+                    o[4 * j + 1] *= alpha0;
+                    o[4 * j + 2] *= alpha1;
+                    o[4 * j + 3] *= alpha1;
+                }
+                // P as the A operand of P V: k-step kk covers keys [16kk, 16kk + 16) = n8 blocks
+                // 2kk and 2kk + 1 of S, i.e. sacc[8kk .. 8kk + 7] (same fragment shape as mma.sync)
+                uint32_t pa[8][4];
+#pragma unroll
+                for (int kk = 0; kk < 8; ++kk) {
+                    pa[kk][0] = pack_bf16x2(sacc[8 * kk + 0], sacc[8 * kk + 1]);
+                    pa[kk][1] = pack_bf16x2(sacc[8 * kk + 2], sacc[8 * kk + 3]);
+                    pa[kk][2] = pack_bf16x2(sacc[8 * kk + 4], sacc[8 * kk + 5]);
+                    pa[kk][3] = pack_bf16x2(sacc[8 * kk + 6], sacc[8 * kk + 7]);
+                }
+
+                // O += P V: B = V tile, MN-major SW128 (K = keys in 128-byte rows of 64 dims):
+                // LBO = 16384 (next 64-dim column block), SBO = 1024 (next 8 keys); k-step = 16
+                // keys = 2048 bytes
+                mbar_wait(bar_v + 8 * s, phase);
+                const uint32_t vb = sV + s * L::kTileBytes;
+#pragma unroll
+                for (int x = 0; x < 64; ++x) reg_fence(o[x]);
+#pragma unroll
+                for (int kk = 0; kk < 8; ++kk)
+#pragma unroll
+                    for (int x = 0; x < 4; ++x) reg_fence(pa[kk][x]);
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < 8; ++kk) {
+                    const uint64_t dv = make_smem_desc(vb + kk * 2048, L::kKvColBytes, 1024, kSwizzle128B);
+                    wgmma_m64n128k16_rs<1>(o, pa[kk], dv, 1);
+                }
+                wgmma_commit_group();
+                wgmma_wait_group<0>();
+#pragma unroll
+                for (int x = 0; x < 64; ++x) reg_fence(o[x]);
+            } else {
+                mbar_wait(bar_v + 8 * s, phase); // keeps this warpgroup's phases in step
+            }
+            __syncwarp();
+            if (lane == 0) mbar_arrive(bar_e + 8 * s); // this warp is done with stage s
+        }
+    }
+
+    // ---------------- epilogue ----------------
+    lrow0 += __shfl_xor_sync(0xffffffffu, lrow0, 1);
+    lrow0 += __shfl_xor_sync(0xffffffffu, lrow0, 2);
+    lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 1);
+    lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 2);
+    const float inv0 = lrow0 > 0.f ? 1.f / lrow0 : 0.f;
+    const float inv1 = lrow1 > 0.f ? 1.f / lrow1 : 0.f;
+    const int64_t row_stride = static_cast<int64_t>(p.H) * kHeadDim;
+    if (r0 < p.Lq) {
+        __nv_bfloat16 *dst =
+            p.out + (static_cast<int64_t>(b) * p.Lq + r0) * row_stride + h * kHeadDim + 2 * t4;
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+            *reinterpret_cast<uint32_t *>(dst + 8 * j) = pack_bf16x2(o[4 * j] * inv0, o[4 * j + 1] * inv0);
+    }
+    if (r1 < p.Lq) {
+        __nv_bfloat16 *dst =
+            p.out + (static_cast<int64_t>(b) * p.Lq + r1) * row_stride + h * kHeadDim + 2 * t4;
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+            *reinterpret_cast<uint32_t *>(dst + 8 * j) =
+                pack_bf16x2(o[4 * j + 2] * inv1, o[4 * j + 3] * inv1);
+    }
+    if (p.lse != nullptr && t4 == 0) {
+        const float ln2 = 0.693147180559945309f;
+        float *lse = p.lse + (static_cast<int64_t>(b) * p.H + h) * p.Lq;
+        if (r0 < p.Lq) lse[r0] = lrow0 > 0.f ? (mrow0 * sl2 + __log2f(lrow0)) * ln2 : -INFINITY;
+        if (r1 < p.Lq) lse[r1] = lrow1 > 0.f ? (mrow1 * sl2 + __log2f(lrow1)) * ln2 : -INFINITY;
+    }
+#else
+    (void)tmQ;
+    (void)tmK;
+    (void)tmV;
+    (void)p;
+#endif
+}
+
+} // namespace fa_sm90
+
+// ---------------------------------------------------------------------------------------------
+// Host side: argument checks, the three tensor maps, the launch.
+// ---------------------------------------------------------------------------------------------
+namespace fa_sm90_host {
+
+struct PrefillPlan {
+    CUtensorMap tmQ, tmK, tmV;
+    fa_sm90::PrefillParams p;
+    dim3 grid;
+    bool causal;
+};
+
+// Checks the arguments and builds the plan (tensor maps encoded once; launches reuse them).
+// Returns 0, or nonzero with a message in *err.
+static inline int prefill_plan(PrefillPlan *plan, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
+                               const __nv_bfloat16 *v, __nv_bfloat16 *out, float *lse, int B, int Lq, int Lk,
+                               int H, int Hkv, float softmax_scale, bool causal, const char **err) {
+    using namespace fa_sm90;
+    if (B < 1 || Lq < 1 || Lk < 1 || H < 1 || Hkv < 1 || H % Hkv != 0) {
+        *err = "bad shape (B, Lq, Lk, H >= 1; H a multiple of Hkv)";
+        return 1;
+    }
+    if (B > 65535 || H > 65535 || (Lq + kBlockM - 1) / kBlockM > 0x7fffffff) {
+        *err = "grid too large";
+        return 1;
+    }
+    if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v | (uintptr_t)out) % 16 != 0) {
+        *err = "q, k, v, out must be 16-byte aligned";
+        return 1;
+    }
+    if (!(softmax_scale > 0.f)) {
+        *err = "softmax_scale must be > 0";
+        return 1;
+    }
+    int r = make_tmap_bhld(&plan->tmQ, q, B, Lq, H, kHeadDim, kWgRows, err);
+    if (r == 0) r = make_tmap_bhld(&plan->tmK, k, B, Lk, Hkv, kHeadDim, kBlockN, err);
+    if (r == 0) r = make_tmap_bhld(&plan->tmV, v, B, Lk, Hkv, kHeadDim, kBlockN, err);
+    if (r != 0) return r;
+    plan->p.out = out;
+    plan->p.lse = lse;
+    plan->p.B = B;
+    plan->p.Lq = Lq;
+    plan->p.Lk = Lk;
+    plan->p.H = H;
+    plan->p.Hkv = Hkv;
+    plan->p.scale_log2 = softmax_scale * 1.44269504088896340736f;
+    plan->grid = dim3((Lq + kBlockM - 1) / kBlockM, H, B);
+    plan->causal = causal;
+    return 0;
+}
+
+template <bool Causal, int Stages>
+static inline cudaError_t prefill_launch_t(const PrefillPlan &plan, cudaStream_t st) {
+    using namespace fa_sm90;
+    constexpr uint32_t smem = Smem<Stages>::kAlloc;
+    static bool attr_set = false;
+    if (!attr_set) {
+        cudaError_t e =
+            cudaFuncSetAttribute(fa_sm90_prefill_kernel<Causal, Stages>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+        if (e != cudaSuccess) return e;
+        attr_set = true;
+    }
+    fa_sm90_prefill_kernel<Causal, Stages>
+        <<<plan.grid, kThreads, smem, st>>>(plan.tmQ, plan.tmK, plan.tmV, plan.p);
+    return cudaGetLastError();
+}
+
+static inline cudaError_t prefill_launch(const PrefillPlan &plan, cudaStream_t st) {
+    return plan.causal ? prefill_launch_t<true, 2>(plan, st) : prefill_launch_t<false, 2>(plan, st);
+}
+
+} // namespace fa_sm90_host
