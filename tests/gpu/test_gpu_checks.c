@@ -1,8 +1,10 @@
 /* test_gpu_checks.c - the CUDA backend's capability block, its ops.check pre-flight, and
    out-of-range cache slots and block ids (issue 10).
 
-   caps        be->caps against the tile facts of the compiled kernels (docs/cuda.md), and one
-               attention call per compiled width
+   caps        be->caps against the tile facts of the kernel family the backend runs (the
+               mma.sync kernels, docs/cuda.md; with FA_GPU_TEST_ATTENTION_PORTABLE the HIP
+               builds' portable kernel, docs/hip.md), one attention call per width, and what
+               the block promises about head sizes, block sizes, alignment and dtypes (check)
    check       ops.check(op, args) returns what the op returns, with the same message, for good
                and bad arguments of every kernel op
    bad slot    a slot past the cache: the cache and the canary bytes around it are untouched
@@ -44,12 +46,100 @@ static fa_status poll_next_call(void)
 /* ------------------------------------------------------------------------------------------ */
 /* caps */
 
+/* The tile facts of the kernel family the backend runs, written out here (not read from the
+   backend) so that a capability block that lies fails. FA_GPU_TEST_ATTENTION_PORTABLE (set by
+   the HIP builds: backends/hip/meson.build, backends/hip/run_hip_on_nvidia.sh): the portable
+   kernel of attention_portable.cuh; else the mma.sync kernels of attention_tiles.h. */
+typedef struct {
+    int m, n, dn;   /* prefill rows x keys, decode keys */
+    double step;    /* decode_step_us */
+} expect_dim;
+
+#if defined(FA_GPU_TEST_ATTENTION_PORTABLE) && FA_GPU_TEST_ATTENTION_PORTABLE
+#define EXPECT_FAMILY "portable (attention_portable.cuh)"
+/* widths 64 / 128 / 256, every one compiled; one tile of 32 rows x 64 / 32 / 16 keys serves
+   prefill and decode; step 6.4 us x D / 128 x keys / 32 = 6.4 us at all three */
+enum { EXPECT_DECODE_ROWS = 32, EXPECT_ALL_WIDTHS = 1 };
+static int expect_width(int D) { return D == 64 || D == 128 || D == 256; }
+static expect_dim expect_for(int D)
+{
+    expect_dim e;
+    e.m = 32;
+    e.n = e.dn = D <= 64 ? 64 : (D <= 128 ? 32 : 16);
+    e.step = 6.4 * D / 128.0 * e.n / 32.0;
+    return e;
+}
+#else
+#define EXPECT_FAMILY "mma.sync (attention_tiles.h)"
+/* the kernels (attention_tiles.h): prefill 4 warps x 2 fragments (128 rows) x 64 keys up to
+   head 128, else 4 x 1 (64 rows) x 32 keys; decode 16 rows x 64 keys up to head 64, else 32;
+   step times 1.6 us x 0.8 / 1.0 / 1.3; -Dhead_dims may leave widths out */
+enum { EXPECT_DECODE_ROWS = 16, EXPECT_ALL_WIDTHS = 0 };
+static int expect_width(int D) { return D == 32 || D == 64 || D == 96 || D == 128 || D == 192 || D == 256; }
+static expect_dim expect_for(int D)
+{
+    expect_dim e;
+    e.m = D <= 128 ? 128 : 64;
+    e.n = D <= 128 ? 64 : 32;
+    e.dn = D <= 64 ? 64 : 32;
+    e.step = (double)(1.6f * (D <= 64 ? 0.8f : (D <= 128 ? 1.0f : 1.3f)));
+    return e;
+}
+#endif
+
+/* One decode-shaped call (1 token, 5 keys, one 16-key block) at head size D, on buffers sized
+   for D <= 256 + 8 and 32-key blocks. */
+static void caps_args(fa_attn_args *a, void *dq, void *dkv, void *dout, void *dmeta, int D)
+{
+    const int bs = 16;
+    memset(a, 0, sizeof *a);
+    a->q = dq;
+    a->out = dout;
+    a->k = dkv;
+    a->v = (char *)dkv + (size_t)2 * bs * 272 * 2;
+    a->q_token_stride = a->out_token_stride = D;
+    a->q_head_stride = a->out_head_stride = D;
+    a->k_block_stride = a->v_block_stride = (int64_t)bs * D;
+    a->k_row_stride = a->v_row_stride = D;
+    a->k_head_stride = a->v_head_stride = D;
+    a->q_dtype = a->kv_dtype = FA_DTYPE_BF16;
+    a->cu_seqlens_q = (int32_t *)dmeta;
+    a->seqused_k = (int32_t *)dmeta + 2;
+    a->block_table = (int32_t *)dmeta + 3;
+    a->num_blocks = 1;
+    a->block_size = bs;
+    a->block_table_stride = 1;
+    a->num_seqs = 1;
+    a->num_tokens = 1;
+    a->max_seqlen_q = 1;
+    a->max_seqlen_k = 5;
+    a->num_heads_q = 1;
+    a->num_heads_kv = 1;
+    a->head_size = D;
+    a->softmax_scale = 0.1f;
+    a->window_left = a->window_right = -1;
+    a->num_splits = 1;
+}
+
+/* ops.check on a: `ok` says whether it must pass; a failure must name `needle`. */
+static void caps_probe(const char *what, const fa_attn_args *a, int ok, const char *needle)
+{
+    fa_backend *gpu = gt_gpu();
+    const fa_status st = gpu->ops.check(gpu->ctx, FA_OP_ATTENTION, a);
+    if (ok && st != FA_OK)
+        gt_fail("caps say %s is accepted: check returned %d (%s)", what, (int)st, gpu_msg());
+    if (!ok && st == FA_OK) gt_fail("caps say %s is refused: check accepted it", what);
+    if (!ok && st != FA_OK && needle && !contains(gpu_msg(), needle))
+        gt_fail("%s refused, but the message does not name %s: %s", what, needle, gpu_msg());
+}
+
 static void test_caps(void)
 {
     fa_backend *gpu = gt_gpu();
     const fa_backend_caps *c = &gpu->caps;
     int i;
     if (!gt_case("caps: compiled widths and their tile facts")) return;
+    printf("# caps: expected family %s\n", EXPECT_FAMILY);
     printf("# caps: %d widths, act 0x%x, cache 0x%x, block x%d, head x%d, decode rows %d, splits %d, "
            "align %d, %.0f B/us/SM, cta %.3f us, combine %.1f + %.2f/split us\n",
            (int)c->num_dims, (unsigned)c->act_dtypes, (unsigned)c->cache_dtypes, (int)c->block_size_multiple,
@@ -61,93 +151,97 @@ static void test_caps(void)
         gt_case_end();
         return;
     }
+    if (EXPECT_ALL_WIDTHS && c->num_dims != 3)
+        gt_fail("num_dims %d, the kernel has 3 widths", (int)c->num_dims);
     for (i = 0; i < c->num_dims; ++i) {
         const fa_kernel_dim *k = &c->dims[i];
         const int D = k->head_dim;
-        /* the kernels (attention_tiles.h): prefill 4 warps x 2 fragments (128 rows) x 64 keys up
-           to head 128, else 4 x 1 (64 rows) x 32 keys; decode 16 rows x 64 keys up to head 64,
-           else 32; step times 1.6 us x 0.8 / 1.0 / 1.3 */
-        const int pm = D <= 128 ? 128 : 64, pn = D <= 128 ? 64 : 32, dn = D <= 64 ? 64 : 32;
-        const float step = 1.6f * (D <= 64 ? 0.8f : (D <= 128 ? 1.0f : 1.3f));
+        expect_dim x;
         printf("# caps dim %d: prefill %d x %d, decode %d keys, %d decode CTAs/SM, step %.2f us\n", D,
                (int)k->prefill_tile_m, (int)k->prefill_tile_n, (int)k->decode_tile_n,
                (int)k->decode_ctas_per_sm, (double)k->decode_step_us);
-        if (D != 32 && D != 64 && D != 96 && D != 128 && D != 192 && D != 256)
+        if (!expect_width(D)) {
             gt_fail("dims[%d].head_dim %d is not a compiled width", i, D);
+            continue;
+        }
+        x = expect_for(D);
         if (i > 0 && D <= c->dims[i - 1].head_dim) gt_fail("dims not ascending at %d", i);
-        if (k->prefill_tile_m != pm || k->prefill_tile_n != pn || k->decode_tile_n != dn)
+        if (k->prefill_tile_m != x.m || k->prefill_tile_n != x.n || k->decode_tile_n != x.dn)
             gt_fail("dim %d: tiles %d x %d / %d, kernels have %d x %d / %d", D, (int)k->prefill_tile_m,
-                    (int)k->prefill_tile_n, (int)k->decode_tile_n, pm, pn, dn);
+                    (int)k->prefill_tile_n, (int)k->decode_tile_n, x.m, x.n, x.dn);
         if (k->decode_ctas_per_sm < 1 || k->decode_ctas_per_sm > 32)
             gt_fail("dim %d: decode_ctas_per_sm %d", D, (int)k->decode_ctas_per_sm);
-        if (fabs((double)k->decode_step_us - (double)step) > 1e-5)
-            gt_fail("dim %d: decode_step_us %g, expected %g", D, (double)k->decode_step_us, (double)step);
+        if (fabs((double)k->decode_step_us - x.step) > 1e-5)
+            gt_fail("dim %d: decode_step_us %g, expected %g", D, (double)k->decode_step_us, x.step);
     }
     if (c->act_dtypes != ((1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16)))
         gt_fail("act_dtypes 0x%x", (unsigned)c->act_dtypes);
     if (c->cache_dtypes != ((1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16) | (1u << FA_DTYPE_FP8_E4M3) |
                             (1u << FA_DTYPE_FP8_E5M2)))
         gt_fail("cache_dtypes 0x%x", (unsigned)c->cache_dtypes);
-    if (c->block_size_multiple != 16 || c->head_size_multiple != 8 || c->decode_max_rows != 16 ||
-        c->max_splits != 128 || c->align_bytes != 16)
-        gt_fail("block x%d head x%d decode rows %d splits %d align %d", (int)c->block_size_multiple,
-                (int)c->head_size_multiple, (int)c->decode_max_rows, (int)c->max_splits, (int)c->align_bytes);
+    if (c->block_size_multiple != 16 || c->head_size_multiple != 8 ||
+        c->decode_max_rows != EXPECT_DECODE_ROWS || c->max_splits != 128 || c->align_bytes != 16)
+        gt_fail("block x%d head x%d decode rows %d (kernels: %d) splits %d align %d",
+                (int)c->block_size_multiple, (int)c->head_size_multiple, (int)c->decode_max_rows,
+                EXPECT_DECODE_ROWS, (int)c->max_splits, (int)c->align_bytes);
     if (c->sm_bytes_per_us <= 0 || c->cta_us <= 0 || c->combine_us <= 0 || c->combine_us_per_split <= 0)
         gt_fail("cost constants not positive");
 
-    /* one call per width (head_size = the width): runs when a compiled width serves it */
     {
-        const int bs = 16, Hkv = 1;
-        void *dq = gt_dmalloc(256 * 2), *dkv = gt_dmalloc((size_t)2 * bs * 256 * 2),
-             *dout = gt_dmalloc(256 * 2);
+        void *dq = gt_dmalloc(1024), *dkv = gt_dmalloc((size_t)4 * 16 * 272 * 2), *dout = gt_dmalloc(1024);
         int32_t meta[4] = {0, 1, 5, 0};   /* cu_q [0, 1], seqused 5, block table {0} */
         void *dmeta = gt_dup(meta, sizeof meta);
         int widths[] = {32, 64, 96, 128, 192, 256}, w;
         if (dq && dkv && dout && dmeta &&
-            gt_check(gpu->ops.fill(gpu->ctx, dkv, 0, 0x3c, (size_t)2 * bs * 256 * 2, 1), gpu, "fill") &&
-            gt_check(gpu->ops.fill(gpu->ctx, dq, 0, 0x3c, 256 * 2, 1), gpu, "fill")) {
+            gt_check(gpu->ops.fill(gpu->ctx, dkv, 0, 0x3c, (size_t)4 * 16 * 272 * 2, 1), gpu, "fill") &&
+            gt_check(gpu->ops.fill(gpu->ctx, dq, 0, 0x3c, 1024, 1), gpu, "fill")) {
+            const int D0 = c->dims[0].head_dim, Dl = c->dims[c->num_dims - 1].head_dim;
+            const int hm = c->head_size_multiple > 0 ? c->head_size_multiple : 8;
+            const int bm = c->block_size_multiple > 0 ? c->block_size_multiple : 16;
+            const int al = c->align_bytes > 1 ? c->align_bytes : 16;
+            fa_attn_args a;
+            /* one call per width (head_size = the width): runs when a compiled width serves it */
             for (w = 0; w < 6; ++w) {
-                fa_attn_args a;
                 int compiled = 0;
                 fa_status st, st_check;
                 /* served by the smallest compiled width >= it (padded), else unsupported */
                 for (i = 0; i < c->num_dims; ++i) compiled |= c->dims[i].head_dim >= widths[w];
-                memset(&a, 0, sizeof a);
-                a.q = dq;
-                a.out = dout;
-                a.k = dkv;
-                a.v = (char *)dkv + (size_t)bs * 256 * 2;
-                a.q_token_stride = a.out_token_stride = widths[w];
-                a.q_head_stride = a.out_head_stride = widths[w];
-                a.k_block_stride = a.v_block_stride = (int64_t)bs * widths[w];
-                a.k_row_stride = a.v_row_stride = widths[w];
-                a.k_head_stride = a.v_head_stride = widths[w];
-                a.q_dtype = a.kv_dtype = FA_DTYPE_BF16;
-                a.cu_seqlens_q = (int32_t *)dmeta;
-                a.seqused_k = (int32_t *)dmeta + 2;
-                a.block_table = (int32_t *)dmeta + 3;
-                a.num_blocks = 1;
-                a.block_size = bs;
-                a.block_table_stride = 1;
-                a.num_seqs = 1;
-                a.num_tokens = 1;
-                a.max_seqlen_q = 1;
-                a.max_seqlen_k = 5;
-                a.num_heads_q = 1;
-                a.num_heads_kv = Hkv;
-                a.head_size = widths[w];
-                a.softmax_scale = 0.1f;
-                a.window_left = a.window_right = -1;
-                a.num_splits = 1;
+                caps_args(&a, dq, dkv, dout, dmeta, widths[w]);
                 st_check = gpu->ops.check(gpu->ctx, FA_OP_ATTENTION, &a);
                 st = gpu->ops.attention(gpu->ctx, &a);
                 if (st != st_check) gt_fail("width %d: check %d, op %d", widths[w], (int)st_check, (int)st);
                 if (compiled && st != FA_OK)
                     gt_fail("width %d (compiled): %d %s", widths[w], (int)st, gpu_msg());
-                if (!compiled && (st != FA_ERR_UNSUPPORTED || !contains(gpu_msg(), "not compiled in")))
-                    gt_fail("width %d (pruned): %d %s", widths[w], (int)st, gpu_msg());
+                if (!compiled && (st != FA_ERR_UNSUPPORTED || !contains(gpu_msg(), "head_size")))
+                    gt_fail("width %d (past the last width %d): %d %s", widths[w], Dl, (int)st, gpu_msg());
             }
             gt_sync();
+            /* what the block promises about the arguments, through ops.check (no launch): the
+               smallest and largest head sizes, one past the last width, block sizes, alignment,
+               an activation dtype outside act_dtypes */
+            caps_args(&a, dq, dkv, dout, dmeta, hm);
+            caps_probe("head_size = head_size_multiple", &a, 1, NULL);
+            caps_args(&a, dq, dkv, dout, dmeta, Dl);
+            caps_probe("head_size = the last width", &a, 1, NULL);
+            caps_args(&a, dq, dkv, dout, dmeta, Dl + hm);
+            caps_probe("head_size = the last width + head_size_multiple", &a, 0, "head_size");
+            caps_args(&a, dq, dkv, dout, dmeta, D0);
+            a.block_size = 2 * bm;
+            a.k_block_stride = a.v_block_stride = (int64_t)a.block_size * D0;
+            caps_probe("block_size = 2 x block_size_multiple", &a, 1, NULL);
+            if (bm > 1) {
+                a.block_size = bm + bm / 2;
+                a.k_block_stride = a.v_block_stride = (int64_t)a.block_size * D0;
+                caps_probe("block_size = 1.5 x block_size_multiple", &a, 0, "block_size");
+            }
+            caps_args(&a, dq, dkv, dout, dmeta, D0);
+            a.q = (char *)dq + al;
+            caps_probe("q at align_bytes", &a, 1, NULL);
+            a.q = (char *)dq + al / 2;
+            caps_probe("q at align_bytes / 2", &a, 0, NULL);
+            caps_args(&a, dq, dkv, dout, dmeta, D0);
+            a.q_dtype = a.kv_dtype = FA_DTYPE_F32;
+            if (!(c->act_dtypes & (1u << FA_DTYPE_F32))) caps_probe("f32 activations", &a, 0, NULL);
         }
         gt_dfree(dq);
         gt_dfree(dkv);

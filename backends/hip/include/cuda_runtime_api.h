@@ -1,6 +1,6 @@
 /* backends/hip/include/cuda_runtime_api.h - the CUDA runtime names that the C sources use
-   (backends/nccl/fa_nccl.c; tests/gpu/test_gpu_ops.c and test_gpu_checks.c, which capture
-   graphs and time with events), mapped to HIP for ROCm: put this folder first on the include
+   (backends/nccl/fa_nccl.c; tests/gpu/test_gpu_ops.c, test_gpu_checks.c and test_gpu_graph.c,
+   which capture graphs, copy and time with events), mapped to HIP for ROCm: put this folder first on the include
    path (-Ibackends/hip/include) and compile them unchanged. Plain C; the C++/HIP backend sources
    use backends/cuda/vendor.cuh instead. A name missing here is a compile error, never a
    fallback. */
@@ -27,6 +27,12 @@
 #define cudaStreamSynchronize hipStreamSynchronize
 #define cudaMalloc hipMalloc
 #define cudaFree hipFree
+#define cudaMemcpy hipMemcpy
+#define cudaMemcpyAsync hipMemcpyAsync
+#define cudaMemsetAsync hipMemsetAsync
+#define cudaMemcpyHostToDevice hipMemcpyHostToDevice
+#define cudaMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define cudaMemcpyDeviceToDevice hipMemcpyDeviceToDevice
 #define cudaEvent_t hipEvent_t
 #define cudaEventCreate hipEventCreate
 #define cudaEventDestroy hipEventDestroy
@@ -41,6 +47,7 @@
 /* CUDA 12's three-argument form; HIP's hipGraphInstantiate keeps the old five arguments */
 #define cudaGraphInstantiate hipGraphInstantiateWithFlags
 #define cudaGraphLaunch hipGraphLaunch
+#define cudaGraphGetNodes hipGraphGetNodes
 #define cudaGraphDestroy hipGraphDestroy
 #define cudaGraphExecDestroy hipGraphExecDestroy
 
