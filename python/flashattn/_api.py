@@ -1,6 +1,7 @@
 """The Pythonic layer: Backend, config(), Builder, Batch, Metadata, Layer, forward and the ops."""
 import ctypes
 import math
+import weakref
 
 from . import _lib
 from . import _structs as S
@@ -331,6 +332,7 @@ class Backend:
         self.kind = kind          # "cpu" or "cuda"
         self.device = device      # CUDA device ordinal (-1 for the CPU)
         self._keep = keep
+        self._builders = weakref.WeakSet()
 
     @classmethod
     def cpu(cls, fail_alloc_at=0, fail_copy_at=0, fail_op=S.Op.RESHAPE_AND_CACHE, fail_op_at=0):
@@ -426,8 +428,10 @@ class Backend:
             self._op_status("check " + S.Op(op).name.lower(), st)
 
     def close(self):
-        """Destroys the backend (destroy its builders first)."""
+        """Destroys the backend, after the builders still open on it."""
         if getattr(self, "_ptr", None):
+            for b in list(self._builders):
+                b.close()
             self._destroy(self._ptr)
             self._ptr = _lib.BACKEND_P()
 
@@ -599,6 +603,7 @@ class Builder:
         self.backend = backend
         check(_lib._core().fa_builder_create(backend._ptr, ctypes.byref(c), comm,
                                              ctypes.byref(self._h)))
+        backend._builders.add(self)
         self._layers = None
 
     @property
