@@ -307,10 +307,14 @@ static inline EncodeTiledFn encode_tiled_fn(const char **err) {
     if (fn != nullptr) return fn;
     void *p = nullptr;
     cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
     cudaError_t e =
         cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
+#else
+    cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p, cudaEnableDefault, &q);
+#endif
     if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || p == nullptr) {
-        *err = "cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled) failed";
+        *err = "cudaGetDriverEntryPoint(cuTensorMapEncodeTiled) failed";
         return nullptr;
     }
     fn = reinterpret_cast<EncodeTiledFn>(p);
