@@ -191,6 +191,306 @@ static float bf16_bits_to_float(uint16_t b)
 }
 
 // ---------------------------------------------------------------------------------------------
+// Building-block probes (run first, one CTA each): if the attention kernel fails, these say which
+// layout assumption is wrong. Each loads through the same tensor maps and descriptors the kernel
+// uses.
+//   tma   the TMA box with the 128-byte swizzle lands as row r, 16-byte chunk c at byte
+//         r * 128 + ((c ^ (r % 8)) * 16) (Swizzle<3,4,3>), and rows past L are zeros
+//   ss    wgmma m64n128k16 SS, both K-major SW128 (S = Q K^T), and the accumulator layout
+//   rs    wgmma m64n128k16 RS with B MN-major SW128 (O = P V), the A-fragment layout, and which
+//         of (LBO, SBO) = (16384, 1024) or (1024, 16384) is right for V
+// ---------------------------------------------------------------------------------------------
+__global__ void __launch_bounds__(128)
+    probe_tma(const __grid_constant__ CUtensorMap tm, uint4 *raw, int c0, int h)
+{
+#if FA_SM90_DEVICE_OK
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t rawa = fa_sm90::smem_u32(smem_raw);
+    const uint32_t base = (rawa + 1023u) & ~1023u;
+    const uint32_t bar = base + 16384;
+    if (threadIdx.x == 0) {
+        fa_sm90::mbar_init(bar, 1);
+        fa_sm90::fence_mbarrier_init();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        fa_sm90::mbar_arrive_expect_tx(bar, 16384);
+        fa_sm90::tma_load_4d(base, &tm, bar, c0, h, 0, 0);
+    }
+    fa_sm90::mbar_wait(bar, 0);
+    const uint4 *s = reinterpret_cast<const uint4 *>(smem_raw + (base - rawa));
+    for (int i = threadIdx.x; i < 1024; i += 128) raw[i] = s[i];
+#else
+    (void)tm, (void)raw, (void)c0, (void)h;
+#endif
+}
+
+__global__ void __launch_bounds__(128)
+    probe_ss(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, float *S)
+{
+#if FA_SM90_DEVICE_OK
+    using namespace fa_sm90;
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+    const uint32_t sA = base, sB = base + 16384, bar = base + 49152;
+    if (threadIdx.x == 0) {
+        mbar_init(bar, 1);
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        mbar_arrive_expect_tx(bar, 16384 + 32768);
+        for (int c = 0; c < 2; ++c) {
+            tma_load_4d(sA + c * 8192, &tmA, bar, 64 * c, 0, 0, 0);
+            tma_load_4d(sB + c * 16384, &tmB, bar, 64 * c, 0, 0, 0);
+        }
+    }
+    mbar_wait(bar, 0);
+    float d[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) d[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < 64; ++i) reg_fence(d[i]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk)
+        wgmma_m64n128k16_ss<0>(d,
+                               make_smem_desc(sA + (kk >> 2) * 8192 + (kk & 3) * 32, 16, 1024, kSwizzle128B),
+                               make_smem_desc(sB + (kk >> 2) * 16384 + (kk & 3) * 32, 16, 1024, kSwizzle128B),
+                               kk > 0 ? 1 : 0);
+    wgmma_commit_group();
+    wgmma_wait_group<0>();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) reg_fence(d[i]);
+    const int w = threadIdx.x / 32, g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            S[(16 * w + g) * 128 + 8 * j + 2 * t + e] = d[4 * j + e];
+            S[(16 * w + g + 8) * 128 + 8 * j + 2 * t + e] = d[4 * j + 2 + e];
+        }
+#else
+    (void)tmA, (void)tmB, (void)S;
+#endif
+}
+
+__global__ void __launch_bounds__(128) probe_rs(const __grid_constant__ CUtensorMap tmV,
+                                                const __nv_bfloat16 *P, float *O, uint32_t lbo, uint32_t sbo)
+{
+#if FA_SM90_DEVICE_OK
+    using namespace fa_sm90;
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+    const uint32_t sV = base, bar = base + 32768;
+    if (threadIdx.x == 0) {
+        mbar_init(bar, 1);
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        mbar_arrive_expect_tx(bar, 32768);
+        for (int c = 0; c < 2; ++c) tma_load_4d(sV + c * 16384, &tmV, bar, 64 * c, 0, 0, 0);
+    }
+    const int w = threadIdx.x / 32, g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
+    // A fragment of P [64 x 128] (row-major in global), k-step kk = columns [16kk, 16kk + 16)
+    uint32_t pa[8][4];
+    const uint32_t *P32 = reinterpret_cast<const uint32_t *>(P);
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+        pa[kk][0] = P32[((16 * w + g) * 128 + 16 * kk + 2 * t) / 2];
+        pa[kk][1] = P32[((16 * w + g + 8) * 128 + 16 * kk + 2 * t) / 2];
+        pa[kk][2] = P32[((16 * w + g) * 128 + 16 * kk + 8 + 2 * t) / 2];
+        pa[kk][3] = P32[((16 * w + g + 8) * 128 + 16 * kk + 8 + 2 * t) / 2];
+    }
+    mbar_wait(bar, 0);
+    float d[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) d[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < 64; ++i) reg_fence(d[i]);
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) reg_fence(pa[kk][x]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk)
+        wgmma_m64n128k16_rs<1>(d, pa[kk], make_smem_desc(sV + kk * 2048, lbo, sbo, kSwizzle128B), 1);
+    wgmma_commit_group();
+    wgmma_wait_group<0>();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) reg_fence(d[i]);
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            O[(16 * w + g) * 128 + 8 * j + 2 * t + e] = d[4 * j + e];
+            O[(16 * w + g + 8) * 128 + 8 * j + 2 * t + e] = d[4 * j + 2 + e];
+        }
+#else
+    (void)tmV, (void)P, (void)O, (void)lbo, (void)sbo;
+#endif
+}
+
+static std::vector<uint16_t> host_random_bf16(size_t n, uint32_t seed)
+{
+    std::vector<uint16_t> v(n);
+    uint32_t x = seed * 2654435761u + 12345u;
+    for (size_t i = 0; i < n; ++i) {
+        x = x * 1664525u + 1013904223u;
+        float f = ((x >> 8) * (1.0f / 16777216.0f)) * 2.f - 1.f;
+        if (f == 0.f) f = 0.0078125f;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        v[i] = static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16); // round to nearest even
+    }
+    return v;
+}
+
+template <class T> static T *to_device(const std::vector<T> &h)
+{
+    T *d;
+    CK(cudaMalloc(&d, h.size() * sizeof(T)));
+    CK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return d;
+}
+
+static void report_probe(const char *name, size_t bad, double max_err, bool counts)
+{
+    printf("%s probe %-40s mismatches %zu, max|err| %.3g\n",
+           !counts    ? "INFO"
+           : bad == 0 ? "PASS"
+                      : "FAIL",
+           name, bad, max_err);
+    if (counts) {
+        if (bad == 0)
+            ++g_pass;
+        else
+            ++g_fail;
+    }
+}
+
+static void run_probes(cudaStream_t st)
+{
+    const char *err = "";
+    // tma: K-like tensor [1, L = 100, 2 heads, 128], box rows 128 at (dims 64.., head 1)
+    {
+        const int L = 100, H = 2;
+        std::vector<uint16_t> hk = host_random_bf16((size_t)L * H * 128, 11);
+        uint16_t *dk = to_device(hk);
+        CUtensorMap tm;
+        if (fa_sm90_host::make_tmap_bhld(&tm, dk, 1, L, H, 128, 128, &err) != 0) {
+            printf("FAIL probe tma: %s\n", err);
+            ++g_fail;
+            return;
+        }
+        uint4 *draw;
+        CK(cudaMalloc(&draw, 16384));
+        CK(cudaFuncSetAttribute(probe_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, 16384 + 1024 + 64));
+        probe_tma<<<1, 128, 16384 + 1024 + 64, st>>>(tm, draw, 64, 1);
+        CK(cudaGetLastError());
+        sync_or_die(st, 10, "probe tma");
+        std::vector<uint16_t> raw(8192);
+        CK(cudaMemcpy(raw.data(), draw, 16384, cudaMemcpyDeviceToHost));
+        size_t bad = 0;
+        for (int r = 0; r < 128; ++r)
+            for (int c = 0; c < 8; ++c)
+                for (int e = 0; e < 8; ++e) {
+                    const uint16_t got = raw[(r * 128 + ((c ^ (r % 8)) * 16)) / 2 + e];
+                    const uint16_t want = r < L ? hk[((size_t)r * H + 1) * 128 + 64 + 8 * c + e] : 0;
+                    if (got != want) ++bad;
+                }
+        report_probe("tma (SW128 box layout, zero fill)", bad, 0, true);
+        CK(cudaFree(draw));
+        CK(cudaFree(dk));
+    }
+    // ss: A [64 x 128], B [128 x 128] (rows x dims), S = A B^T
+    {
+        std::vector<uint16_t> ha = host_random_bf16(64 * 128, 21), hb = host_random_bf16(128 * 128, 22);
+        uint16_t *da = to_device(ha), *db = to_device(hb);
+        CUtensorMap tA, tB;
+        if (fa_sm90_host::make_tmap_bhld(&tA, da, 1, 64, 1, 128, 64, &err) != 0 ||
+            fa_sm90_host::make_tmap_bhld(&tB, db, 1, 128, 1, 128, 128, &err) != 0) {
+            printf("FAIL probe ss: %s\n", err);
+            ++g_fail;
+            return;
+        }
+        float *dS;
+        CK(cudaMalloc(&dS, 64 * 128 * 4));
+        const int sm = 49152 + 1024 + 64;
+        CK(cudaFuncSetAttribute(probe_ss, cudaFuncAttributeMaxDynamicSharedMemorySize, sm));
+        probe_ss<<<1, 128, sm, st>>>(tA, tB, dS);
+        CK(cudaGetLastError());
+        sync_or_die(st, 10, "probe ss");
+        std::vector<float> S(64 * 128);
+        CK(cudaMemcpy(S.data(), dS, S.size() * 4, cudaMemcpyDeviceToHost));
+        size_t bad = 0;
+        double mx = 0;
+        for (int i = 0; i < 64; ++i)
+            for (int j = 0; j < 128; ++j) {
+                double ref = 0;
+                for (int e = 0; e < 128; ++e)
+                    ref += (double)bf16_bits_to_float(ha[i * 128 + e]) * bf16_bits_to_float(hb[j * 128 + e]);
+                const double er = fabs(ref - S[i * 128 + j]);
+                mx = std::max(mx, er);
+                if (!(er <= 1e-3 + 1e-3 * fabs(ref))) ++bad;
+            }
+        report_probe("ss (Q K^T, K-major SW128, accumulators)", bad, mx, true);
+        CK(cudaFree(dS));
+        CK(cudaFree(da));
+        CK(cudaFree(db));
+    }
+    // rs: P [64 x 128] in registers, V [128 keys x 128 dims] MN-major, O = P V
+    {
+        std::vector<uint16_t> hp = host_random_bf16(64 * 128, 31), hv = host_random_bf16(128 * 128, 32);
+        uint16_t *dp = to_device(hp), *dv = to_device(hv);
+        CUtensorMap tV;
+        if (fa_sm90_host::make_tmap_bhld(&tV, dv, 1, 128, 1, 128, 128, &err) != 0) {
+            printf("FAIL probe rs: %s\n", err);
+            ++g_fail;
+            return;
+        }
+        float *dO;
+        CK(cudaMalloc(&dO, 64 * 128 * 4));
+        const int sm = 32768 + 1024 + 64;
+        CK(cudaFuncSetAttribute(probe_rs, cudaFuncAttributeMaxDynamicSharedMemorySize, sm));
+        std::vector<double> ref(64 * 128);
+        for (int i = 0; i < 64; ++i)
+            for (int j = 0; j < 128; ++j) {
+                double a = 0;
+                for (int e = 0; e < 128; ++e)
+                    a += (double)bf16_bits_to_float(hp[i * 128 + e]) * bf16_bits_to_float(hv[e * 128 + j]);
+                ref[i * 128 + j] = a;
+            }
+        const uint32_t variants[2][2] = {{16384, 1024}, {1024, 16384}}; // (LBO, SBO); the kernel uses [0]
+        for (int vi = 0; vi < 2; ++vi) {
+            CK(cudaMemset(dO, 0, 64 * 128 * 4));
+            probe_rs<<<1, 128, sm, st>>>(tV, reinterpret_cast<const __nv_bfloat16 *>(dp), dO, variants[vi][0],
+                                         variants[vi][1]);
+            CK(cudaGetLastError());
+            sync_or_die(st, 10, "probe rs");
+            std::vector<float> O(64 * 128);
+            CK(cudaMemcpy(O.data(), dO, O.size() * 4, cudaMemcpyDeviceToHost));
+            size_t bad = 0;
+            double mx = 0;
+            for (int i = 0; i < 64 * 128; ++i) {
+                const double er = fabs(ref[i] - O[i]);
+                mx = std::max(mx, er);
+                if (!(er <= 1e-3 + 1e-3 * fabs(ref[i]))) ++bad;
+            }
+            char nm[96];
+            snprintf(nm, sizeof nm, "rs (P V, V MN-major, LBO %u SBO %u)%s", variants[vi][0], variants[vi][1],
+                     vi == 0 ? "" : " [alt]");
+            report_probe(nm, bad, mx, vi == 0);
+        }
+        CK(cudaFree(dO));
+        CK(cudaFree(dp));
+        CK(cudaFree(dv));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // One case
 // ---------------------------------------------------------------------------------------------
 struct Case {
@@ -393,6 +693,8 @@ int main()
         {3, 77, 77, 8, 2, false, false},     {3, 77, 77, 8, 2, true, false},
         {1, 64, 4096, 4, 1, false, false},   {1, 64, 4096, 4, 1, true, false},
     };
+    run_probes(st);
+
     for (const Case &c : small) run_case(c, st, nullptr);
 
     // timed sizes (H = 32, Hkv = 8), sampled check first
