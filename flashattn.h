@@ -746,6 +746,15 @@ typedef struct fa_layer {
 
 FLASHATTN_API fa_status fa_layer_init(fa_layer *layer, const fa_layer_desc *desc);
 
+/* fa_layer_init with the model's shape taken from the config, so it is spelled once: fields of
+   desc left zero take cfg's values (num_heads_q, num_heads_kv, head_size and dtype from
+   cfg->model, kv_cache_dtype from cfg->cache.cache_dtype, dcp_world_size from cfg->parallel,
+   attention_chunk_size from cfg->scheduler); a non-zero field overrides. desc may be NULL (a
+   full decoder layer of the model). The activation dtype is the model's: desc->dtype must be
+   zero or equal to cfg->model.dtype. Then fa_layer_init's defaults and checks apply. */
+FLASHATTN_API fa_status fa_layer_init_from_config(fa_layer *layer, const fa_config *cfg,
+                                                  const fa_layer_desc *desc);
+
 /* ------------------------------------------------------------------------------------------ */
 // >>forward
 
@@ -2672,6 +2681,34 @@ FA__DEF fa_status fa_layer_init(fa_layer *layer, const fa_layer_desc *desc)
     return FA_OK;
 }
 
+FA__DEF fa_status fa_layer_init_from_config(fa_layer *layer, const fa_config *cfg, const fa_layer_desc *desc)
+{
+    const char *fn = "fa_layer_init_from_config";
+    fa_layer_desc d;
+    fa_status s;
+    fa__clear();
+    FA__CHECK_PTR(fn, layer);
+    FA__CHECK_PTR(fn, cfg);
+    if (desc != NULL) {
+        d = *desc;
+    } else {
+        memset(&d, 0, sizeof d);
+    }
+    if (d.dtype != FA_DTYPE_BF16 && d.dtype != cfg->model.dtype)
+        return fa__fail(FA_ERR_INVALID_ARG, "%s: desc.dtype %s (%d) differs from cfg.model.dtype %s (%d)", fn,
+                        fa_dtype_name(d.dtype), (int)d.dtype, fa_dtype_name(cfg->model.dtype),
+                        (int)cfg->model.dtype);
+    d.dtype = cfg->model.dtype;
+    if (d.num_heads_q == 0) d.num_heads_q = cfg->model.num_heads_q;
+    if (d.num_heads_kv == 0) d.num_heads_kv = cfg->model.num_heads_kv;
+    if (d.head_size == 0) d.head_size = cfg->model.head_size;
+    if (d.kv_cache_dtype == FA_CACHE_AUTO) d.kv_cache_dtype = cfg->cache.cache_dtype;
+    if (d.dcp_world_size == 0) d.dcp_world_size = cfg->parallel.dcp_world_size;
+    if (d.attention_chunk_size == 0) d.attention_chunk_size = cfg->scheduler.attention_chunk_size;
+    s = fa_layer_init(layer, &d);
+    return s == FA_OK ? s : fa__refail(s, fn, "fa_layer_init: ");
+}
+
 // >>forward impl
 
 /* fa_forward runs in three phases: describe the call as a program of steps (every argument
@@ -2807,9 +2844,10 @@ FA__DEF fa_status fa_forward_profile(const fa_layer *layer, const fa_backend *be
                         layer->desc.num_heads_q, layer->desc.head_size);
     /* every row of out is written: check all of them (a token stride of 0 on more than one row is
        an error here, not in the backend's fill) */
-    s = fa__check_rows("out", out, out->shape[0] < 0           ? 0
-                                         : out->shape[0] > INT32_MAX ? INT32_MAX
-                                                                     : (int32_t)out->shape[0],
+    s = fa__check_rows("out", out,
+                       out->shape[0] < 0           ? 0
+                       : out->shape[0] > INT32_MAX ? INT32_MAX
+                                                   : (int32_t)out->shape[0],
                        layer->desc.num_heads_q, layer->desc.head_size, layer->desc.dtype);
     if (s != FA_OK) return fa__refail(s, fn, "fa_forward: ");
     FA__NEED_OP(fn, be, fill);

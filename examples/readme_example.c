@@ -95,10 +95,9 @@ int main(void)
     cfg.model.num_heads_q = 32; cfg.model.num_heads_kv = 8; cfg.model.head_size = 128;
     cfg.scheduler.max_num_seqs = 256; cfg.scheduler.max_num_batched_tokens = 8192;
     CHECK(fa_builder_create(be, &cfg, NULL, &b));   /* allocates its workspace once */
-    CHECK(fa_layer_init(&layers[0], &(fa_layer_desc){ .num_heads_q = 32, .num_heads_kv = 8,
-                                                      .head_size = 128 }));           /* full */
-    CHECK(fa_layer_init(&layers[1], &(fa_layer_desc){ .num_heads_q = 32, .num_heads_kv = 8,
-                                                      .head_size = 128, .sliding_window = 4096 }));
+    CHECK(fa_layer_init_from_config(&layers[0], &cfg, NULL));             /* full: the model's shape */
+    CHECK(fa_layer_init_from_config(&layers[1], &cfg,
+                                    &(fa_layer_desc){ .sliding_window = 4096 }));   /* windowed */
     CHECK(fa_builder_set_layers(b, layers, 2));     /* what the planner may assume */
     int32_t prefix = 0;                             /* 0 unless cascade pays for some layer */
     for (int step = 0; step < num_steps; ++step) {  /* one scheduler step */

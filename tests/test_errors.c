@@ -1136,6 +1136,82 @@ Test(layer, init_bad_input)
     LAYER_FAILS(d, E_INV, "k_scale", "-1");
 }
 
+/* fa_layer_init_from_config: zero fields of desc take the config's model shape, non-zero ones
+   override; the result equals fa_layer_init with every value spelled out */
+Test(layer, init_from_config)
+{
+    fa_config cfg;
+    fa_layer_desc d;
+    fa_layer a, b;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.model.num_heads_q = HQ;
+    cfg.model.num_heads_kv = HKV;
+    cfg.model.head_size = D;
+    cfg.model.dtype = FA_DTYPE_F16;
+    cfg.cache.cache_dtype = FA_CACHE_FP8_E4M3;
+    cfg.scheduler.attention_chunk_size = 64;
+    memset(&a, 0x5a, sizeof a);
+    memset(&b, 0x5a, sizeof b);
+    ASSERT_OK(fa_layer_init_from_config(&a, &cfg, NULL));
+    d = base_desc();
+    d.kv_cache_dtype = FA_CACHE_FP8_E4M3;
+    d.attention_chunk_size = 64;
+    ASSERT_OK(fa_layer_init(&b, &d));
+    cr_assert(memcmp(&a, &b, sizeof a) == 0, "from_config(NULL desc) != fa_layer_init of the same values");
+    cr_assert_eq(a.desc.num_heads_q, HQ);
+    cr_assert_eq(a.desc.num_heads_kv, HKV);
+    cr_assert_eq(a.desc.head_size, D);
+    cr_assert_eq(a.desc.dtype, FA_DTYPE_F16);
+    /* overrides: a windowed layer with its own KV heads, no chunking is not expressible by zero,
+       so the chunk stays the config's; its cache dtype given explicitly */
+    memset(&d, 0, sizeof d);
+    d.sliding_window = 4096;
+    d.num_heads_kv = 1;
+    d.kv_cache_dtype = FA_CACHE_FP8_E5M2;
+    d.dtype = FA_DTYPE_F16; /* equal to the model's: accepted */
+    ASSERT_OK(fa_layer_init_from_config(&a, &cfg, &d));
+    cr_assert_eq(a.desc.sliding_window, 4096);
+    cr_assert_eq(a.desc.num_heads_kv, 1);
+    cr_assert_eq(a.desc.num_heads_q, HQ);
+    cr_assert_eq(a.desc.kv_cache_dtype, FA_CACHE_FP8_E5M2);
+    cr_assert_eq(a.desc.attention_chunk_size, 64);
+    cr_assert_eq(a.window.left, 4095);
+}
+
+/* an error of fa_layer_init_from_config names the function first, then the argument and value */
+#define FROMCFG_FAILS(expr, mask, names, values) \
+    do { \
+        EXPECT_ERR(expr, mask, names, values); \
+        cr_assert(strncmp(fa_last_error(), "fa_layer_init_from_config: ", 27) == 0, "message: %s", \
+                  fa_last_error()); \
+    } while (0)
+
+Test(layer, init_from_config_bad_input)
+{
+    fa_config cfg;
+    fa_layer_desc d;
+    fa_layer l, snap;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.model.num_heads_q = HQ;
+    cfg.model.num_heads_kv = HKV;
+    cfg.model.head_size = D;
+    cfg.model.dtype = FA_DTYPE_F16;
+    memset(&l, 0x5a, sizeof l);
+    snap = l;
+    FROMCFG_FAILS(fa_layer_init_from_config(NULL, &cfg, NULL), E_INV, "layer", NULL);
+    FROMCFG_FAILS(fa_layer_init_from_config(&l, NULL, NULL), E_INV, "cfg", NULL);
+    memset(&d, 0, sizeof d);
+    d.dtype = FA_DTYPE_F32; /* another activation dtype than the model's */
+    FROMCFG_FAILS(fa_layer_init_from_config(&l, &cfg, &d), E_INV, "desc.dtype", "f32");
+    cr_assert(strstr(fa_last_error(), "cfg.model.dtype f16") != NULL, "%s", fa_last_error());
+    cfg.model.head_size = 100; /* the config's value is checked like a spelled-out one */
+    FROMCFG_FAILS(fa_layer_init_from_config(&l, &cfg, NULL), E_INV | E_UNS, "head_size", "100");
+    cfg.model.head_size = D;
+    cfg.model.num_heads_q = 0; /* a config without the model shape and a desc without it */
+    FROMCFG_FAILS(fa_layer_init_from_config(&l, &cfg, NULL), E_INV, "num_heads_q", "0");
+    cr_assert(memcmp(&l, &snap, sizeof l) == 0, "layer written on error");
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* forward */
 

@@ -29,6 +29,7 @@
 #                            tool (--shard K/N; default 1); programs without the gt_ harness
 #                            (test_gpu_forward, test_gpu_graph) run whole
 #   FA_GPU_PROGRAMS          only these programs (space-separated names; default all)
+#   FA_GPU_SANITIZE_PROGRAMS only these programs under the sanitizers (default: all of the run)
 #   FA_GPU_TEST_SEED   random seed passed on to the programs
 set -u -o pipefail
 
@@ -226,6 +227,7 @@ shards_of() {   # program -> the shard specs of its sanitizer runs ("" = whole)
         echo ""
     fi
 }
+san_wanted() { [ -z "${FA_GPU_SANITIZE_PROGRAMS:-}" ] || [[ " $FA_GPU_SANITIZE_PROGRAMS " == *" $1 "* ]]; }
 if [ "$sanitize" != "0" ]; then
     if [ -z "$sanitizer" ]; then
         row "compute-sanitizer" 0 1 "not found"
@@ -233,6 +235,7 @@ if [ "$sanitize" != "0" ]; then
         # every (tool, program) pair at once: they are CPU-bound and the machine has cores
         for p in "${programs[@]}"; do
             [ -x "$build/tests/gpu/$p" ] || continue
+            san_wanted "$p" || continue
             for tool in $san_tools; do
                 while read -r sh; do
                     run_sanitizer "$tool" "$p" "$logs/$tool-$p${sh:+-${sh%/*}}.log" $sh &
@@ -242,6 +245,7 @@ if [ "$sanitize" != "0" ]; then
         wait
         for p in "${programs[@]}"; do
             [ -x "$build/tests/gpu/$p" ] || continue
+            san_wanted "$p" || continue
             for tool in $san_tools; do
                 while read -r sh; do
                     sanitizer_row "$tool" "$p" "$logs/$tool-$p${sh:+-${sh%/*}}.log" $sh
