@@ -11,6 +11,16 @@ command -v c++ >/dev/null 2>&1 || need="$need g++"
 command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 command -v python3 >/dev/null 2>&1 || need="$need python3"
 if [ "${1:-}" = tests ] && ! pkg-config --exists criterion 2>/dev/null; then need="$need libcriterion-dev"; fi
+# the Python binding's test (python/meson.build): Debian's python3 with numpy, pytest and venv
+if [ "${1:-}" = tests ]; then
+  if [ -x /usr/bin/python3 ]; then
+    /usr/bin/python3 -c 'import numpy' 2>/dev/null || need="$need python3-numpy"
+    /usr/bin/python3 -c 'import pytest' 2>/dev/null || need="$need python3-pytest"
+    /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null || need="$need python3-venv"
+  else
+    need="$need python3 python3-numpy python3-pytest python3-venv"
+  fi
+fi
 if [ "${1:-}" = consumers ] && ! command -v cmake >/dev/null 2>&1; then need="$need cmake"; fi
 if [ -n "$need" ]; then
   sudo=""
