@@ -617,6 +617,10 @@ class Builder:
         """The resolved configuration as a flat dict."""
         return config_dict(_lib._core().fa_builder_config(self.handle).contents)
 
+    def layer(self, **fields):
+        """Layer.from_config(this builder's config, **fields)."""
+        return Layer.from_config(self, **fields)
+
     def set_layers(self, layers):
         """fa_builder_set_layers: the layers that will run this builder's metadata."""
         layers = list(layers)
@@ -700,35 +704,54 @@ _LAYER_FIELDS = [f[0] for f in S.fa_layer_desc._fields_]
 class Layer:
     """A validated attention layer (fa_layer_init). Fields are fa_layer_desc's (zero = default);
     alibi_slopes and sinks are float32 arrays [num_heads_q] where the backend reads them
-    (device tensors, or host arrays / lists for the CPU backend)."""
+    (device tensors, or host arrays / lists for the CPU backend). Layer.from_config (or
+    Builder.layer) takes the model's shape from a config instead."""
 
     def __init__(self, num_heads_q, head_size, num_heads_kv=0, scale=0.0, dtype=S.DType.BF16,
                  attn_type=S.AttnType.DECODER, sliding_window=0, logits_soft_cap=0.0,
                  alibi_slopes=None, sinks=None, kv_cache_dtype=S.CacheDType.AUTO, k_scale=0.0,
                  v_scale=0.0, kv_sharing=False, attention_chunk_size=0, dcp_world_size=0):
+        d = self._desc(num_heads_q=num_heads_q, head_size=head_size, num_heads_kv=num_heads_kv,
+                       scale=scale, dtype=dtype, attn_type=attn_type,
+                       sliding_window=sliding_window, logits_soft_cap=logits_soft_cap,
+                       alibi_slopes=alibi_slopes, sinks=sinks, kv_cache_dtype=kv_cache_dtype,
+                       k_scale=k_scale, v_scale=v_scale, kv_sharing=kv_sharing,
+                       attention_chunk_size=attention_chunk_size, dcp_world_size=dcp_world_size)
+        self.ct = S.fa_layer()
+        check(_lib._core().fa_layer_init(ctypes.byref(self.ct), ctypes.byref(d)))
+
+    @classmethod
+    def from_config(cls, cfg, **fields):
+        """fa_layer_init_from_config: the layer's heads, head size, dtype, cache dtype, DCP size
+        and chunk size from cfg (an fa_config, a dict of config() fields, or a Builder: its
+        resolved config); the keyword fields (fa_layer_desc's) override or add to them."""
+        if isinstance(cfg, Builder):
+            cfg = _lib._core().fa_builder_config(cfg.handle).contents
+        c = _as_config(cfg)
+        fn = getattr(_lib._core(), "fa_layer_init_from_config", None)
+        if fn is None:
+            raise Error(S.Status.ERR_UNSUPPORTED, "Layer.from_config: this libflashattn has no "
+                        "fa_layer_init_from_config")
+        self = cls.__new__(cls)
+        d = self._desc(**fields)
+        self.ct = S.fa_layer()
+        check(fn(ctypes.byref(self.ct), ctypes.byref(c), ctypes.byref(d)))
+        return self
+
+    def _desc(self, alibi_slopes=None, sinks=None, **fields):
         d = S.fa_layer_desc()
-        d.num_heads_q = int(num_heads_q)
-        d.num_heads_kv = int(num_heads_kv)
-        d.head_size = int(head_size)
-        d.scale = float(scale)
-        d.dtype = int(dtype)
-        d.attn_type = int(attn_type)
-        d.sliding_window = int(sliding_window)
-        d.logits_soft_cap = float(logits_soft_cap)
+        for k, v in fields.items():
+            if k not in _LAYER_FIELDS or k in ("alibi_slopes", "sinks", "num_alibi_slopes",
+                                               "num_sinks"):
+                raise _invalid("Layer: unknown field %r" % k)
+            setattr(d, k, float(v) if isinstance(getattr(d, k), float) else int(v))
         a_ptr, a_n, a_keep, a_dev = _float_array(alibi_slopes, "alibi_slopes")
         s_ptr, s_n, s_keep, s_dev = _float_array(sinks, "sinks")
         d.alibi_slopes, d.num_alibi_slopes = a_ptr, a_n
         d.sinks, d.num_sinks = s_ptr, s_n
-        d.kv_cache_dtype = int(kv_cache_dtype)
-        d.k_scale = float(k_scale)
-        d.v_scale = float(v_scale)
-        d.kv_sharing = int(bool(kv_sharing))
-        d.attention_chunk_size = int(attention_chunk_size)
-        d.dcp_world_size = int(dcp_world_size)
-        self.ct = S.fa_layer()
-        check(_lib._core().fa_layer_init(ctypes.byref(self.ct), ctypes.byref(d)))
         self._keep = (a_keep, s_keep)
         self._devices = {"alibi_slopes": a_dev, "sinks": s_dev}
+        return d
 
     @property
     def desc(self):

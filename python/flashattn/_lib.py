@@ -146,6 +146,8 @@ def _declare(stem, lib):
             ("fa_builder_build", st, [vp, P(S.fa_batch), i32, P(S.fa_metadata)]),
             ("fa_metadata_describe", st, [P(S.fa_metadata), ctypes.c_char_p, sz, P(sz)]),
             ("fa_layer_init", st, [P(S.fa_layer), P(S.fa_layer_desc)]),
+            ("fa_layer_init_from_config", st, [P(S.fa_layer), P(S.fa_config),
+                                               P(S.fa_layer_desc)]),
             ("fa_forward", st, [P(S.fa_layer), BACKEND_P, P(S.fa_tensor), P(S.fa_tensor),
                                 P(S.fa_tensor), P(S.fa_tensor), P(S.fa_metadata), P(S.fa_tensor)]),
             ("fa_forward_profile", st, [P(S.fa_layer), BACKEND_P, P(S.fa_tensor)]),

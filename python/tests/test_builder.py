@@ -101,9 +101,11 @@ def test_plan_helpers(cpu):
     assert fa.aot_sliding_window([(7, 0), (7, 0)]) == (True, (7, 0))
     assert fa.aot_sliding_window([(7, 0), (-1, -1)]) == (False, (-1, -1))
     assert fa.supports_head_size(128) and not fa.supports_head_size(100)
-    assert fa.supported_kernel_block_sizes() == {"multiple_of": 16, "sizes": []}
-    assert fa.supported_kernel_block_sizes(True)["sizes"] == [16, 32, 64]
-    assert fa.supports_block_size(32) and not fa.supports_block_size(24)
+    any_size = fa.supported_kernel_block_sizes()
+    assert any_size["sizes"] == [] and any_size["multiple_of"] >= 1
+    assert fa.supported_kernel_block_sizes(True) == {"multiple_of": 0, "sizes": [16, 32, 64]}
+    assert fa.supports_block_size(32) and not fa.supports_block_size(0)
+    assert not fa.supports_block_size(48, hybrid_mamba_f32=True)
     assert fa.supports_kv_cache_dtype(fa.CacheDType.FP8_E5M2)
     assert fa.supports_compute_capability(9, 0) and not fa.supports_compute_capability(7, 5)
     assert fa.cache_storage_dtype(fa.CacheDType.FP8) == fa.DType.FP8_E4M3
@@ -134,3 +136,22 @@ def test_local_virtual_batches():
     assert r["num_virtual"] == sum(1 for _ in r["seqused_k"]) and r["pages_per_virtual"] == 2
     assert r["cu_seqlens_q"][0] == 0 and r["cu_seqlens_q"][-1] == 16
     assert all(0 < k <= 4 for k in r["seqused_k"])
+
+
+def test_layer_from_config(cpu):
+    cfg = fa.config(num_heads_q=8, num_heads_kv=2, head_size=64, dtype=fa.DType.F32,
+                    cache_dtype=fa.CacheDType.FP8_E5M2)
+    layer = fa.Layer.from_config(cfg)
+    d = layer.desc
+    assert (d["num_heads_q"], d["num_heads_kv"], d["head_size"], d["dtype"]) == (8, 2, 64, 2)
+    assert layer.cache_dtype == fa.DType.FP8_E5M2 and layer.window == (-1, -1)
+    w = fa.Layer.from_config(cfg, sliding_window=128)
+    assert w.window == (127, 0) and w.desc["num_heads_kv"] == 2
+    b = fa.Builder(cpu, cfg)
+    assert b.layer(logits_soft_cap=30.0).desc["logits_soft_cap"] == 30.0
+    assert fa.Layer.from_config(b).desc == layer.desc
+    with pytest.raises(fa.Error) as e:
+        fa.Layer.from_config(cfg, dtype=fa.DType.F16)
+    assert "fa_layer_init_from_config" in e.value.message and "dtype" in e.value.message
+    with pytest.raises(fa.Error, match="unknown field"):
+        fa.Layer.from_config(cfg, window=3)

@@ -49,8 +49,10 @@ def test_config_unknown_field():
 
 
 def test_config_resolve_error():
-    with raises(fa.Status.ERR_INVALID_ARG, "config: ", "block_size"):
-        fa.config_resolve(fa.config(num_heads_q=4, head_size=64, block_size=24))
+    with raises(fa.Status.ERR_INVALID_ARG, "config: ", "head_size 100"):
+        fa.config_resolve(fa.config(num_heads_q=4, head_size=100))
+    with raises(fa.Status.ERR_INVALID_ARG, "config: ", "dcp_rank"):
+        fa.config_resolve(fa.config(num_heads_q=4, head_size=64, dcp_world_size=2, dcp_rank=2))
 
 
 def test_builder_bad_config(cpu):
