@@ -246,6 +246,7 @@ __global__ void __launch_bounds__(128)
         }
     }
     mbar_wait(bar, 0);
+    __syncwarp();
     float d[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) d[i] = 0.f;
@@ -304,6 +305,7 @@ __global__ void __launch_bounds__(128) probe_rs(const __grid_constant__ CUtensor
         pa[kk][3] = P32[((16 * w + g + 8) * 128 + 16 * kk + 8 + 2 * t) / 2];
     }
     mbar_wait(bar, 0);
+    __syncwarp();
     float d[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) d[i] = 0.f;
@@ -496,14 +498,15 @@ static void run_probes(cudaStream_t st)
 struct Case {
     int B, Lq, Lk, H, Hkv;
     bool causal;
-    bool timed;      // timed sizes: sampled check, then 20 timed launches
+    bool timed;           // timed sizes: sampled check, then 20 timed launches
+    bool overlap = false; // the kernel's intra-warpgroup pipelined loop
 };
 
 static void run_case(const Case &c, cudaStream_t st, std::vector<double> *tflops_out)
 {
     char name[160];
-    snprintf(name, sizeof name, "B=%d Lq=%d Lk=%d H=%d Hkv=%d %s", c.B, c.Lq, c.Lk, c.H, c.Hkv,
-             c.causal ? "causal" : "non-causal");
+    snprintf(name, sizeof name, "%s B=%d Lq=%d Lk=%d H=%d Hkv=%d %s", c.overlap ? "ovl" : "pln", c.B, c.Lq,
+             c.Lk, c.H, c.Hkv, c.causal ? "causal" : "non-causal");
     const size_t nq = (size_t)c.B * c.Lq * c.H * 128, nkv = (size_t)c.B * c.Lk * c.Hkv * 128;
     const size_t nl = (size_t)c.B * c.H * c.Lq;
     __nv_bfloat16 *q, *k, *v, *out;
@@ -532,7 +535,7 @@ static void run_case(const Case &c, cudaStream_t st, std::vector<double> *tflops
     fa_sm90_host::PrefillPlan plan;
     const char *err = "";
     if (fa_sm90_host::prefill_plan(&plan, q, k, v, out, lse, c.B, c.Lq, c.Lk, c.H, c.Hkv, scale, c.causal,
-                                   &err) != 0) {
+                                   c.overlap, &err) != 0) {
         printf("FAIL %s: plan: %s\n", name, err);
         ++g_fail;
         return;
@@ -672,14 +675,15 @@ int main()
         finish_and_exit(1);
     }
     {
-        cudaFuncAttributes a0, a1;
-        CK(cudaFuncGetAttributes(&a0, fa_sm90::fa_sm90_prefill_kernel<false, 2>));
-        CK(cudaFuncGetAttributes(&a1, fa_sm90::fa_sm90_prefill_kernel<true, 2>));
-        printf(
-            "kernel non-causal: %d regs/thread at launch, %zu B local; causal: %d regs, %zu B local; dynamic "
-            "smem %u B; %d threads\n",
-            a0.numRegs, a0.localSizeBytes, a1.numRegs, a1.localSizeBytes, fa_sm90::Smem<2>::kAlloc,
-            fa_sm90::kThreads);
+        cudaFuncAttributes a[4];
+        CK(cudaFuncGetAttributes(&a[0], fa_sm90::fa_sm90_prefill_kernel<false, false>));
+        CK(cudaFuncGetAttributes(&a[1], fa_sm90::fa_sm90_prefill_kernel<true, false>));
+        CK(cudaFuncGetAttributes(&a[2], fa_sm90::fa_sm90_prefill_kernel<false, true>));
+        CK(cudaFuncGetAttributes(&a[3], fa_sm90::fa_sm90_prefill_kernel<true, true>));
+        const char *nm[4] = {"plain non-causal", "plain causal", "overlap non-causal", "overlap causal"};
+        for (int i = 0; i < 4; ++i)
+            printf("kernel %-18s: %d regs/thread at launch, %zu B local, dynamic smem %u B, %d threads\n",
+                   nm[i], a[i].numRegs, a[i].localSizeBytes, fa_sm90::Smem<2>::kAlloc, fa_sm90::kThreads);
     }
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -695,7 +699,11 @@ int main()
     };
     run_probes(st);
 
-    for (const Case &c : small) run_case(c, st, nullptr);
+    for (int ov = 0; ov < 2; ++ov)
+        for (Case c : small) {
+            c.overlap = ov != 0;
+            run_case(c, st, nullptr);
+        }
 
     // timed sizes (H = 32, Hkv = 8), sampled check first
     const Case timed[] = {
@@ -704,7 +712,11 @@ int main()
         {16, 1024, 1024, 32, 8, false, true},  {16, 1024, 1024, 32, 8, true, true},
     };
     std::vector<double> tf;
-    for (const Case &c : timed) run_case(c, st, &tf);
+    for (Case c : timed)
+        for (int ov = 0; ov < 2; ++ov) {
+            c.overlap = ov != 0;
+            run_case(c, st, &tf);
+        }
 
     CK(cudaStreamDestroy(st));
     finish_and_exit(g_fail == 0 ? 0 : 1);

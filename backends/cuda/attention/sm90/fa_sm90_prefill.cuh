@@ -21,9 +21,13 @@
 //   Q  [2 warpgroups][2 column blocks of 64 dims][64 rows][64] bf16      32 KiB
 //   K  [Stages][2 column blocks][128 keys][64] bf16                       32 KiB a stage
 //   V  [Stages][2 column blocks][128 keys][64] bf16                       32 KiB a stage
-//   mbarriers: q_full, k_full[Stages], v_full[Stages], empty[Stages]
-// Not yet: ping-pong scheduling between the two consumer warpgroups, overlap of one tile's softmax
-// with the next tile's QK^T, a persistent tile scheduler, paged K/V, fp8, splits (README.md).
+//   mbarriers: q_full, k_full[Stages], v_full[Stages], k_empty[Stages], v_empty[Stages] (K is
+//   released as soon as S is computed, V after P V: with 2 stages each load still has about
+//   one tile of lead time in the overlapped loop)
+// Two consumer loops (template Overlap): plain (S, softmax, PV, each waited for), or FA3's
+// intra-warpgroup overlap (S(i) and P(i-1) V(i-1) in flight together, softmax(i) under PV(i-1)).
+// Not yet: ping-pong scheduling (named barriers) between the two consumer warpgroups, a
+// persistent tile scheduler, smem-staged coalesced stores, paged K/V, fp8, splits (README.md).
 #pragma once
 
 #include "sm90_ptx.cuh"
@@ -58,7 +62,7 @@ template <int Stages> struct Smem {
     static constexpr uint32_t kOffK = kOffQ + kQBytes;
     static constexpr uint32_t kOffV = kOffK + Stages * kTileBytes;
     static constexpr uint32_t kOffBar = kOffV + Stages * kTileBytes;
-    static constexpr uint32_t kBarBytes = 8 * (1 + 3 * Stages);
+    static constexpr uint32_t kBarBytes = 8 * (1 + 4 * Stages);
     static constexpr uint32_t kTotal = kOffBar + kBarBytes;
     static constexpr uint32_t kAlloc = kTotal + 1024; // slack to align the dynamic base to 1024
     static_assert(kAlloc <= 227 * 1024, "shared memory per block on sm_90");
@@ -70,7 +74,128 @@ template <int Stages> struct Smem {
 #define FA_SM90_DEVICE_OK 0
 #endif
 
-template <bool Causal, int Stages>
+// ---------------------------------------------------------------------------------------------
+// Consumer steps (one warpgroup, 64 rows). Thread layout of the S and O accumulators: see
+// wgmma_m64n128k16_ss. Rows r0 = 16 warp + g and r1 = r0 + 8 of the warpgroup's 64.
+// ---------------------------------------------------------------------------------------------
+
+// S = Q K^T, issued and committed (not waited for): A = Q (K-major SW128, 2 column blocks of 64
+// dims at 8192 bytes), B = the K tile (K-major SW128: N = 128 keys, K = dims; column blocks at
+// 16384). k-step kk: column block kk / 4, 32 bytes (16 dims) further per step inside it.
+template <int Stages> __device__ __forceinline__ void issue_qk(float (&sacc)[64], uint32_t qb, uint32_t kb) {
+    using L = Smem<Stages>;
+#pragma unroll
+    for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+        const uint64_t da =
+            make_smem_desc(qb + (kk >> 2) * L::kQColBytes + (kk & 3) * 32, 16, 1024, kSwizzle128B);
+        const uint64_t db =
+            make_smem_desc(kb + (kk >> 2) * L::kKvColBytes + (kk & 3) * 32, 16, 1024, kSwizzle128B);
+        wgmma_m64n128k16_ss<0>(sacc, da, db, kk > 0 ? 1 : 0);
+    }
+    wgmma_commit_group();
+}
+
+// O += P V, issued and committed: A = P from registers, B = the V tile, MN-major SW128 (the
+// GEMM's K = keys, 128-byte rows of 64 dims): LBO = 16384 (the next 64-dim column block), SBO =
+// 1024 (the next 8 keys); k-step kk = 16 keys = 2048 bytes.
+template <int Stages>
+__device__ __forceinline__ void issue_pv(float (&o)[64], uint32_t (&pa)[8][4], uint32_t vb) {
+    using L = Smem<Stages>;
+#pragma unroll
+    for (int x = 0; x < 64; ++x) reg_fence(o[x]);
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) reg_fence(pa[kk][x]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+        const uint64_t dv = make_smem_desc(vb + kk * 2048, L::kKvColBytes, 1024, kSwizzle128B);
+        wgmma_m64n128k16_rs<1>(o, pa[kk], dv, 1);
+    }
+    wgmma_commit_group();
+}
+
+// Mask (keys >= lim are not allowed) and online softmax of one S tile, in place: sacc becomes P
+// (fp32), the running max and the thread's row-sum parts are updated, and the factors that the
+// O rows must be multiplied by are returned in alpha0 / alpha1 (O itself is not touched: it may
+// still be in flight).
+__device__ __forceinline__ void softmax_tile(float (&sacc)[64], bool need_mask, int key0, int lim0, int lim1,
+                                             float sl2, float &mrow0, float &mrow1, float &lrow0,
+                                             float &lrow1, float &alpha0, float &alpha1) {
+    if (need_mask) {
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int key = key0 + 8 * j + e; // key0 = kbase + 2 (t % 4)
+                if (key >= lim0) sacc[4 * j + e] = -INFINITY;
+                if (key >= lim1) sacc[4 * j + 2 + e] = -INFINITY;
+            }
+    }
+    // a row's 128 keys live in the 4 threads of a quad
+    float mx0 = mrow0, mx1 = mrow1;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        mx0 = fmaxf(mx0, fmaxf(sacc[4 * j], sacc[4 * j + 1]));
+        mx1 = fmaxf(mx1, fmaxf(sacc[4 * j + 2], sacc[4 * j + 3]));
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    // exp2 with the scale folded in: p = 2^(s sl2 - max sl2); a row with nothing allowed yet
+    // (max -inf) uses offset 0 so that every p is 0, never NaN
+    const float ms0 = mx0 == -INFINITY ? 0.f : mx0 * sl2;
+    const float ms1 = mx1 == -INFINITY ? 0.f : mx1 * sl2;
+    alpha0 = ex2_approx(mrow0 * sl2 - ms0); // 0 while the old max is -inf
+    alpha1 = ex2_approx(mrow1 * sl2 - ms1);
+    mrow0 = mx0;
+    mrow1 = mx1;
+    float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        sacc[4 * j + 0] = ex2_approx(fmaf(sacc[4 * j + 0], sl2, -ms0));
+        sacc[4 * j + 1] = ex2_approx(fmaf(sacc[4 * j + 1], sl2, -ms0));
+        sacc[4 * j + 2] = ex2_approx(fmaf(sacc[4 * j + 2], sl2, -ms1));
+        sacc[4 * j + 3] = ex2_approx(fmaf(sacc[4 * j + 3], sl2, -ms1));
+        sum0 += sacc[4 * j + 0] + sacc[4 * j + 1];
+        sum1 += sacc[4 * j + 2] + sacc[4 * j + 3];
+    }
+    lrow0 = lrow0 * alpha0 + sum0;
+    lrow1 = lrow1 * alpha1 + sum1;
+}
+
+__device__ __forceinline__ void rescale_o(float (&o)[64], float alpha0, float alpha1) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        o[4 * j + 0] *= alpha0;
+        o[4 * j + 1] *= alpha0;
+        o[4 * j + 2] *= alpha1;
+        o[4 * j + 3] *= alpha1;
+    }
+}
+
+// P as the A operand of P V: k-step kk covers keys [16kk, 16kk + 16) = the n8 blocks 2kk and
+// 2kk + 1 of S, i.e. sacc[8kk .. 8kk + 7] (the same register shape as mma.sync's m16n8k16 A)
+__device__ __forceinline__ void pack_p(uint32_t (&pa)[8][4], const float (&sacc)[64]) {
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+        pa[kk][0] = pack_bf16x2(sacc[8 * kk + 0], sacc[8 * kk + 1]);
+        pa[kk][1] = pack_bf16x2(sacc[8 * kk + 2], sacc[8 * kk + 3]);
+        pa[kk][2] = pack_bf16x2(sacc[8 * kk + 4], sacc[8 * kk + 5]);
+        pa[kk][3] = pack_bf16x2(sacc[8 * kk + 6], sacc[8 * kk + 7]);
+    }
+}
+
+// Overlap = false: per tile S = QK^T, wait, softmax, O += PV, wait (the two consumer warpgroups
+// still overlap each other's softmax with their GEMMs, unsynchronised).
+// Overlap = true: FA3's intra-warpgroup pipelining: S(i) = Q K(i) and O += P(i-1) V(i-1) are in
+// flight together; the softmax of tile i runs while the tensor cores do P(i-1) V(i-1).
+template <bool Causal, bool Overlap, int Stages = 2>
 __global__ void __launch_bounds__(kThreads, 1)
     fa_sm90_prefill_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                            const __grid_constant__ CUtensorMap tmV, const PrefillParams p) {
@@ -81,9 +206,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint32_t base = (raw + 1023u) & ~1023u;
     const uint32_t sQ = base + L::kOffQ, sK = base + L::kOffK, sV = base + L::kOffV;
     const uint32_t bar_q = base + L::kOffBar;
-    const uint32_t bar_k = bar_q + 8; // k_full[s]  = bar_k + 8 s
-    const uint32_t bar_v = bar_k + 8 * Stages; // v_full[s]
-    const uint32_t bar_e = bar_v + 8 * Stages; // empty[s]
+    const uint32_t bar_kf = bar_q + 8;              // k_full[s]  = bar_kf + 8 s (TMA complete_tx)
+    const uint32_t bar_vf = bar_kf + 8 * Stages;    // v_full[s]
+    const uint32_t bar_ke = bar_vf + 8 * Stages;    // k_empty[s] (8 consumer warps arrive)
+    const uint32_t bar_ve = bar_ke + 8 * Stages;    // v_empty[s]
 
     // causal: the longest row blocks (the last ones) start first
     const int mblk = Causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
@@ -103,9 +229,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         prefetch_tensormap(&tmV);
         mbar_init(bar_q, 1);
         for (int s = 0; s < Stages; ++s) {
-            mbar_init(bar_k + 8 * s, 1);
-            mbar_init(bar_v + 8 * s, 1);
-            mbar_init(bar_e + 8 * s, kConsumerWarps);
+            mbar_init(bar_kf + 8 * s, 1);
+            mbar_init(bar_vf + 8 * s, 1);
+            mbar_init(bar_ke + 8 * s, kConsumerWarps);
+            mbar_init(bar_ve + 8 * s, kConsumerWarps);
         }
         fence_mbarrier_init();
         fence_proxy_async_smem();
@@ -123,16 +250,17 @@ __global__ void __launch_bounds__(kThreads, 1)
                                 m0 + w * kWgRows, b);
             for (int i = 0; i < n_tiles; ++i) {
                 const int s = i % Stages;
-                const uint32_t use = static_cast<uint32_t>(i / Stages);
-                // use u of stage s needs release u-1; on a fresh barrier parity 1 passes at once
-                mbar_wait(bar_e + 8 * s, (use & 1u) ^ 1u);
+                // use u of stage s needs release u - 1; on a fresh barrier parity 1 passes at once
+                const uint32_t par = (static_cast<uint32_t>(i / Stages) & 1u) ^ 1u;
                 const uint32_t kdst = sK + s * L::kTileBytes, vdst = sV + s * L::kTileBytes;
-                mbar_arrive_expect_tx(bar_k + 8 * s, L::kTileBytes);
-                tma_load_4d(kdst, &tmK, bar_k + 8 * s, 0, hkv, i * kBlockN, b);
-                tma_load_4d(kdst + L::kKvColBytes, &tmK, bar_k + 8 * s, 64, hkv, i * kBlockN, b);
-                mbar_arrive_expect_tx(bar_v + 8 * s, L::kTileBytes);
-                tma_load_4d(vdst, &tmV, bar_v + 8 * s, 0, hkv, i * kBlockN, b);
-                tma_load_4d(vdst + L::kKvColBytes, &tmV, bar_v + 8 * s, 64, hkv, i * kBlockN, b);
+                mbar_wait(bar_ke + 8 * s, par);
+                mbar_arrive_expect_tx(bar_kf + 8 * s, L::kTileBytes);
+                tma_load_4d(kdst, &tmK, bar_kf + 8 * s, 0, hkv, i * kBlockN, b);
+                tma_load_4d(kdst + L::kKvColBytes, &tmK, bar_kf + 8 * s, 64, hkv, i * kBlockN, b);
+                mbar_wait(bar_ve + 8 * s, par);
+                mbar_arrive_expect_tx(bar_vf + 8 * s, L::kTileBytes);
+                tma_load_4d(vdst, &tmV, bar_vf + 8 * s, 0, hkv, i * kBlockN, b);
+                tma_load_4d(vdst + L::kKvColBytes, &tmV, bar_vf + 8 * s, 64, hkv, i * kBlockN, b);
             }
         }
         return;
@@ -150,6 +278,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     float o[64];
     float sacc[64];
+    uint32_t pa[8][4];
 #pragma unroll
     for (int i = 0; i < 64; ++i) {
         o[i] = 0.f;
@@ -158,127 +287,111 @@ __global__ void __launch_bounds__(kThreads, 1)
     float mrow0 = -INFINITY, mrow1 = -INFINITY; // running max of the raw scores
     float lrow0 = 0.f, lrow1 = 0.f; // this thread's part of the row sums
 
-    if (n_tiles > 0) {
-        mbar_wait(bar_q, 0);
-        const uint32_t qb = sQ + cw * L::kQWgBytes;
-        // the causal limit of the row: keys < lim are allowed
-        const int lim0 = Causal ? min(p.Lk, r0 + diag + 1) : p.Lk;
-        const int lim1 = Causal ? min(p.Lk, r1 + diag + 1) : p.Lk;
-        for (int i = 0; i < n_tiles; ++i) {
+    // tiles [0, n_live) have an allowed key for some row of this warpgroup; the rest (causal, the
+    // other warpgroup's last tile) are only waited for and released
+    int n_live = n_tiles;
+    if (Causal) {
+        const int last = row_lo + kWgRows - 1 + diag; // largest allowed key of the warpgroup
+        n_live = last < 0 ? 0 : min(n_tiles, last / kBlockN + 1);
+    }
+    // the causal limit of the row: keys < lim are allowed
+    const int lim0 = Causal ? min(p.Lk, r0 + diag + 1) : p.Lk;
+    const int lim1 = Causal ? min(p.Lk, r1 + diag + 1) : p.Lk;
+    const uint32_t qb = sQ + cw * L::kQWgBytes;
+    // a tile needs the mask when it crosses Lk or (causal) the first row's diagonal
+    auto tile_needs_mask = [&](int kbase) {
+        return (kbase + kBlockN > p.Lk) || (Causal && kbase + kBlockN - 1 > row_lo + diag);
+    };
+    // a full-barrier wait, then the warp reconverged before the .sync.aligned wgmma instructions
+    auto wait_full = [&](uint32_t bar, uint32_t phase) {
+        mbar_wait(bar, phase);
+        __syncwarp();
+    };
+    auto release = [&](uint32_t bar) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bar);
+    };
+
+    if (n_live > 0) wait_full(bar_q, 0);
+    if (!Overlap) {
+        for (int i = 0; i < n_live; ++i) {
             const int s = i % Stages;
             const uint32_t phase = static_cast<uint32_t>(i / Stages) & 1u;
             const int kbase = i * kBlockN;
-            // every row of this warpgroup is above the diagonal for the whole tile
-            const bool dead = Causal && kbase > row_lo + kWgRows - 1 + diag;
-            mbar_wait(bar_k + 8 * s, phase);
-            if (!dead) {
-                const uint32_t kb = sK + s * L::kTileBytes;
-                // S = Q K^T: A = Q (K-major SW128), B = K tile (K-major SW128: N = keys, K = dims)
+            wait_full(bar_kf + 8 * s, phase);
+            issue_qk<Stages>(sacc, qb, sK + s * L::kTileBytes);
+            wgmma_wait_group<0>();
 #pragma unroll
-                for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
-                wgmma_fence();
+            for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
+            release(bar_ke + 8 * s);
+            float a0, a1;
+            softmax_tile(sacc, tile_needs_mask(kbase), kbase + 2 * t4, lim0, lim1, sl2, mrow0, mrow1, lrow0,
+                         lrow1, a0, a1);
+            rescale_o(o, a0, a1);
+            pack_p(pa, sacc);
+            wait_full(bar_vf + 8 * s, phase);
+            issue_pv<Stages>(o, pa, sV + s * L::kTileBytes);
+            wgmma_wait_group<0>();
 #pragma unroll
-                for (int kk = 0; kk < 8; ++kk) {
-                    const uint64_t da = make_smem_desc(qb + (kk >> 2) * L::kQColBytes + (kk & 3) * 32, 16,
-                                                       1024, kSwizzle128B);
-                    const uint64_t db = make_smem_desc(kb + (kk >> 2) * L::kKvColBytes + (kk & 3) * 32, 16,
-                                                       1024, kSwizzle128B);
-                    wgmma_m64n128k16_ss<0>(sacc, da, db, kk > 0 ? 1 : 0);
-                }
-                wgmma_commit_group();
-                wgmma_wait_group<0>();
-#pragma unroll
-                for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
-
-                // mask: keys past Lk, and (causal) past the row's diagonal
-                const bool need_mask =
-                    (kbase + kBlockN > p.Lk) || (Causal && kbase + kBlockN - 1 > row_lo + diag);
-                if (need_mask) {
-#pragma unroll
-                    for (int j = 0; j < 16; ++j)
-#pragma unroll
-                        for (int e = 0; e < 2; ++e) {
-                            const int key = kbase + 8 * j + 2 * t4 + e;
-                            if (key >= lim0) sacc[4 * j + e] = -INFINITY;
-                            if (key >= lim1) sacc[4 * j + 2 + e] = -INFINITY;
-                        }
-                }
-
-                // online softmax (rows r0: sacc[4j+0,1]; r1: sacc[4j+2,3]); a row's 128 keys live
-                // in the 4 threads of a quad
-                float mx0 = mrow0, mx1 = mrow1;
-#pragma unroll
-                for (int j = 0; j < 16; ++j) {
-                    mx0 = fmaxf(mx0, fmaxf(sacc[4 * j], sacc[4 * j + 1]));
-                    mx1 = fmaxf(mx1, fmaxf(sacc[4 * j + 2], sacc[4 * j + 3]));
-                }
-                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-                const float ms0 = mx0 == -INFINITY ? 0.f : mx0 * sl2;
-                const float ms1 = mx1 == -INFINITY ? 0.f : mx1 * sl2;
-                const float alpha0 = ex2_approx(mrow0 * sl2 - ms0); // 0 while the old max is -inf
-                const float alpha1 = ex2_approx(mrow1 * sl2 - ms1);
-                mrow0 = mx0;
-                mrow1 = mx1;
-                float sum0 = 0.f, sum1 = 0.f;
-#pragma unroll
-                for (int j = 0; j < 16; ++j) {
-                    sacc[4 * j + 0] = ex2_approx(fmaf(sacc[4 * j + 0], sl2, -ms0));
-                    sacc[4 * j + 1] = ex2_approx(fmaf(sacc[4 * j + 1], sl2, -ms0));
-                    sacc[4 * j + 2] = ex2_approx(fmaf(sacc[4 * j + 2], sl2, -ms1));
-                    sacc[4 * j + 3] = ex2_approx(fmaf(sacc[4 * j + 3], sl2, -ms1));
-                    sum0 += sacc[4 * j + 0] + sacc[4 * j + 1];
-                    sum1 += sacc[4 * j + 2] + sacc[4 * j + 3];
-                }
-                lrow0 = lrow0 * alpha0 + sum0;
-                lrow1 = lrow1 * alpha1 + sum1;
-#pragma unroll
-                for (int j = 0; j < 16; ++j) {
-                    o[4 * j + 0] *= alpha0;
-                    o[4 * j + 1] *= alpha0;
-                    o[4 * j + 2] *= alpha1;
-                    o[4 * j + 3] *= alpha1;
-                }
-                // P as the A operand of P V: k-step kk covers keys [16kk, 16kk + 16) = n8 blocks
-                // 2kk and 2kk + 1 of S, i.e. sacc[8kk .. 8kk + 7] (same fragment shape as mma.sync)
-                uint32_t pa[8][4];
-#pragma unroll
-                for (int kk = 0; kk < 8; ++kk) {
-                    pa[kk][0] = pack_bf16x2(sacc[8 * kk + 0], sacc[8 * kk + 1]);
-                    pa[kk][1] = pack_bf16x2(sacc[8 * kk + 2], sacc[8 * kk + 3]);
-                    pa[kk][2] = pack_bf16x2(sacc[8 * kk + 4], sacc[8 * kk + 5]);
-                    pa[kk][3] = pack_bf16x2(sacc[8 * kk + 6], sacc[8 * kk + 7]);
-                }
-
-                // O += P V: B = V tile, MN-major SW128 (K = keys in 128-byte rows of 64 dims):
-                // LBO = 16384 (next 64-dim column block), SBO = 1024 (next 8 keys); k-step = 16
-                // keys = 2048 bytes
-                mbar_wait(bar_v + 8 * s, phase);
-                const uint32_t vb = sV + s * L::kTileBytes;
-#pragma unroll
-                for (int x = 0; x < 64; ++x) reg_fence(o[x]);
-#pragma unroll
-                for (int kk = 0; kk < 8; ++kk)
-#pragma unroll
-                    for (int x = 0; x < 4; ++x) reg_fence(pa[kk][x]);
-                wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < 8; ++kk) {
-                    const uint64_t dv = make_smem_desc(vb + kk * 2048, L::kKvColBytes, 1024, kSwizzle128B);
-                    wgmma_m64n128k16_rs<1>(o, pa[kk], dv, 1);
-                }
-                wgmma_commit_group();
-                wgmma_wait_group<0>();
-#pragma unroll
-                for (int x = 0; x < 64; ++x) reg_fence(o[x]);
-            } else {
-                mbar_wait(bar_v + 8 * s, phase); // keeps this warpgroup's phases in step
-            }
-            __syncwarp();
-            if (lane == 0) mbar_arrive(bar_e + 8 * s); // this warp is done with stage s
+            for (int x = 0; x < 64; ++x) reg_fence(o[x]);
+            release(bar_ve + 8 * s);
         }
+    } else if (n_live > 0) {
+        // prologue: S(0), softmax(0), P(0)
+        {
+            wait_full(bar_kf, 0);
+            issue_qk<Stages>(sacc, qb, sK);
+            wgmma_wait_group<0>();
+#pragma unroll
+            for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
+            release(bar_ke);
+            float a0, a1;
+            softmax_tile(sacc, tile_needs_mask(0), 2 * t4, lim0, lim1, sl2, mrow0, mrow1, lrow0, lrow1, a0,
+                         a1);
+            pack_p(pa, sacc); // O is still 0: nothing to rescale
+        }
+        for (int i = 1; i < n_live; ++i) {
+            const int s = i % Stages, sp = (i - 1) % Stages;
+            const uint32_t phase = static_cast<uint32_t>(i / Stages) & 1u;
+            const uint32_t phase_p = static_cast<uint32_t>((i - 1) / Stages) & 1u;
+            const int kbase = i * kBlockN;
+            wait_full(bar_kf + 8 * s, phase);
+            issue_qk<Stages>(sacc, qb, sK + s * L::kTileBytes); // S(i)
+            wait_full(bar_vf + 8 * sp, phase_p);
+            issue_pv<Stages>(o, pa, sV + sp * L::kTileBytes); // O += P(i-1) V(i-1)
+            wgmma_wait_group<1>(); // S(i) done (groups retire in order)
+#pragma unroll
+            for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
+            release(bar_ke + 8 * s);
+            float a0, a1;
+            softmax_tile(sacc, tile_needs_mask(kbase), kbase + 2 * t4, lim0, lim1, sl2, mrow0, mrow1, lrow0,
+                         lrow1, a0, a1);
+            wgmma_wait_group<0>(); // P(i-1) V(i-1) done: O and pa may be touched again
+#pragma unroll
+            for (int x = 0; x < 64; ++x) reg_fence(o[x]);
+            release(bar_ve + 8 * sp);
+            rescale_o(o, a0, a1);
+            pack_p(pa, sacc);
+        }
+        {
+            const int i = n_live - 1, s = i % Stages;
+            wait_full(bar_vf + 8 * s, static_cast<uint32_t>(i / Stages) & 1u);
+            issue_pv<Stages>(o, pa, sV + s * L::kTileBytes);
+            wgmma_wait_group<0>();
+#pragma unroll
+            for (int x = 0; x < 64; ++x) reg_fence(o[x]);
+            release(bar_ve + 8 * s);
+        }
+    }
+    // tiles with nothing for this warpgroup: wait for them (keeps the barrier phases in step: an
+    // arrival must not reach a stage's next phase early) and release them
+    for (int i = n_live; i < n_tiles; ++i) {
+        const int s = i % Stages;
+        const uint32_t phase = static_cast<uint32_t>(i / Stages) & 1u;
+        wait_full(bar_kf + 8 * s, phase);
+        release(bar_ke + 8 * s);
+        wait_full(bar_vf + 8 * s, phase);
+        release(bar_ve + 8 * s);
     }
 
     // ---------------- epilogue ----------------
@@ -330,13 +443,15 @@ struct PrefillPlan {
     fa_sm90::PrefillParams p;
     dim3 grid;
     bool causal;
+    bool overlap; // the intra-warpgroup pipelined consumer loop (else the plain one)
 };
 
 // Checks the arguments and builds the plan (tensor maps encoded once; launches reuse them).
 // Returns 0, or nonzero with a message in *err.
 static inline int prefill_plan(PrefillPlan *plan, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
                                const __nv_bfloat16 *v, __nv_bfloat16 *out, float *lse, int B, int Lq, int Lk,
-                               int H, int Hkv, float softmax_scale, bool causal, const char **err) {
+                               int H, int Hkv, float softmax_scale, bool causal, bool overlap,
+                               const char **err) {
     using namespace fa_sm90;
     if (B < 1 || Lq < 1 || Lk < 1 || H < 1 || Hkv < 1 || H % Hkv != 0) {
         *err = "bad shape (B, Lq, Lk, H >= 1; H a multiple of Hkv)";
@@ -368,28 +483,33 @@ static inline int prefill_plan(PrefillPlan *plan, const __nv_bfloat16 *q, const 
     plan->p.scale_log2 = softmax_scale * 1.44269504088896340736f;
     plan->grid = dim3((Lq + kBlockM - 1) / kBlockM, H, B);
     plan->causal = causal;
+    plan->overlap = overlap;
     return 0;
 }
 
-template <bool Causal, int Stages>
+template <bool Causal, bool Overlap, int Stages>
 static inline cudaError_t prefill_launch_t(const PrefillPlan &plan, cudaStream_t st) {
     using namespace fa_sm90;
     constexpr uint32_t smem = Smem<Stages>::kAlloc;
     static bool attr_set = false;
     if (!attr_set) {
         cudaError_t e =
-            cudaFuncSetAttribute(fa_sm90_prefill_kernel<Causal, Stages>,
+            cudaFuncSetAttribute(fa_sm90_prefill_kernel<Causal, Overlap, Stages>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
         if (e != cudaSuccess) return e;
         attr_set = true;
     }
-    fa_sm90_prefill_kernel<Causal, Stages>
+    fa_sm90_prefill_kernel<Causal, Overlap, Stages>
         <<<plan.grid, kThreads, smem, st>>>(plan.tmQ, plan.tmK, plan.tmV, plan.p);
     return cudaGetLastError();
 }
 
 static inline cudaError_t prefill_launch(const PrefillPlan &plan, cudaStream_t st) {
-    return plan.causal ? prefill_launch_t<true, 2>(plan, st) : prefill_launch_t<false, 2>(plan, st);
+    if (plan.overlap)
+        return plan.causal ? prefill_launch_t<true, true, 2>(plan, st)
+                           : prefill_launch_t<false, true, 2>(plan, st);
+    return plan.causal ? prefill_launch_t<true, false, 2>(plan, st)
+                       : prefill_launch_t<false, false, 2>(plan, st);
 }
 
 } // namespace fa_sm90_host
