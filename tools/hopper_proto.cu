@@ -534,9 +534,10 @@ static void run_case(const Case &c, cudaStream_t st, std::vector<double> *tflops
     const float scale = 1.0f / sqrtf(128.f);
     fa_sm90_host::PrefillPlan plan;
     const char *err = "";
-    if (fa_sm90_host::prefill_plan(&plan, q, k, v, out, lse, c.B, c.Lq, c.Lk, c.H, c.Hkv, scale, c.causal,
-                                   c.overlap, &err) != 0) {
-        printf("FAIL %s: plan: %s\n", name, err);
+    const int prc = fa_sm90_host::prefill_plan(&plan, q, k, v, out, lse, c.B, c.Lq, c.Lk, c.H, c.Hkv, scale,
+                                               c.causal, c.overlap, &err);
+    if (prc != 0) {
+        printf("FAIL %s: plan: %s (code %d)\n", name, err, prc);
         ++g_fail;
         return;
     }
