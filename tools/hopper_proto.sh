@@ -8,7 +8,7 @@
 #
 #   bash tools/hopper_proto.sh
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 out=${OUT:-/tmp/fa-out}/hopper
 mkdir -p "$out"
 work=$(mktemp -d /tmp/hopper_proto.XXXXXX)
