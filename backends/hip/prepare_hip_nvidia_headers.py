@@ -13,8 +13,10 @@ with nvcc, and for every error line in a header it
   - deletes any other statement (struct field copies of removed cudaDeviceProp fields),
 
 then compiles again, until the probe builds (at most 8 rounds). The result goes into an ignored
-folder (build-hip-nvidia/hip-headers by default, under .gitignore's /build*/) that the device call carries. It is a patch of the package's
-files applied at build time, recorded in DEST/PATCHES.txt, not code of this project.
+folder (build-hip-nvidia/hip-headers by default, under .gitignore's /build*/); run_hip_on_nvidia.sh
+runs this on the GPU machine itself, from the copy of the package's headers it carries
+(hip-debian-headers/hip). It is a patch of the package's files applied at build time, recorded
+in DEST/PATCHES.txt, not code of this project.
 
 usage: prepare_hip_nvidia_headers.py [DEST] [--src /usr/include/hip] [--nvcc nvcc]
 """

@@ -13,7 +13,9 @@
 // ., backends/cuda, backends/cuda/attention, backends/common, backends/cpu; link flashattn.c
 // and backends/cpu/fa_cpu.c (compiled as C). Runs plain CUDA or HIP-on-NVIDIA
 // (-D__HIP_PLATFORM_NVIDIA__). Prints TAP lines and `N passed, M failed` last; exit 0 iff M == 0.
-// FA_GPU_TEST_SEED sets the seed; FA_GPU_TEST_QUICK=1 runs a third of the attention cases.
+// FA_GPU_TEST_SEED sets the seed; FA_GPU_TEST_QUICK=1 runs a third of the attention cases;
+// FA_GPU_TEST_SHARD=K/N every N-th case from the K-th; FA_PORTABLE_CASE=TEXT the cases whose
+// name contains TEXT.
 #include "attention_portable.cuh"
 
 // The software conversions, also where the toolkit has its own (plain CUDA): tested directly.
@@ -855,22 +857,36 @@ int main()
     const char *seed = getenv("FA_GPU_TEST_SEED");
     if (seed) g_rng = strtoull(seed, nullptr, 0) * 0x9e3779b97f4a7c15ull + 1;
     const bool quick = getenv("FA_GPU_TEST_QUICK") && atoi(getenv("FA_GPU_TEST_QUICK")) != 0;
-    printf("# test_gpu_portable: FA_WARP_SIZE %d, %s build, seed %s\n", FA_WARP_SIZE, FA_HIP ? "HIP" : "CUDA",
-           seed ? seed : "default");
+    // FA_GPU_TEST_SHARD=K/N (as the gt_ harness's --shard): only the attention cases whose index
+    // mod N is K; the tile math and the conversions run in shard 0
+    int shard = 0, shards = 1;
+    const char *sh = getenv("FA_GPU_TEST_SHARD");
+    if (sh && *sh &&
+        (sscanf(sh, "%d/%d", &shard, &shards) != 2 || shards < 1 || shard < 0 || shard >= shards)) {
+        printf("# FA_GPU_TEST_SHARD '%s' is not K/N with 0 <= K < N\n", sh);
+        printf("0 passed, 1 failed\n");
+        return 1;
+    }
+    printf("# test_gpu_portable: FA_WARP_SIZE %d, %s build, seed %s%s", FA_WARP_SIZE, FA_HIP ? "HIP" : "CUDA",
+           seed ? seed : "default", quick ? ", quick" : "");
+    if (shards > 1) printf(", shard %d/%d", shard, shards);
+    printf("\n");
 
-    test_tile_math<64, 32>();
-    test_tile_math<128, 32>();
-    test_tile_math<256, 32>();
-    test_tile_math<64, 64>();
-    test_tile_math<128, 64>();
-    test_tile_math<256, 64>();
+    if (shard == 0) {
+        test_tile_math<64, 32>();
+        test_tile_math<128, 32>();
+        test_tile_math<256, 32>();
+        test_tile_math<64, 64>();
+        test_tile_math<128, 64>();
+        test_tile_math<256, 64>();
+    }
 
     int count = 0;
     g_have_gpu = cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-    if (g_have_gpu)
-        test_soft_conversions();
-    else
+    if (!g_have_gpu)
         printf("# no GPU: the device parts are skipped (each case still runs the CPU reference)\n");
+    else if (shard == 0)
+        test_soft_conversions();
 
     fa_backend *cpu = nullptr;
     if (fa_cpu_backend_create(&cpu) != FA_OK) {
@@ -878,7 +894,9 @@ int main()
         return 1;
     }
     const char *only = getenv("FA_PORTABLE_CASE"); // run only cases whose name contains it
+    int index = 0;
     for (const Case &c : make_cases(quick)) {
+        if (index++ % shards != shard) continue;
         if (only && !strstr(c.name, only)) continue;
         run_case<32>(c, cpu);
         run_case<64>(c, cpu);
