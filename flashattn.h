@@ -159,7 +159,7 @@ typedef struct fa_model_config {
 } fa_model_config;
 
 typedef struct fa_cache_config {
-    int32_t block_size;           /* tokens per KV block; 0 -> 16; multiple of 16 */
+    int32_t block_size;           /* tokens per KV block; 0 -> 16; any size >= 1 (1: one token a page) */
     fa_cache_dtype cache_dtype;   /* AUTO */
     fa_kv_layout layout;          /* NHD */
 } fa_cache_config;
@@ -222,13 +222,15 @@ FLASHATTN_API int fa_supports_head_size(int32_t head_size);
 
 /* Kernel block sizes. Either an explicit list (count > 0) or "any multiple of multiple_of". */
 typedef struct fa_block_sizes {
-    int32_t multiple_of;          /* 16 when any multiple is allowed, else 0 */
+    int32_t multiple_of;          /* 1 when any size >= 1 is allowed, else 0 */
     int32_t count;                /* number of explicit sizes (0 when multiple_of is used) */
     int32_t sizes[4];
 } fa_block_sizes;
 
-/* Supported kernel block sizes: any multiple of 16; {16, 32, 64} for a hybrid model whose mamba
-   state is float32 (unused slots could hold NaN-looking bits otherwise). */
+/* Supported kernel block sizes: any size >= 1 (multiple_of 1: page size 1 as in a radix cache, or
+   any other); {16, 32, 64} for a hybrid model whose mamba state is float32 (unused slots could
+   hold NaN-looking bits otherwise). A backend may need a multiple of its
+   caps.block_size_multiple (fa_check_combination). */
 FLASHATTN_API fa_block_sizes fa_supported_kernel_block_sizes(int hybrid_mamba_f32);
 FLASHATTN_API int fa_supports_block_size(int32_t block_size, int hybrid_mamba_f32);
 
@@ -970,7 +972,7 @@ FA__DEF fa_block_sizes fa_supported_kernel_block_sizes(int hybrid_mamba_f32)
         r.sizes[1] = 32;
         r.sizes[2] = 64;
     } else {
-        r.multiple_of = 16;
+        r.multiple_of = 1;
     }
     return r;
 }
@@ -979,7 +981,7 @@ FA__DEF int fa_supports_block_size(int32_t block_size, int hybrid_mamba_f32)
 {
     if (block_size <= 0) return 0;
     if (hybrid_mamba_f32) return block_size == 16 || block_size == 32 || block_size == 64;
-    return block_size % 16 == 0;
+    return 1;
 }
 
 FA__DEF int fa_supports_kv_cache_dtype(fa_cache_dtype cache_dtype)
@@ -1013,7 +1015,7 @@ FA__DEF const char *fa_check_combination(const struct fa_backend *be, int32_t he
     if (!fa_supports_block_size(block_size, hybrid_mamba_f32))
         return hybrid_mamba_f32
                    ? "block_size must be 16, 32 or 64 for a hybrid model with float32 mamba state"
-                   : "block_size must be a positive multiple of 16";
+                   : "block_size must be >= 1";
     if (be != NULL) {
         const fa_backend_caps *cp = &be->caps;
         if (be->info.cc_major != 0 && !fa_supports_compute_capability(be->info.cc_major, be->info.cc_minor))
@@ -1040,9 +1042,8 @@ FA__DEF fa_status fa_kv_cache_shape(int64_t num_blocks, int32_t block_size, int3
     if (num_blocks <= 0)
         return fa__fail(FA_ERR_INVALID_ARG, "fa_kv_cache_shape: num_blocks %lld must be > 0",
                         (long long)num_blocks);
-    if (block_size <= 0 || block_size % 16 != 0)
-        return fa__fail(FA_ERR_INVALID_ARG,
-                        "fa_kv_cache_shape: block_size %d is not a positive multiple of 16", block_size);
+    if (block_size <= 0)
+        return fa__fail(FA_ERR_INVALID_ARG, "fa_kv_cache_shape: block_size %d must be >= 1", block_size);
     if (num_heads_kv <= 0)
         return fa__fail(FA_ERR_INVALID_ARG, "fa_kv_cache_shape: num_heads_kv %d must be > 0", num_heads_kv);
     if (!fa_supports_head_size(head_size))
@@ -1145,7 +1146,7 @@ FA__DEF fa_status fa_config_resolve(const fa_config *in, fa_config *out)
             FA_ERR_INVALID_ARG,
             c.model.hybrid_mamba_f32
                 ? "config: cache.block_size %d must be 16, 32 or 64 (hybrid model, float32 mamba state)"
-                : "config: cache.block_size %d is not a positive multiple of 16",
+                : "config: cache.block_size %d must be >= 1",
             c.cache.block_size);
     if (!fa_supports_kv_cache_dtype(c.cache.cache_dtype))
         return fa__fail(FA_ERR_INVALID_ARG, "config: cache.cache_dtype %d is unknown",

@@ -114,8 +114,19 @@ static struct {
     const char *filters[MAX_FILTERS];
     ilist batch, ctx, dim, kv;          /* decode grid filters (empty = all) */
     int nheads, heads_q[MAX_LIST], heads_kv[MAX_LIST];
+    int block;                          /* paged block size of the decode / prefill-paged /
+                                           mixed worlds (0 = 16); rows name it when not 16 */
     uint64_t seed;
 } O;
+
+/* " bs=N" for a row name when the paged block size is not the default 16, else "". */
+static const char *block_tag(void)
+{
+    static char tag[32];
+    if (O.block <= 0 || O.block == 16) return "";
+    snprintf(tag, sizeof tag, " bs=%d", O.block);
+    return tag;
+}
 
 /* ---------------------------------------------------------------------------------------- */
 /* state */
@@ -850,7 +861,7 @@ static int pworld_setup(pworld *w, int nreq, const int32_t *qlen, const int32_t 
     w->hkv = hkv;
     w->D = D;
     w->fp8 = fp8;
-    w->bs = 16;
+    w->bs = O.block > 0 ? O.block : 16;
     w->P = P;
     w->es = fp8 ? 1 : 2;
     w->qsl = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)(nreq + 1));
@@ -1331,8 +1342,8 @@ static void bench_decode(int B, int ctx, int hq, int hkv, int D, int fp8, int sw
     int i;
     unsigned want = C_DECODE | (sweep ? C_SPLITS : 0);
     row_init(&r, "decode");
-    snprintf(r.name, sizeof r.name, "decode b=%d ctx=%d h=%d/%d d=%d kv=%s", B, ctx, hq, hkv, D,
-             fp8 ? "fp8" : "bf16");
+    snprintf(r.name, sizeof r.name, "decode b=%d ctx=%d h=%d/%d d=%d kv=%s%s", B, ctx, hq, hkv, D,
+             fp8 ? "fp8" : "bf16", block_tag());
     r.batch = B;
     r.ctx = ctx;
     r.hq = hq;
@@ -1583,7 +1594,7 @@ static void bench_prefill_paged(int nseq, int L, int D)
     int32_t *ql, *sl;
     int i, creq[1], cm[1];
     row_init(&r, "prefill-paged");
-    snprintf(r.name, sizeof r.name, "prefill-paged %dx%d h=%d/%d d=%d", nseq, L, hq, hkv, D);
+    snprintf(r.name, sizeof r.name, "prefill-paged %dx%d h=%d/%d d=%d%s", nseq, L, hq, hkv, D, block_tag());
     r.batch = nseq;
     r.ctx = L;
     r.hq = hq;
@@ -2166,6 +2177,8 @@ static void usage(void)
         "  --no-ceilings      skip the copy and GEMM ceilings (fractions then n/a)\n"
         "  --device N         CUDA device (default 0)\n"
         "  --seed N           random seed (default 1234)\n"
+        "  --block N          paged block size of the decode, prefill-paged and mixed rows (default 16;\n"
+        "                     any N >= 1; rows name it when it is not 16)\n"
         "  --list             print the selected rows and exit (no GPU needed)\n");
 }
 
@@ -2287,6 +2300,13 @@ static int parse_args(int argc, char **argv)
                 }
                 O.heads_q[O.nheads] = q;
                 O.heads_kv[O.nheads++] = k;
+            }
+        } else if (!strcmp(a, "--block")) {
+            NEEDV;
+            O.block = atoi(v);
+            if (O.block < 1) {
+                fprintf(stderr, "bench_gpu: --block %s: want a block size >= 1\n", v);
+                return -1;
             }
         } else if (!strcmp(a, "--csv")) {
             NEEDV;

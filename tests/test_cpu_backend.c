@@ -735,7 +735,10 @@ static acase gen_case(uint64_t seed, fa_dtype act)
     hp = tr_int(&r, 0, 6);
     c.Hq = heads[hp][0];
     c.Hkv = heads[hp][1];
-    c.bs = tr_int(&r, 0, 1) ? 32 : 16;
+    {
+        static const int bss[4] = {16, 32, 1, 3}; /* any block size >= 1, page size 1 included */
+        c.bs = bss[tr_int(&r, 0, 3)];
+    }
     c.act = act;
     w = tr_int(&r, 0, 3);
     c.kvdt = w <= 1 ? act : w == 2 ? FA_DTYPE_FP8_E4M3 : FA_DTYPE_FP8_E5M2;
@@ -2406,7 +2409,7 @@ Test(backend, caps_block)
     cr_expect_eq(c->act_dtypes, (1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16) | (1u << FA_DTYPE_F32));
     cr_expect_eq(c->cache_dtypes, (1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16) | (1u << FA_DTYPE_F32) |
                                       (1u << FA_DTYPE_FP8_E4M3) | (1u << FA_DTYPE_FP8_E5M2));
-    cr_expect_eq(c->block_size_multiple, 16);
+    cr_expect_eq(c->block_size_multiple, 1);
     cr_expect_eq(c->head_size_multiple, 8);
     cr_expect_eq(c->decode_max_rows, 16);
     cr_expect_eq(c->max_splits, 128);

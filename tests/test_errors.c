@@ -283,7 +283,7 @@ Test(basics, last_error_cleared_by_success)
 {
     cr_assert_str_eq(fa_last_error(), "", "nothing failed yet");
     int64_t s[5];
-    EXPECT_ERR(fa_kv_cache_shape(10, 24, 8, 128, s), E_INV | E_UNS, "block_size", "24");
+    EXPECT_ERR(fa_kv_cache_shape(10, -24, 8, 128, s), E_INV | E_UNS, "block_size", "-24");
     ASSERT_OK(fa_kv_cache_shape(10, 16, 8, 128, s));
     cr_assert_str_eq(fa_last_error(), "", "after a success: \"%s\"", fa_last_error());
     fa_config in = base_cfg(), out;
@@ -304,7 +304,7 @@ static void *other_thread(void *arg)
 Test(basics, last_error_is_per_thread)
 {
     int64_t s[5];
-    EXPECT_ERR(fa_kv_cache_shape(10, 24, 8, 128, s), E_INV | E_UNS, "block_size", "24");
+    EXPECT_ERR(fa_kv_cache_shape(10, -24, 8, 128, s), E_INV | E_UNS, "block_size", "-24");
     pthread_t th;
     void *res = NULL;
     cr_assert_eq(pthread_create(&th, NULL, other_thread, NULL), 0);
@@ -355,8 +355,8 @@ Test(config, resolve_bad_values)
     c.model.head_size = 0;
     RESOLVE_FAILS(c, E_INV, "head_size", "0");
     c = base_cfg();
-    c.cache.block_size = 24;
-    RESOLVE_FAILS(c, E_INV | E_UNS, "block_size", "24");
+    c.cache.block_size = -24;
+    RESOLVE_FAILS(c, E_INV | E_UNS, "block_size", "-24");
     c = base_cfg();
     c.cache.block_size = -16;
     RESOLVE_FAILS(c, E_INV | E_UNS, "block_size", "-16");
@@ -438,7 +438,7 @@ Test(config, resolve_null)
 Test(caps, shape_stride_bad_input)
 {
     int64_t s[5] = {9, 9, 9, 9, 9}, keep[5] = {9, 9, 9, 9, 9};
-    EXPECT_ERR(fa_kv_cache_shape(10, 24, 8, 128, s), E_INV | E_UNS, "block_size", "24");
+    EXPECT_ERR(fa_kv_cache_shape(10, -24, 8, 128, s), E_INV | E_UNS, "block_size", "-24");
     EXPECT_ERR(fa_kv_cache_shape(-3, 16, 8, 128, s), E_INV, "num_blocks", "-3");
     EXPECT_ERR(fa_kv_cache_shape(10, 16, 0, 128, s), E_INV, "num_heads_kv", "0");
     EXPECT_ERR(fa_kv_cache_shape(10, 16, 8, 128, NULL), E_INV, "shape_out|shape", NULL);
@@ -452,7 +452,7 @@ Test(caps, shape_stride_bad_input)
     cr_assert_eq(r, 42);
 
     EXPECT_ERR(fa_kv_cache_strides((fa_kv_layout)5, 10, 16, 8, 128, s), E_INV | E_UNS, "layout", "5");
-    EXPECT_ERR(fa_kv_cache_strides(FA_LAYOUT_HND, 10, 24, 8, 128, s), E_INV | E_UNS, "block_size", "24");
+    EXPECT_ERR(fa_kv_cache_strides(FA_LAYOUT_HND, 10, 0, 8, 128, s), E_INV | E_UNS, "block_size", "0");
     EXPECT_ERR(fa_kv_cache_strides(FA_LAYOUT_HND, -1, 16, 8, 128, s), E_INV, "num_blocks", "-1");
     EXPECT_ERR(fa_kv_cache_strides(FA_LAYOUT_HND, 10, 16, 8, 128, NULL), E_INV, "strides_out|strides", NULL);
     ASSERT_UNCHANGED(s, keep, sizeof s, "strides_out");
@@ -462,7 +462,8 @@ Test(caps, queries_reject_bad_values)
 {
     cr_assert_eq(fa_supports_head_size(100), 0);
     cr_assert_eq(fa_supports_head_size(-8), 0);
-    cr_assert_eq(fa_supports_block_size(24, 0), 0);
+    cr_assert_eq(fa_supports_block_size(0, 0), 0);
+    cr_assert_eq(fa_supports_block_size(-16, 0), 0);
     cr_assert_eq(fa_supports_block_size(48, 1), 0);
     cr_assert_eq(fa_supports_kv_cache_dtype((fa_cache_dtype)9), 0);
     cr_assert_eq(fa_supports_compute_capability(7, 5), 0);
@@ -471,7 +472,7 @@ Test(caps, queries_reject_bad_values)
     cr_assert(b.count <= 4);
     (void)fa_cache_storage_dtype((fa_cache_dtype)9, FA_DTYPE_BF16); /* no crash */
     cr_assert_not_null(fa_check_combination(NULL, 100, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0));
-    cr_assert_not_null(fa_check_combination(NULL, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 24, 0, 0));
+    cr_assert_not_null(fa_check_combination(NULL, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 0, 0, 0));
     cr_assert_not_null(fa_check_combination(NULL, 128, FA_DTYPE_BF16, (fa_cache_dtype)9, 16, 0, 0));
     cr_assert_not_null(fa_check_combination(NULL, 128, (fa_dtype)99, FA_CACHE_AUTO, 16, 0, 0));
     {   /* a device older than 8.0 */
@@ -799,8 +800,8 @@ Test(builder, create_bad_input)
     bad.model.head_size = 100;
     CREATE_FAILS(&be, &bad, NULL, E_INV | E_UNS, "head_size", "100");
     bad = c;
-    bad.cache.block_size = 24;
-    CREATE_FAILS(&be, &bad, NULL, E_INV | E_UNS, "block_size", "24");
+    bad.cache.block_size = -24;
+    CREATE_FAILS(&be, &bad, NULL, E_INV | E_UNS, "block_size", "-24");
     /* backend ABI mismatch */
     fa_backend old = be;
     old.api_version = 77;

@@ -556,10 +556,11 @@ static void mixed_shape(scen *s, int n)
 /* ---------------------------------------------------------------------------------------- */
 /* plain decoder */
 
-static void plain_case(fa_dtype dt, fa_kv_layout layout, int softcap, int alibi, int sinks, uint64_t seed)
+static void plain_case_bs(fa_dtype dt, fa_kv_layout layout, int softcap, int alibi, int sinks, uint64_t seed,
+                          int bs)
 {
     scen s;
-    scen_begin(&s, seed, 8, 2, 64, 16, dt);
+    scen_begin(&s, seed, 8, 2, 64, bs, dt);
     s.layout = layout;
     mixed_shape(&s, 7);
     scen_init(&s);
@@ -584,10 +585,15 @@ static void plain_case(fa_dtype dt, fa_kv_layout layout, int softcap, int alibi,
     fa_builder *b = scen_build_forward(&s, be, scen_cfg(&s), d, 1, 1, &L, &md);
     refcfg rc = ref_from_layer(&L, 1);
     char what[128];
-    snprintf(what, sizeof what, "plain %s layout %d softcap %d alibi %d sinks %d", fa_dtype_name(dt),
-             (int)layout, softcap, alibi, sinks);
+    snprintf(what, sizeof what, "plain %s layout %d softcap %d alibi %d sinks %d block %d", fa_dtype_name(dt),
+             (int)layout, softcap, alibi, sinks, bs);
     scen_check(&s, &rc, tol_for(dt), what);
     scen_end(&s, b, be);
+}
+
+static void plain_case(fa_dtype dt, fa_kv_layout layout, int softcap, int alibi, int sinks, uint64_t seed)
+{
+    plain_case_bs(dt, layout, softcap, alibi, sinks, seed, 16);
 }
 
 Test(forward, plain_f32_nhd) { plain_case(FA_DTYPE_F32, FA_LAYOUT_NHD, 0, 0, 0, 101); }
@@ -595,6 +601,10 @@ Test(forward, plain_f32_hnd_softcap_sinks) { plain_case(FA_DTYPE_F32, FA_LAYOUT_
 Test(forward, plain_f32_alibi) { plain_case(FA_DTYPE_F32, FA_LAYOUT_NHD, 0, 1, 0, 103); }
 Test(forward, plain_f16_all_features) { plain_case(FA_DTYPE_F16, FA_LAYOUT_HND, 1, 1, 1, 104); }
 Test(forward, plain_bf16) { plain_case(FA_DTYPE_BF16, FA_LAYOUT_NHD, 0, 0, 1, 105); }
+/* any block size >= 1: page size 1 (a radix cache's), an odd size, a size between the kernels' tiles */
+Test(forward, plain_block_size_1) { plain_case_bs(FA_DTYPE_F32, FA_LAYOUT_NHD, 0, 0, 0, 106, 1); }
+Test(forward, plain_block_size_3_hnd_sinks) { plain_case_bs(FA_DTYPE_BF16, FA_LAYOUT_HND, 1, 0, 1, 107, 3); }
+Test(forward, plain_block_size_40_alibi) { plain_case_bs(FA_DTYPE_F16, FA_LAYOUT_NHD, 0, 1, 0, 108, 40); }
 
 /* q/k/v as strided views of one fused QKV buffer (token stride (Hq + 2 Hkv) * D) */
 Test(forward, plain_fused_qkv_views)
@@ -743,12 +753,12 @@ Test(forward, sliding_window_layer)
 /* ---------------------------------------------------------------------------------------- */
 /* cascade == plain */
 
-static void cascade_case(fa_dtype dt, int sinks, int softcap, uint64_t seed)
+static void cascade_case_bs(fa_dtype dt, int sinks, int softcap, uint64_t seed, int bs)
 {
     scen s;
-    scen_begin(&s, seed, 8, 2, 64, 16, dt);
+    scen_begin(&s, seed, 8, 2, 64, bs, dt);
     s.n = 10;
-    s.shared_blocks = 5; /* 80 shared tokens */
+    s.shared_blocks = 80 / bs; /* 80 shared tokens */
     for (int r = 0; r < s.n; ++r) {
         s.qlen[r] = (r % 3 == 0) ? rng_int(2, 20) : 1;
         s.ctx[r] = 80 + rng_int(0, 200);
@@ -765,7 +775,7 @@ static void cascade_case(fa_dtype dt, int sinks, int softcap, uint64_t seed)
     if (softcap) d.logits_soft_cap = 4.0f;
     fa_layer L;
     fa_metadata md;
-    /* cascade with P = 64 (4 of the 5 shared blocks) */
+    /* cascade with P = 64 (4 of the 5 shared blocks of 16) */
     fa_builder *b = scen_build(&s, be, scen_cfg(&s), d, 1, 64, &L, &md);
     cr_assert_eq(md.use_cascade, 1);
     ASSERT_OK(scen_forward(&s, be, &L, &md, 1));
@@ -794,7 +804,13 @@ static void cascade_case(fa_dtype dt, int sinks, int softcap, uint64_t seed)
     scen_end(&s, b, be);
 }
 
+static void cascade_case(fa_dtype dt, int sinks, int softcap, uint64_t seed)
+{
+    cascade_case_bs(dt, sinks, softcap, seed, 16);
+}
+
 Test(forward, cascade_equals_plain_f32) { cascade_case(FA_DTYPE_F32, 0, 0, 301); }
+Test(forward, cascade_equals_plain_block_size_1) { cascade_case_bs(FA_DTYPE_F32, 1, 0, 304, 1); }
 Test(forward, cascade_equals_plain_sinks_softcap) { cascade_case(FA_DTYPE_F32, 1, 1, 302); }
 Test(forward, cascade_equals_plain_bf16) { cascade_case(FA_DTYPE_BF16, 1, 0, 303); }
 

@@ -624,10 +624,11 @@ Test(caps, kv_cache_shape)
     ASSERT_OK(fa_kv_cache_shape(3000000000ll, 32, 1, 64, s));
     cr_assert_eq(s[1], 3000000000ll, "num_blocks is 64-bit");
     int64_t keep[5] = {9, 9, 9, 9, 9};
-    ASSERT_ERR(fa_kv_cache_shape(1000, 24, 8, 128, keep));
-    for (int i = 0; i < 5; ++i) cr_assert_eq(keep[i], 9);
-    ASSERT_ERR(fa_kv_cache_shape(1000, 8, 8, 128, keep));
     ASSERT_ERR(fa_kv_cache_shape(1000, 0, 8, 128, keep));
+    for (int i = 0; i < 5; ++i) cr_assert_eq(keep[i], 9);
+    ASSERT_OK(fa_kv_cache_shape(1000, 1, 8, 128, s)); /* page size 1 */
+    cr_assert_eq(s[2], 1);
+    ASSERT_ERR(fa_kv_cache_shape(1000, -8, 8, 128, keep));
     ASSERT_ERR(fa_kv_cache_shape(-1, 16, 8, 128, keep));
     for (int i = 0; i < 5; ++i) cr_assert_eq(keep[i], 9);
 }
@@ -688,7 +689,7 @@ Test(caps, kv_cache_strides)
 Test(caps, kernel_block_sizes)
 {
     fa_block_sizes a = fa_supported_kernel_block_sizes(0);
-    cr_assert_eq(a.multiple_of, 16);
+    cr_assert_eq(a.multiple_of, 1);
     cr_assert_eq(a.count, 0);
     fa_block_sizes h = fa_supported_kernel_block_sizes(1);
     cr_assert_eq(h.multiple_of, 0);
@@ -698,8 +699,10 @@ Test(caps, kernel_block_sizes)
     cr_assert_eq(fa_supports_block_size(16, 0), 1);
     cr_assert_eq(fa_supports_block_size(48, 0), 1);
     cr_assert_eq(fa_supports_block_size(256, 0), 1);
-    cr_assert_eq(fa_supports_block_size(24, 0), 0);
-    cr_assert_eq(fa_supports_block_size(8, 0), 0);
+    cr_assert_eq(fa_supports_block_size(24, 0), 1); /* any size >= 1 */
+    cr_assert_eq(fa_supports_block_size(8, 0), 1);
+    cr_assert_eq(fa_supports_block_size(1, 0), 1);
+    cr_assert_eq(fa_supports_block_size(3, 0), 1);
     cr_assert_eq(fa_supports_block_size(0, 0), 0);
     cr_assert_eq(fa_supports_block_size(-16, 0), 0);
     cr_assert_eq(fa_supports_block_size(16, 1), 1);
@@ -759,7 +762,11 @@ Test(caps, check_combination)
     r = fa_check_combination(NULL, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 64, 0, 1);
     cr_assert_null(r, "hybrid with 64: %s", r);
     cr_assert_not_null(fa_check_combination(NULL, 100, FA_DTYPE_BF16, FA_CACHE_AUTO, 16, 0, 0), "head 100");
-    cr_assert_not_null(fa_check_combination(NULL, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 24, 0, 0), "block 24");
+    cr_assert_not_null(fa_check_combination(NULL, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 0, 0, 0), "block 0");
+    r = fa_check_combination(NULL, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 1, 0, 0);
+    cr_assert_null(r, "block 1 (page size 1): %s", r);
+    r = fa_check_combination(cpu, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 3, 0, 0);
+    cr_assert_null(r, "block 3 on the CPU backend: %s", r);
     cr_assert_not_null(fa_check_combination(NULL, 128, FA_DTYPE_BF16, FA_CACHE_AUTO, 48, 0, 1),
                        "hybrid block 48");
     cr_assert_not_null(fa_check_combination(NULL, 128, FA_DTYPE_BF16, (fa_cache_dtype)9, 16, 0, 0),

@@ -1098,7 +1098,7 @@ enum {
     FA__CPU_DECODE_TILE_N = 32, /* keys per decode-tile step */
     FA__CPU_DECODE_CTAS_SMALL_HEAD = 6, /* decode tiles per SM at head_dim <= 128 */
     FA__CPU_DECODE_CTAS_LARGE_HEAD = 3, /* ... above 128 (the tile's shared memory) */
-    FA__CPU_BLOCK_SIZE_MULTIPLE = 16,
+    FA__CPU_BLOCK_SIZE_MULTIPLE = 1, /* any block size */
     FA__CPU_HEAD_SIZE_MULTIPLE = 8,
     FA__CPU_DECODE_MAX_ROWS = 16, /* max_q * (Hq / Hkv) <= 16: the packed decode tile */
     FA__CPU_MAX_SPLITS = 128,

@@ -42,7 +42,7 @@ static int valid_resolved(const fa_config *c)
     int bs_ok = c->cache.block_size > 0 &&
                 (m->hybrid_mamba_f32
                      ? (c->cache.block_size == 16 || c->cache.block_size == 32 || c->cache.block_size == 64)
-                     : c->cache.block_size % 16 == 0);
+                     : 1);
     return m->num_heads_q > 0 && m->num_heads_kv > 0 && m->num_heads_q % m->num_heads_kv == 0 &&
            m->head_size >= 8 && m->head_size <= 256 && m->head_size % 8 == 0 &&
            (m->dtype == FA_DTYPE_F16 || m->dtype == FA_DTYPE_BF16 || m->dtype == FA_DTYPE_F32) && bs_ok &&

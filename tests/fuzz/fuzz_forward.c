@@ -121,7 +121,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     Hq = Hkv * fz_range(&r, 1, 2);
     D = 8 * fz_range(&r, 1, 4);
     dt = (fa_dtype)fz_range(&r, 0, 2);
-    bs = 16 * fz_range(&r, 1, 2);
+    {
+        static const int32_t sizes[4] = {16, 32, 1, 3}; /* any block size >= 1 */
+        bs = sizes[fz_range(&r, 0, 3)];
+    }
     nb = fz_range(&r, 1, 6);
     cfg.model.num_heads_q = Hq;
     cfg.model.num_heads_kv = Hkv;

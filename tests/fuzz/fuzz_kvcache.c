@@ -6,7 +6,7 @@ __extension__ typedef __int128 fz_i128;
 static int ref_shape_ok(int64_t nb, int32_t bs, int32_t h, int32_t d)
 {
     /* and the cache's bytes at 8 bytes an element fit int64 */
-    if (!(nb > 0 && bs > 0 && bs % 16 == 0 && h > 0 && d >= 8 && d <= 256 && d % 8 == 0)) return 0;
+    if (!(nb > 0 && bs > 0 && h > 0 && d >= 8 && d <= 256 && d % 8 == 0)) return 0;
     if (16.0 * (double)nb * bs * h * d > 1e20) return 0;
     return (fz_i128)16 * nb * bs * h * d <= (fz_i128)INT64_MAX;
 }

@@ -8,7 +8,7 @@
    whose split plan is 0) must still hold the poison. K/V caches are filled with NaN first, so
    unused block-table slots, rows at or past seqused_k and never-referenced blocks hold NaN.
 
-   Grid: head sizes {40,64,80,96,128,192,256}; block sizes {16,32,64}; heads (Hq, Hkv) (4,4),
+   Grid: head sizes {40,64,80,96,128,192,256}; block sizes {16,32,64,1,3,8}; heads (Hq, Hkv) (4,4),
    (8,2), (8,1), (32,8); causal or not; windows; softcap; ALiBi ([Hq] and [B,Hq]); sinks; LSE;
    fp8 E4M3 / E5M2 with per-(sequence, kv head) descales or scalar scales; splits 1, 2, 7 with a
    plan (0, 1 and more splits per sequence); batches mixing q_len 1 with long prefills;
@@ -682,11 +682,11 @@ static void test_head_sizes(void)
 
 static void test_blocks_heads(void)
 {
-    static const int bss[] = {16, 32, 64};
+    static const int bss[] = {16, 32, 64, 1, 3, 8}; /* any block size >= 1, page size 1 included */
     static const int heads[][2] = {{4, 4}, {8, 2}, {8, 1}, {32, 8}};
     static const int ql[] = {1, 70, 1, 200}, kl[] = {900, 270, 33, 200};
     int i, j;
-    for (i = 0; i < 3; ++i)
+    for (i = 0; i < 6; ++i)
         for (j = 0; j < 4; ++j) {
             acase c;
             if (gt_quick() && (i + j) % 3) continue;
@@ -778,8 +778,9 @@ static void test_fp8(void)
     static const int ql[] = {1, 1, 45, 130}, kl[] = {1000, 77, 300, 130};
     int f;
     for (f = 0; f < 8; ++f) {
-        acase c =
-            base_case(f % 2 ? FA_DTYPE_F16 : FA_DTYPE_BF16, f < 4 ? 128 : 64, f % 4 < 2 ? 16 : 32, 8, 2);
+        /* block sizes 16, 32 and two that are not multiples of 16 (1, 3): fp8 rows of one page each */
+        static const int fbs[8] = {16, 1, 32, 16, 3, 32, 16, 1};
+        acase c = base_case(f % 2 ? FA_DTYPE_F16 : FA_DTYPE_BF16, f < 4 ? 128 : 64, fbs[f], 8, 2);
         if (gt_quick() && f % 3) continue;
         c.kvdt = (f / 2) % 2 ? FA_DTYPE_FP8_E5M2 : FA_DTYPE_FP8_E4M3;
         set_seqs(&c, 4, ql, kl);
@@ -1199,11 +1200,11 @@ static void test_errors(void)
         gt_expect_status(gpu->ops.attention(gpu->ctx, &e), FA_ERR_INVALID_ARG, gpu,
                          "paged without block_table");
         e = a;
-        e.block_size = 8;
-        gt_expect_status(gpu->ops.attention(gpu->ctx, &e), FA_ERR_INVALID_ARG, gpu, "block_size 8");
+        e.block_size = -8;
+        gt_expect_status(gpu->ops.attention(gpu->ctx, &e), FA_ERR_INVALID_ARG, gpu, "block_size -8");
         if (gpu->ops.last_error) {
             const char *m = gpu->ops.last_error(gpu->ctx);
-            if (!m || !strstr(m, "8"))
+            if (!m || !strstr(m, "-8"))
                 gt_fail("the block_size message does not name the value: '%s'", m ? m : "(null)");
         }
         /* a valid call still works after the errors */

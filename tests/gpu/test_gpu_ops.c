@@ -191,8 +191,8 @@ static void test_cache_write(void)
             c.T = 37;
             c.H = 8;
             c.D = 128;
-            c.bs = 16;
-            c.NB = 64;
+            c.bs = k == 1 ? 1 : l == 1 && k == 2 ? 3 : 16; /* any block size: page size 1, 3 */
+            c.NB = c.bs == 16 ? 64 : 1024 / c.bs;
             c.token_pad = k == 0 ? 0 : 2 * 8 * 128;   /* vLLM's fused-QKV slice: stride 3*H*D */
             c.neg_pct = 20;
             run_cache_case(&c);
