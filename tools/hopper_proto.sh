@@ -60,7 +60,7 @@ fi
     cat "$work/machine.txt"
     echo "build rc=$brc run rc=$rrc"
     grep -A 3 "Compiling entry function '_ZN7fa_sm90" "$work/build.txt" | grep -E "entry|spill|registers"
-    [ -f "$work/run.txt" ] && grep -E "^(device|kernel|PASS|FAIL|TIME|FATAL)|passed, " "$work/run.txt"
+    [ -f "$work/run.txt" ] && grep -E "^(device|kernel|PASS|FAIL|INFO|TIME|FATAL)|first bad|passed, " "$work/run.txt"
     [ -f "$work/sass_counts.txt" ] && cat "$work/sass_counts.txt"
 } > "$out/summary.txt" 2>&1
 rm -f "$work/hopper_proto"

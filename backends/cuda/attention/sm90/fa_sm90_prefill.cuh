@@ -41,6 +41,10 @@ struct PrefillParams {
     float *lse; // [B, H, Lq] natural log; NULL: not written
     int B, Lq, Lk, H, Hkv;
     float scale_log2; // softmax scale * log2(e)
+    // V's descriptor strides (bytes). (16384, 1024) by the PTX ISA's MN-major SW128 canonical
+    // layout (LBO: the next 64-dim column block, SBO: the next 8 keys); a run-time value only so
+    // that the prototype's test can apply what its layout probe found without a rebuild.
+    uint32_t v_lbo, v_sbo;
 };
 
 constexpr int kHeadDim = 128;
@@ -102,7 +106,8 @@ template <int Stages> __device__ __forceinline__ void issue_qk(float (&sacc)[64]
 // GEMM's K = keys, 128-byte rows of 64 dims): LBO = 16384 (the next 64-dim column block), SBO =
 // 1024 (the next 8 keys); k-step kk = 16 keys = 2048 bytes.
 template <int Stages>
-__device__ __forceinline__ void issue_pv(float (&o)[64], uint32_t (&pa)[8][4], uint32_t vb) {
+__device__ __forceinline__ void issue_pv(float (&o)[64], uint32_t (&pa)[8][4], uint32_t vb, uint32_t lbo,
+                                         uint32_t sbo) {
     using L = Smem<Stages>;
 #pragma unroll
     for (int x = 0; x < 64; ++x) reg_fence(o[x]);
@@ -113,7 +118,7 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], uint32_t (&pa)[8][4], u
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk) {
-        const uint64_t dv = make_smem_desc(vb + kk * 2048, L::kKvColBytes, 1024, kSwizzle128B);
+        const uint64_t dv = make_smem_desc(vb + kk * 2048, lbo, sbo, kSwizzle128B);
         wgmma_m64n128k16_rs<1>(o, pa[kk], dv, 1);
     }
     wgmma_commit_group();
@@ -330,7 +335,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             rescale_o(o, a0, a1);
             pack_p(pa, sacc);
             wait_full(bar_vf + 8 * s, phase);
-            issue_pv<Stages>(o, pa, sV + s * L::kTileBytes);
+            issue_pv<Stages>(o, pa, sV + s * L::kTileBytes, p.v_lbo, p.v_sbo);
             wgmma_wait_group<0>();
 #pragma unroll
             for (int x = 0; x < 64; ++x) reg_fence(o[x]);
@@ -358,7 +363,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             wait_full(bar_kf + 8 * s, phase);
             issue_qk<Stages>(sacc, qb, sK + s * L::kTileBytes); // S(i)
             wait_full(bar_vf + 8 * sp, phase_p);
-            issue_pv<Stages>(o, pa, sV + sp * L::kTileBytes); // O += P(i-1) V(i-1)
+            issue_pv<Stages>(o, pa, sV + sp * L::kTileBytes, p.v_lbo, p.v_sbo); // O += P(i-1) V(i-1)
             wgmma_wait_group<1>(); // S(i) done (groups retire in order)
 #pragma unroll
             for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
@@ -376,7 +381,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         {
             const int i = n_live - 1, s = i % Stages;
             wait_full(bar_vf + 8 * s, static_cast<uint32_t>(i / Stages) & 1u);
-            issue_pv<Stages>(o, pa, sV + s * L::kTileBytes);
+            issue_pv<Stages>(o, pa, sV + s * L::kTileBytes, p.v_lbo, p.v_sbo);
             wgmma_wait_group<0>();
 #pragma unroll
             for (int x = 0; x < 64; ++x) reg_fence(o[x]);
@@ -481,6 +486,8 @@ static inline int prefill_plan(PrefillPlan *plan, const __nv_bfloat16 *q, const 
     plan->p.H = H;
     plan->p.Hkv = Hkv;
     plan->p.scale_log2 = softmax_scale * 1.44269504088896340736f;
+    plan->p.v_lbo = Smem<2>::kKvColBytes;
+    plan->p.v_sbo = 1024;
     plan->grid = dim3((Lq + kBlockM - 1) / kBlockM, H, B);
     plan->causal = causal;
     plan->overlap = overlap;
