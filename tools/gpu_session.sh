@@ -9,8 +9,11 @@
 #   hip     backends/hip/run_hip_on_nvidia.sh run (the HIP source path through HIP's NVIDIA
 #           platform)
 #   python  python/tests/run_gpu.sh on the suite's build (after it)
+#   then alone again:
+#   blocks  bench_gpu --quick (decode and prefill rows, head 128, bf16 and fp8) at block size 1
+#           and at 16, on the suite's build (tools/gpu_blocks.sh)
 #
-#   tools/gpu_session.sh [JOB...]          default: ab hopper suite hip python
+#   tools/gpu_session.sh [JOB...]          default: ab hopper suite hip python blocks
 #
 # Each job's console goes to its own log; every log and every file a job writes under its
 # $OUT ends up in $OUT/session_logs.tgz; $OUT/summary.txt has one line per job (rc, seconds,
@@ -24,7 +27,7 @@ work=/tmp/fa-session-work
 rm -rf "$work"
 mkdir -p "$work"
 jobs=("$@")
-[ ${#jobs[@]} -eq 0 ] && jobs=(ab hopper suite hip python)
+[ ${#jobs[@]} -eq 0 ] && jobs=(ab hopper suite hip python blocks)
 t0=$(date +%s)
 export NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,memory.used --format=csv > "$work/machine.txt" 2>&1
@@ -65,6 +68,7 @@ if want hip; then
     pids+=($!)
 fi
 for p in "${pids[@]}"; do wait "$p"; done
+want blocks && run_job blocks 120 tools/gpu_blocks.sh build-gpu
 
 {
     echo "== GPU session ($(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(($(date +%s) - t0)) s)"
