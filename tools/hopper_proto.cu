@@ -689,6 +689,7 @@ static void run_case(const Case &c, cudaStream_t st, std::vector<double> *tflops
 
 int main()
 {
+    setvbuf(stdout, nullptr, _IOLBF, 0); // every line reaches the log even if the run is killed
     int dev = 0;
     CK(cudaSetDevice(dev));
     cudaDeviceProp prop;
