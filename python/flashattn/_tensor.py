@@ -245,8 +245,8 @@ def as_tensor(obj, name="tensor", dtype=None):
     elif _has_cuda_interface(obj):
         try:
             iface = obj.__cuda_array_interface__
-        except (TypeError, ValueError, AttributeError, RuntimeError):
-            iface = None  # e.g. torch bf16: no type string for it; DLPack has one
+        except Exception:  # torch bf16 / fp8: no type string (KeyError); DLPack has one
+            iface = None
         if iface is not None:
             dev = _torch_device(obj)
             if dev is None or not dev.startswith("cuda"):
