@@ -200,10 +200,15 @@ __device__ __forceinline__ void pack_p(uint32_t (&pa)[8][4], const float (&sacc)
 // still overlap each other's softmax with their GEMMs, unsynchronised).
 // Overlap = true: FA3's intra-warpgroup pipelining: S(i) = Q K(i) and O += P(i-1) V(i-1) are in
 // flight together; the softmax of tile i runs while the tensor cores do P(i-1) V(i-1).
-template <bool Causal, bool Overlap, int Stages = 2>
+// PingPong = true (with Overlap): FA3's inter-warpgroup schedule: the two consumer warpgroups take
+// turns issuing their GEMMs (named barriers 1 and 2), so that one's softmax runs under the
+// other's GEMMs. Both then run all n_tiles tiles (the lower warpgroup's causal tile above the
+// diagonal is computed, fully masked) so that their turn counts are equal.
+template <bool Causal, bool Overlap, bool PingPong = false, int Stages = 2>
 __global__ void __launch_bounds__(kThreads, 1)
     fa_sm90_prefill_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                            const __grid_constant__ CUtensorMap tmV, const PrefillParams p) {
+    static_assert(!PingPong || Overlap, "ping-pong is built on the overlapped loop");
 #if FA_SM90_DEVICE_OK
     using L = Smem<Stages>;
     extern __shared__ uint8_t smem_raw[];
@@ -295,7 +300,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // tiles [0, n_live) have an allowed key for some row of this warpgroup; the rest (causal, the
     // other warpgroup's last tile) are only waited for and released
     int n_live = n_tiles;
-    if (Causal) {
+    if (Causal && !PingPong) {
         const int last = row_lo + kWgRows - 1 + diag; // largest allowed key of the warpgroup
         n_live = last < 0 ? 0 : min(n_tiles, last / kBlockN + 1);
     }
@@ -316,6 +321,20 @@ __global__ void __launch_bounds__(kThreads, 1)
         __syncwarp();
         if (lane == 0) mbar_arrive(bar);
     };
+    // ping-pong turns: warpgroup cw waits on named barrier 1 + cw and hands over on 2 - cw; the
+    // upper warpgroup lets the lower one start and skips its last hand-over (every bar.sync then
+    // has exactly one matching bar.arrive). turns = n_tiles + 1 for both.
+    auto turn_begin = [&]() {
+        if constexpr (PingPong) named_bar_sync(1 + cw, 256);
+    };
+    auto turn_end = [&](bool last) {
+        if constexpr (PingPong) {
+            if (!(last && cw == 1)) named_bar_arrive(2 - cw, 256);
+        }
+    };
+    if constexpr (PingPong) {
+        if (cw == 1 && n_tiles > 0) named_bar_arrive(1, 256);
+    }
 
     if (n_live > 0) wait_full(bar_q, 0);
     if (!Overlap) {
@@ -345,7 +364,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         // prologue: S(0), softmax(0), P(0)
         {
             wait_full(bar_kf, 0);
+            turn_begin();
             issue_qk<Stages>(sacc, qb, sK);
+            turn_end(false);
             wgmma_wait_group<0>();
 #pragma unroll
             for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
@@ -360,10 +381,19 @@ __global__ void __launch_bounds__(kThreads, 1)
             const uint32_t phase = static_cast<uint32_t>(i / Stages) & 1u;
             const uint32_t phase_p = static_cast<uint32_t>((i - 1) / Stages) & 1u;
             const int kbase = i * kBlockN;
-            wait_full(bar_kf + 8 * s, phase);
-            issue_qk<Stages>(sacc, qb, sK + s * L::kTileBytes); // S(i)
-            wait_full(bar_vf + 8 * sp, phase_p);
-            issue_pv<Stages>(o, pa, sV + sp * L::kTileBytes, p.v_lbo, p.v_sbo); // O += P(i-1) V(i-1)
+            if constexpr (PingPong) { // both operands ready before taking the turn
+                wait_full(bar_kf + 8 * s, phase);
+                wait_full(bar_vf + 8 * sp, phase_p);
+                turn_begin();
+                issue_qk<Stages>(sacc, qb, sK + s * L::kTileBytes);
+                issue_pv<Stages>(o, pa, sV + sp * L::kTileBytes, p.v_lbo, p.v_sbo);
+                turn_end(false);
+            } else {
+                wait_full(bar_kf + 8 * s, phase);
+                issue_qk<Stages>(sacc, qb, sK + s * L::kTileBytes); // S(i)
+                wait_full(bar_vf + 8 * sp, phase_p);
+                issue_pv<Stages>(o, pa, sV + sp * L::kTileBytes, p.v_lbo, p.v_sbo); // O += P(i-1) V(i-1)
+            }
             wgmma_wait_group<1>(); // S(i) done (groups retire in order)
 #pragma unroll
             for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
@@ -381,7 +411,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         {
             const int i = n_live - 1, s = i % Stages;
             wait_full(bar_vf + 8 * s, static_cast<uint32_t>(i / Stages) & 1u);
+            turn_begin();
             issue_pv<Stages>(o, pa, sV + s * L::kTileBytes, p.v_lbo, p.v_sbo);
+            turn_end(true);
             wgmma_wait_group<0>();
 #pragma unroll
             for (int x = 0; x < 64; ++x) reg_fence(o[x]);
@@ -448,15 +480,14 @@ struct PrefillPlan {
     fa_sm90::PrefillParams p;
     dim3 grid;
     bool causal;
-    bool overlap; // the intra-warpgroup pipelined consumer loop (else the plain one)
+    int mode; // consumer loop: 0 plain, 1 intra-warpgroup overlap, 2 overlap + ping-pong
 };
 
 // Checks the arguments and builds the plan (tensor maps encoded once; launches reuse them).
 // Returns 0, or nonzero with a message in *err.
 static inline int prefill_plan(PrefillPlan *plan, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
                                const __nv_bfloat16 *v, __nv_bfloat16 *out, float *lse, int B, int Lq, int Lk,
-                               int H, int Hkv, float softmax_scale, bool causal, bool overlap,
-                               const char **err) {
+                               int H, int Hkv, float softmax_scale, bool causal, int mode, const char **err) {
     using namespace fa_sm90;
     if (B < 1 || Lq < 1 || Lk < 1 || H < 1 || Hkv < 1 || H % Hkv != 0) {
         *err = "bad shape (B, Lq, Lk, H >= 1; H a multiple of Hkv)";
@@ -490,33 +521,40 @@ static inline int prefill_plan(PrefillPlan *plan, const __nv_bfloat16 *q, const 
     plan->p.v_sbo = 1024;
     plan->grid = dim3((Lq + kBlockM - 1) / kBlockM, H, B);
     plan->causal = causal;
-    plan->overlap = overlap;
+    if (mode < 0 || mode > 2) {
+        *err = "mode: 0 plain, 1 overlap, 2 overlap + ping-pong";
+        return 1;
+    }
+    plan->mode = mode;
     return 0;
 }
 
-template <bool Causal, bool Overlap, int Stages>
+template <bool Causal, bool Overlap, bool PingPong, int Stages>
 static inline cudaError_t prefill_launch_t(const PrefillPlan &plan, cudaStream_t st) {
     using namespace fa_sm90;
     constexpr uint32_t smem = Smem<Stages>::kAlloc;
     static bool attr_set = false;
     if (!attr_set) {
         cudaError_t e =
-            cudaFuncSetAttribute(fa_sm90_prefill_kernel<Causal, Overlap, Stages>,
+            cudaFuncSetAttribute(fa_sm90_prefill_kernel<Causal, Overlap, PingPong, Stages>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
         if (e != cudaSuccess) return e;
         attr_set = true;
     }
-    fa_sm90_prefill_kernel<Causal, Overlap, Stages>
+    fa_sm90_prefill_kernel<Causal, Overlap, PingPong, Stages>
         <<<plan.grid, kThreads, smem, st>>>(plan.tmQ, plan.tmK, plan.tmV, plan.p);
     return cudaGetLastError();
 }
 
 static inline cudaError_t prefill_launch(const PrefillPlan &plan, cudaStream_t st) {
-    if (plan.overlap)
-        return plan.causal ? prefill_launch_t<true, true, 2>(plan, st)
-                           : prefill_launch_t<false, true, 2>(plan, st);
-    return plan.causal ? prefill_launch_t<true, false, 2>(plan, st)
-                       : prefill_launch_t<false, false, 2>(plan, st);
+    if (plan.mode == 2)
+        return plan.causal ? prefill_launch_t<true, true, true, 2>(plan, st)
+                           : prefill_launch_t<false, true, true, 2>(plan, st);
+    if (plan.mode == 1)
+        return plan.causal ? prefill_launch_t<true, true, false, 2>(plan, st)
+                           : prefill_launch_t<false, true, false, 2>(plan, st);
+    return plan.causal ? prefill_launch_t<true, false, false, 2>(plan, st)
+                       : prefill_launch_t<false, false, false, 2>(plan, st);
 }
 
 } // namespace fa_sm90_host

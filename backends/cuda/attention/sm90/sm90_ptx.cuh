@@ -78,6 +78,19 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Named barriers (PTX ISA 9.7.13.1 bar / barrier, #parallel-synchronization-and-communication-
+// instructions-bar-barrier): barrier `id` (1..15; 0 is __syncthreads) completes when `nthreads`
+// threads (a multiple of 32) have arrived. bar.sync arrives and waits, bar.arrive only arrives:
+// the consumer warpgroups' ping-pong hand-over.
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ void named_bar_sync(uint32_t id, uint32_t nthreads) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive(uint32_t id, uint32_t nthreads) {
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
+}
+
+// ---------------------------------------------------------------------------------------------
 // Proxy fence (PTX ISA 9.7.13.4 membar/fence, #parallel-synchronization-and-communication-
 // instructions-membar): orders this thread's generic-proxy shared-memory accesses with later
 // async-proxy ones (TMA, wgmma operand reads), e.g. after writing smem that wgmma will read.
