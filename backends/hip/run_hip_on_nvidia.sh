@@ -233,6 +233,9 @@ run() {
         elif [ "$rc" != 0 ] && [ "$nf" = 0 ]; then
             nf=1
             pnote[$p]+=" [${label[$key]}: exit $rc]"
+        elif [ "$np" = 0 ] && [ "$nf" = 0 ]; then   # e.g. "1..0 # SKIP no CUDA device"
+            nf=1
+            pnote[$p]+=" [${label[$key]}: ran no case: $(grep -m1 -E '^1\.\.' "$logs/$key.log" | cut -c1-60)]"
         fi
         ppass[$p]=$((ppass[$p] + np))
         pfail[$p]=$((pfail[$p] + nf))
