@@ -419,7 +419,9 @@ typedef struct fa_attn_args {
                                          t * q_token_stride */
     int64_t q_token_stride, q_head_stride, q_group_stride;
     int32_t q_head_group;             /* heads per group; 0 = Hq (one group); a multiple of Hkv */
-    fa_dtype q_dtype;                 /* F16, BF16 (F32 on CPU); out has the same dtype */
+    fa_dtype q_dtype;                 /* F16, BF16 (F32 on CPU); out has the same dtype. Or
+                                         FP8_E4M3, a quantised query (kv_dtype FP8_E4M3 too, out
+                                         in out_dtype; a backend without it: UNSUPPORTED) */
     const void *k, *v;                /* paged: logical [num_blocks, block_size, Hkv, D];
                                          dense: [total_k, Hkv, D] */
     int64_t k_block_stride, k_row_stride, k_head_stride; /* row = slot in block / token */
@@ -456,6 +458,10 @@ typedef struct fa_attn_args {
     const int32_t *split_plan;        /* [1 + num_seqs] device, fa_plan_splits layout; NULL = S for all */
     float *split_out;                 /* [S, num_tokens, Hq, D] float32 workspace */
     float *split_lse;                 /* [S, Hq, num_tokens] float32 workspace */
+    /* fp8 query (q_dtype FP8_E4M3): q[t, h] stands for q_descale[b, h / (Hq / Hkv)] x q[t, h] */
+    fa_dtype out_dtype;               /* out's dtype with an fp8 query: F16 or BF16 (F32 on CPU);
+                                         ignored otherwise (out has q_dtype) */
+    const float *q_descale;           /* NULL-able (= 1); [num_seqs, Hkv], the descale strides */
 } fa_attn_args;
 
 /* out = merge of two partial attentions through their LSEs (a non-finite LSE = empty). */

@@ -224,8 +224,31 @@ static inline fa_status fa_bu_check_cache_write(const fa_bu_err *e, const fa_cac
     return FA_OK;
 }
 
+/* The dtypes of an attention call: q_dtype f32/f16/bf16, or fp8_e4m3 (a quantised query) with
+   kv_dtype fp8_e4m3 and out_dtype f32/f16/bf16. */
+static inline fa_status fa_bu_check_attn_dtypes(const fa_bu_err *e, const fa_attn_args *a)
+{
+    char n1[FA_BU_NAME_BUF];
+    if (a->q_dtype == FA_DTYPE_FP8_E4M3) {
+        if (a->kv_dtype != FA_DTYPE_FP8_E4M3)
+            return fa_bu_fail(e, FA_ERR_INVALID_ARG,
+                              "q_dtype fp8_e4m3 needs kv_dtype fp8_e4m3 (kv_dtype is %s)",
+                              fa_bu_dtype_name(a->kv_dtype, n1));
+        if (!fa_bu_is_act_dtype(a->out_dtype))
+            return fa_bu_fail(e, FA_ERR_INVALID_ARG,
+                              "out_dtype %s (q_dtype fp8_e4m3) is not f32, f16 or bf16",
+                              fa_bu_dtype_name(a->out_dtype, n1));
+        return FA_OK;
+    }
+    if (!fa_bu_is_act_dtype(a->q_dtype))
+        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "q_dtype %s is not f32, f16, bf16 or fp8_e4m3",
+                          fa_bu_dtype_name(a->q_dtype, n1));
+    return FA_OK;
+}
+
 /* attention. Heads (Hq a multiple of Hkv; q_head_group 0 or a divisor of Hq that is a multiple
-   of Hkv), head_size, q_dtype f32/f16/bf16, kv_dtype == q_dtype or fp8; exactly one of
+   of Hkv), head_size, the dtypes (fa_bu_check_attn_dtypes; a 16-bit or f32 query reads K/V in
+   its dtype or fp8); exactly one of
    seqused_k (paged: block_table, block_size a positive multiple of block_size_multiple,
    num_blocks > 0) and cu_seqlens_k (dense); strides >= 0; q/k/v/out/cu_seqlens_q when the call
    is not empty; split_out/split_lse when num_splits > 1. */
@@ -251,10 +274,8 @@ static inline fa_status fa_bu_check_attention(const fa_bu_err *e, const fa_attn_
                           "q_head_group %d must divide num_heads_q %d and be a multiple of num_heads_kv %d",
                           (int)a->q_head_group, (int)a->num_heads_q, (int)a->num_heads_kv);
     FA_BU_TRY(fa_bu_check_head_size(e, a->head_size));
-    if (!fa_bu_is_act_dtype(a->q_dtype))
-        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "q_dtype %s is not f32, f16 or bf16",
-                          fa_bu_dtype_name(a->q_dtype, n1));
-    if (a->kv_dtype != a->q_dtype && !fa_bu_is_fp8(a->kv_dtype))
+    FA_BU_TRY(fa_bu_check_attn_dtypes(e, a));
+    if (a->q_dtype != FA_DTYPE_FP8_E4M3 && a->kv_dtype != a->q_dtype && !fa_bu_is_fp8(a->kv_dtype))
         return fa_bu_fail(e, FA_ERR_INVALID_ARG, "kv_dtype %s with q_dtype %s (K/V are in q_dtype or fp8)",
                           fa_bu_dtype_name(a->kv_dtype, n1), fa_bu_dtype_name(a->q_dtype, n2));
     if (paged && a->seqused_k == NULL)

@@ -430,6 +430,22 @@ static int64_t fa__cpu_kv_offset(const fa_attn_args *a, int32_t b, int64_t j, in
     }
 }
 
+/* out's dtype: out_dtype with an fp8 query, else the query's. */
+static fa_dtype fa__cpu_out_dtype(const fa_attn_args *a)
+{
+    return a->q_dtype == FA_DTYPE_FP8_E4M3 ? a->out_dtype : a->q_dtype;
+}
+
+/* The factor of query head h of sequence b: q_descale[b, its KV head] for an fp8 query (1 when
+   the pointer is NULL), else 1. */
+static double fa__cpu_q_descale(const fa_attn_args *a, int32_t b, int32_t h)
+{
+    const int32_t qg = a->q_head_group > 0 ? a->q_head_group : a->num_heads_q;
+    const int32_t g = (h % qg) / (qg / a->num_heads_kv);
+    if (a->q_dtype != FA_DTYPE_FP8_E4M3 || a->q_descale == NULL) return 1.0;
+    return (double)a->q_descale[(int64_t)b * a->descale_batch_stride + (int64_t)g * a->descale_head_stride];
+}
+
 /* Query row i (global row s->t0 + i), head h, over the keys [j0, j1) of sequence s, with the
    sink or not: writes the normalised partial output into acc[D] and returns its LSE (natural
    log). No allowed key and no sink: acc = 0, LSE = -inf. q[D] is the query row; logit is
@@ -509,10 +525,8 @@ static fa_status fa__cpu_attn_check_scalars(const fa__cpu_ctx *c, const fa_bu_er
 {
     const fa_bu_err e = *ep;
     char d1[FA_BU_NAME_BUF + 16], d2[FA_BU_NAME_BUF + 16];
-    if (!fa_bu_is_act_dtype(a->q_dtype))
-        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "q_dtype %s is not f32, f16 or bf16",
-                            fa__cpu_dt(a->q_dtype, d1));
-    if (a->kv_dtype != a->q_dtype && !fa_bu_is_fp8(a->kv_dtype))
+    FA__CPU_TRY(c, fa_bu_check_attn_dtypes(&e, a));
+    if (a->q_dtype != FA_DTYPE_FP8_E4M3 && a->kv_dtype != a->q_dtype && !fa_bu_is_fp8(a->kv_dtype))
         return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
                             "kv_dtype %s is neither q_dtype %s nor fp8_e4m3 / fp8_e5m2",
                             fa__cpu_dt(a->kv_dtype, d1), fa__cpu_dt(a->q_dtype, d2));
@@ -607,14 +621,14 @@ static fa_status fa__cpu_attn_check_spans(const fa__cpu_ctx *c, const fa_bu_err 
         const int64_t oe[3] = {a->num_tokens, a->num_heads_q, a->head_size};
         const int64_t os[3] = {a->out_token_stride, a->out_head_stride, 1};
         const int64_t le[2] = {a->num_heads_q, a->num_tokens}, ls[2] = {a->lse_head_stride, 1};
-        const size_t es = fa_bu_dtype_size(a->q_dtype);
+        const size_t es = fa_bu_dtype_size(a->q_dtype), oes = fa_bu_dtype_size(fa__cpu_out_dtype(a));
         if (!fa__cpu_span_ok(4, qe, qs, es))
             return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
                                 "q offsets overflow int64 (q_token_stride %lld, q_head_stride "
                                 "%lld, q_group_stride %lld)",
                                 (long long)a->q_token_stride, (long long)a->q_head_stride,
                                 (long long)a->q_group_stride);
-        if (!fa__cpu_span_ok(3, oe, os, es))
+        if (!fa__cpu_span_ok(3, oe, os, oes))
             return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
                                 "out offsets overflow int64 (out_token_stride %lld, "
                                 "out_head_stride %lld)",
@@ -721,8 +735,10 @@ static fa_status fa__cpu_attention(void *ctx, const fa_attn_args *a)
     int64_t max_lk = 1, T;
     int32_t b, h, d, qg;
     double *q, *acc, *logit;
+    fa_dtype odt;
 
     if (st != FA_OK) return st;
+    odt = fa__cpu_out_dtype(a);
     if (armed) return fa__cpu_injected(c, FA_OP_ATTENTION);
     if (a->num_seqs == 0) return FA_OK;
     T = a->num_tokens;
@@ -759,8 +775,9 @@ static fa_status fa__cpu_attention(void *ctx, const fa_attn_args *a)
                 const int64_t qo = (int64_t)(h / qg) * a->q_group_stride +
                                    (int64_t)(h % qg) * a->q_head_stride + t * a->q_token_stride;
                 const int64_t oo = t * a->out_token_stride + (int64_t)h * a->out_head_stride;
+                const double qdesc = fa__cpu_q_descale(a, b, h);
                 double lse;
-                for (d = 0; d < D; ++d) q[d] = fa__cpu_load(c, a->q, qo + d, a->q_dtype);
+                for (d = 0; d < D; ++d) q[d] = fa__cpu_load(c, a->q, qo + d, a->q_dtype) * qdesc;
                 if (a->num_splits <= 1) {
                     lse = fa__cpu_row(c, a, &s, i, h, 0, s.lk, a->sinks != NULL, q, logit, acc);
                 } else {
@@ -798,7 +815,7 @@ static fa_status fa__cpu_attention(void *ctx, const fa_attn_args *a)
                         }
                     }
                 }
-                for (d = 0; d < D; ++d) fa__cpu_store(a->out, oo + d, a->q_dtype, acc[d]);
+                for (d = 0; d < D; ++d) fa__cpu_store(a->out, oo + d, odt, acc[d]);
                 if (a->lse) a->lse[(int64_t)h * a->lse_head_stride + t] = (float)lse;
             }
         }

@@ -337,6 +337,8 @@ class fa_attn_args(ctypes.Structure):
         ("split_plan", c_void_p),
         ("split_out", c_void_p),
         ("split_lse", c_void_p),
+        ("out_dtype", c_enum),
+        ("q_descale", c_void_p),
     ]
 
 
