@@ -8,9 +8,9 @@ b=${1:-build-gpu}
 out=${OUT:-/tmp/fa-blocks}
 mkdir -p "$out"
 ninja -C "$b" bench/bench_gpu > "$out/build.txt" 2>&1 || { tail -n 20 "$out/build.txt"; echo "0 passed, 1 failed"; exit 1; }
-args="--quick --only decode,prefill --dim 128 --kv bf16,fp8"
+args="--only decode,prefill --dim 128 --kv bf16,fp8 --heads 32/8 --batch 1,64 --ctx 8192,32768 --quick"
 "$b/bench/bench_gpu" $args --csv "$out/bs16.csv" > "$out/bs16.txt" 2>&1; r1=$?
-"$b/bench/bench_gpu" $args --block 1 --csv "$out/bs1.csv" > "$out/bs1.txt" 2>&1; r2=$?
+"$b/bench/bench_gpu" $args --no-ceilings --block 1 --csv "$out/bs1.csv" > "$out/bs1.txt" 2>&1; r2=$?
 python3 - "$out/bs16.csv" "$out/bs1.csv" <<'PY'
 import csv, sys
 def load(f):

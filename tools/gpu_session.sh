@@ -4,8 +4,8 @@
 #   ab      tools/gpu_ab.sh (alone on the machine: it times the decode grid)
 #   hopper  tools/hopper_proto.sh (alone: it times prefill)
 #   then side by side:
-#   suite   tests/gpu/run_gpu_tests.sh: plain runs of every GPU program, and the four
-#           sanitizers on test_gpu_checks' and test_gpu_attention's quick sets
+#   suite   tests/gpu/run_gpu_tests.sh: plain runs of every GPU program, and memcheck on
+#           test_gpu_checks' and test_gpu_attention's quick sets
 #   hip     backends/hip/run_hip_on_nvidia.sh run (the HIP source path through HIP's NVIDIA
 #           platform)
 #   python  python/tests/run_gpu.sh on the suite's build (after it)
@@ -48,6 +48,7 @@ run_job() { # name timeout script args...
     local line
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$work/$name.log" | tail -n 1)
     echo "$name: rc $rc, $(($(date +%s) - s)) s${line:+, $line}" > "$work/$name.sum"
+    cat "$work/$name.sum" >> "$out/summary_live.txt" # survives a call cut short
 }
 
 want ab && run_job ab 110 tools/gpu_ab.sh
@@ -55,8 +56,10 @@ want hopper && run_job hopper 80 tools/hopper_proto.sh
 
 pids=()
 if want suite; then
-    (FA_GPU_BUILD_DIR=build-gpu FA_GPU_SANITIZE=1 FA_GPU_SANITIZE_TIMEOUT=150 \
-        FA_GPU_SANITIZE_PROGRAMS="test_gpu_checks test_gpu_attention" run_job suite 270 tests/gpu/run_gpu_tests.sh
+    (FA_GPU_BUILD_DIR=build-gpu FA_GPU_SANITIZE=1 FA_GPU_SANITIZE_TIMEOUT=120 FA_GPU_SANITIZE_TOOLS=memcheck \
+        FA_GPU_SANITIZE_PROGRAMS="test_gpu_checks test_gpu_attention" run_job suite 240 tests/gpu/run_gpu_tests.sh
+     # the shared libraries the binding loads, and bench_gpu for the blocks job
+     ninja -C build-gpu > "$work/build_all.log" 2>&1 || tail -n 20 "$work/build_all.log"
      want python && run_job python 60 python/tests/run_gpu.sh build-gpu) &
     pids+=($!)
 elif want python; then
@@ -64,11 +67,11 @@ elif want python; then
     pids+=($!)
 fi
 if want hip; then
-    (run_job hip 250 backends/hip/run_hip_on_nvidia.sh run) &
+    (FA_HIPNV_DEADLINE_S=${FA_HIPNV_DEADLINE_S:-230} run_job hip 250 backends/hip/run_hip_on_nvidia.sh run) &
     pids+=($!)
 fi
 for p in "${pids[@]}"; do wait "$p"; done
-want blocks && run_job blocks 120 tools/gpu_blocks.sh build-gpu
+want blocks && run_job blocks 90 tools/gpu_blocks.sh build-gpu
 
 {
     echo "== GPU session ($(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(($(date +%s) - t0)) s)"
