@@ -254,10 +254,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         setmaxnreg_dec<kProducerRegs>();
         if (threadIdx.x == 0 && n_tiles > 0) {
             mbar_arrive_expect_tx(bar_q, L::kQBytes);
-            for (int w = 0; w < 2; ++w)
+            for (int w = 0; w < 2; ++w) {
+                // a box wholly past Lq (the upper warpgroup of a last, short row block) reads the
+                // lower one's rows instead: only partly out-of-range boxes are relied on to be
+                // zero-filled and counted; that warpgroup's rows are never stored anyway
+                const int qrow = m0 + w * kWgRows < p.Lq ? m0 + w * kWgRows : m0;
                 for (int c = 0; c < 2; ++c)
-                    tma_load_4d(sQ + w * L::kQWgBytes + c * L::kQColBytes, &tmQ, bar_q, c * 64, h,
-                                m0 + w * kWgRows, b);
+                    tma_load_4d(sQ + w * L::kQWgBytes + c * L::kQColBytes, &tmQ, bar_q, c * 64, h, qrow, b);
+            }
             for (int i = 0; i < n_tiles; ++i) {
                 const int s = i % Stages;
                 // use u of stage s needs release u - 1; on a fresh barrier parity 1 passes at once
