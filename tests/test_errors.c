@@ -1137,18 +1137,25 @@ Test(layer, init_bad_input)
     LAYER_FAILS(d, E_INV, "k_scale", "-1");
 }
 
-/* fa_layer_init_from_config: zero fields of desc take the config's model shape, non-zero ones
-   override; the result equals fa_layer_init with every value spelled out */
-Test(layer, init_from_config)
+/* a config holding the test model's shape (HQ / HKV heads of D, f16), nothing else */
+static fa_config model_cfg(void)
 {
     fa_config cfg;
-    fa_layer_desc d;
-    fa_layer a, b;
     memset(&cfg, 0, sizeof cfg);
     cfg.model.num_heads_q = HQ;
     cfg.model.num_heads_kv = HKV;
     cfg.model.head_size = D;
     cfg.model.dtype = FA_DTYPE_F16;
+    return cfg;
+}
+
+/* fa_layer_init_from_config: zero fields of desc take the config's model shape, non-zero ones
+   override; the result equals fa_layer_init with every value spelled out */
+Test(layer, init_from_config)
+{
+    fa_config cfg = model_cfg();
+    fa_layer_desc d;
+    fa_layer a, b;
     cfg.cache.cache_dtype = FA_CACHE_FP8_E4M3;
     cfg.scheduler.attention_chunk_size = 64;
     memset(&a, 0x5a, sizeof a);
@@ -1189,14 +1196,9 @@ Test(layer, init_from_config)
 
 Test(layer, init_from_config_bad_input)
 {
-    fa_config cfg;
+    fa_config cfg = model_cfg();
     fa_layer_desc d;
     fa_layer l, snap;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.model.num_heads_q = HQ;
-    cfg.model.num_heads_kv = HKV;
-    cfg.model.head_size = D;
-    cfg.model.dtype = FA_DTYPE_F16;
     memset(&l, 0x5a, sizeof l);
     snap = l;
     FROMCFG_FAILS(fa_layer_init_from_config(NULL, &cfg, NULL), E_INV, "layer", NULL);

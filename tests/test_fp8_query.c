@@ -264,45 +264,60 @@ Test(fp8_query, f32_out_matches_dequantised_reference) { run(FA_DTYPE_F32, g_lq,
 Test(fp8_query, bf16_out) { run(FA_DTYPE_BF16, g_lq, g_lk, 6e-3, 8e-2); }
 Test(fp8_query, f16_out) { run(FA_DTYPE_F16, g_lq, g_lk, 1e-3, 8e-2); }
 
+/* the world of g_lq / g_lk, a CPU backend and an f32 output buffer of the world's size */
+typedef struct fixture {
+    world w;
+    fa_backend *be;
+    int32_t dcuq[NS + 1], dcuk[NS + 1];
+    int64_t n;
+    float *out;
+} fixture;
+
+static void fixture_make(fixture *f)
+{
+    world_make(&f->w, g_lq, g_lk);
+    f->n = (int64_t)f->w.T * HQ * D;
+    f->out = malloc(sizeof(float) * (size_t)f->n);
+    cr_assert(f->out);
+    f->be = NULL;
+    cr_assert_eq(fa_cpu_backend_create(&f->be), FA_OK);
+}
+
+static void fixture_free(fixture *f)
+{
+    fa_cpu_backend_destroy(f->be);
+    free(f->out);
+    world_free(&f->w);
+}
+
 /* a wrong descale must be seen: q_descale NULL means 1, which is far from the data's */
 Test(fp8_query, descale_is_applied)
 {
-    world w;
-    fa_backend *be = NULL;
-    int32_t dcuq[NS + 1], dcuk[NS + 1];
-    world_make(&w, g_lq, g_lk);
-    const int64_t n = (int64_t)w.T * HQ * D;
-    float *out = malloc(sizeof(float) * (size_t)n);
+    fixture fx;
+    fixture_make(&fx);
+    const int64_t n = fx.n;
+    float *out = fx.out;
     double *got = malloc(sizeof(double) * (size_t)n), *rq = malloc(sizeof(double) * (size_t)n);
-    cr_assert(out && got && rq);
-    cr_assert_eq(fa_cpu_backend_create(&be), FA_OK);
-    fa_attn_args a = args_of(&w, out, FA_DTYPE_F32, dcuq, dcuk);
+    cr_assert(got && rq);
+    fa_attn_args a = args_of(&fx.w, out, FA_DTYPE_F32, fx.dcuq, fx.dcuk);
     a.q_descale = NULL;
-    cr_assert_eq(be->ops.attention(be->ctx, &a), FA_OK, "%s", berr(be));
+    cr_assert_eq(fx.be->ops.attention(fx.be->ctx, &a), FA_OK, "%s", berr(fx.be));
     for (int64_t i = 0; i < n; ++i) got[i] = out[i];
-    reference(&w, 1, rq);
+    reference(&fx.w, 1, rq);
     cr_assert_gt(rel_l2(got, rq, n), 1e-2, "q_descale NULL (= 1) gave the descaled answer");
-    fa_cpu_backend_destroy(be);
-    free(out);
     free(got);
     free(rq);
-    world_free(&w);
+    fixture_free(&fx);
 }
 
 Test(fp8_query, bad_dtypes_rejected_before_writing)
 {
-    world w;
-    fa_backend *be = NULL;
-    int32_t dcuq[NS + 1], dcuk[NS + 1];
-    world_make(&w, g_lq, g_lk);
-    const int64_t n = (int64_t)w.T * HQ * D;
-    float *out = malloc(sizeof(float) * (size_t)n);
-    cr_assert(out);
-    cr_assert_eq(fa_cpu_backend_create(&be), FA_OK);
+    fixture fx;
+    fixture_make(&fx);
     for (int c = 0; c < 3; ++c) {
-        fa_attn_args a = args_of(&w, out, FA_DTYPE_F32, dcuq, dcuk);
+        fa_attn_args a = args_of(&fx.w, fx.out, FA_DTYPE_F32, fx.dcuq, fx.dcuk);
         const char *want = NULL;
-        memset(out, 0x5a, sizeof(float) * (size_t)n);
+        memset(fx.out, 0x5a, sizeof(float) * (size_t)fx.n);
         if (c == 0) {
             a.kv_dtype = FA_DTYPE_FP8_E5M2; /* an fp8 query reads an E4M3 cache only */
             want = "kv_dtype is fp8_e5m2";
@@ -313,17 +328,16 @@ Test(fp8_query, bad_dtypes_rejected_before_writing)
             a.q_dtype = FA_DTYPE_FP8_E5M2; /* the query is E4M3 only */
             want = "q_dtype fp8_e5m2";
         }
-        cr_assert_eq(be->ops.attention(be->ctx, &a), FA_ERR_INVALID_ARG, "case %d", c);
-        const char *m = berr(be);
-        cr_assert(m && strstr(m, want), "case %d: message '%s' does not name '%s'", c, m ? m : "", want);
-        cr_assert_eq(be->ops.check(be->ctx, FA_OP_ATTENTION, &a), FA_ERR_INVALID_ARG, "check, case %d", c);
-        for (int64_t i = 0; i < n; ++i) {
+        cr_assert_eq(fx.be->ops.attention(fx.be->ctx, &a), FA_ERR_INVALID_ARG, "case %d", c);
+        const char *m = berr(fx.be);
+        cr_assert(m && strstr(m, want), "case %d: message '%s' does not name '%s'", c, m, want);
+        cr_assert_eq(fx.be->ops.check(fx.be->ctx, FA_OP_ATTENTION, &a), FA_ERR_INVALID_ARG, "check, case %d",
+                     c);
+        for (int64_t i = 0; i < fx.n; ++i) {
             uint32_t u;
-            memcpy(&u, &out[i], 4);
+            memcpy(&u, &fx.out[i], 4);
             cr_assert_eq(u, 0x5a5a5a5au, "case %d: out written on error", c);
         }
     }
-    fa_cpu_backend_destroy(be);
-    free(out);
-    world_free(&w);
+    fixture_free(&fx);
 }
