@@ -17,17 +17,17 @@ from ._structs import (AttnType, CacheDType, Causal, CopyKind, DType, KVLayout, 
                        BACKEND_API_VERSION, HEAD_SIZE_MAX, HEAD_SIZE_MIN, HEAD_SIZE_MULTIPLE,
                        MAX_RANK)
 from ._tensor import Tensor, as_tensor
-from ._api import (Backend, Batch, Builder, Layer, Metadata, aot_sliding_window, attention,
-                   bf16_to_float, builder_workspace_size, cache_storage_dtype, cascade_prefix_len,
-                   check, check_combination, config, config_dict, config_resolve, dcp_correct,
-                   dcp_local_seq_len, dcp_local_seq_lens, dcp_slot_mapping, describe, dtype_name,
-                   dtype_size, float_to_bf16, float_to_fp8, float_to_half, forward,
-                   forward_profile, fp8_to_float, half_to_float, kv_cache_shape,
-                   kv_cache_stride_order, kv_cache_strides, last_error, local_virtual_batches,
-                   merge_states, num_splits_heuristic, plan_splits, reshape_and_cache,
-                   sliding_window_config, status_string, supported_kernel_block_sizes,
-                   supports_block_size, supports_compute_capability, supports_head_size,
-                   supports_kv_cache_dtype, use_cascade_attention, version)
+from ._api import (Backend, Batch, Builder, FakeCommGroup, Layer, Metadata, aot_sliding_window,
+                   attention, bf16_to_float, builder_workspace_size, cache_storage_dtype,
+                   cascade_prefix_len, check, check_combination, config, config_dict,
+                   config_resolve, dcp_correct, dcp_local_seq_len, dcp_local_seq_lens,
+                   dcp_slot_mapping, describe, dtype_name, dtype_size, float_to_bf16,
+                   float_to_fp8, float_to_half, forward, forward_profile, fp8_to_float,
+                   half_to_float, kv_cache_shape, kv_cache_stride_order, kv_cache_strides,
+                   last_error, local_virtual_batches, merge_states, num_splits_heuristic,
+                   plan_splits, reshape_and_cache, sliding_window_config, status_string,
+                   supported_kernel_block_sizes, supports_block_size, supports_compute_capability,
+                   supports_head_size, supports_kv_cache_dtype, use_cascade_attention, version)
 from . import _structs as structs
 
 __version__ = "0.1.0"  # equals fa_version(); checked by tests/test_basic.py

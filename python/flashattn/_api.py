@@ -505,6 +505,58 @@ def _device_ints(backend, obj, name, dtype, rank=1):
     return t.data_ptr, t.shape, t.strides, t
 
 
+# --- DCP comms -------------------------------------------------------------------------------
+
+class FakeCommGroup:
+    """The CPU backend's in-process DCP group (fa_fake_comm): world_size comms whose collectives
+    meet between threads of this process. Give comm(r) to rank r's Builder and drive each rank's
+    fa_forward from its own thread (ctypes releases the GIL during the call, so the ranks meet).
+    A rank that waits timeout_ms for its peers fails, and so does the group."""
+
+    def __init__(self, world_size, timeout_ms=None):
+        self._lib = _lib._cpu()
+        self._comms = P(S.fa_comm)()
+        check(self._lib.fa_fake_comm_group_create(int(world_size), ctypes.byref(self._comms)))
+        self.world_size = int(world_size)
+        if timeout_ms is not None:
+            check(self._lib.fa_fake_comm_group_set_timeout(self._comms, int(timeout_ms)))
+
+    def comm(self, rank):
+        """The fa_comm * of rank `rank`."""
+        if not self._comms:
+            raise _invalid("FakeCommGroup: used after close()")
+        if not 0 <= rank < self.world_size:
+            raise _invalid("FakeCommGroup.comm: rank %d is outside [0, %d)" % (rank,
+                                                                              self.world_size))
+        p = ctypes.pointer(self._comms[rank])
+        p._group = self  # a builder holding the pointer keeps the group alive
+        return p
+
+    @property
+    def aborted(self):
+        return bool(self._lib.fa_fake_comm_aborted(self._comms))
+
+    def reset(self):
+        check(self._lib.fa_fake_comm_group_reset(self._comms))
+
+    def close(self):
+        if getattr(self, "_comms", None):
+            self._lib.fa_fake_comm_group_destroy(self._comms)
+            self._comms = P(S.fa_comm)()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
 # --- batch, builder, metadata -----------------------------------------------------------------
 
 class Batch:
@@ -589,7 +641,8 @@ class Metadata:
 
 class Builder:
     """fa_builder: one per KV-cache group. config: an fa_config, a dict of config() fields, or
-    config() fields as keywords."""
+    config() fields as keywords. comm: this rank's fa_comm (FakeCommGroup.comm(rank)) when
+    dcp_world_size > 1, else None."""
 
     def __init__(self, backend, cfg=None, comm=None, **fields):
         if cfg is None:
@@ -601,6 +654,10 @@ class Builder:
             raise _invalid("Builder: backend is %s, not a Backend" % type(backend).__name__)
         self._h = ctypes.c_void_p()
         self.backend = backend
+        self._comm = comm
+        if comm is not None and not isinstance(comm, P(S.fa_comm)):
+            raise _invalid("Builder: comm is %s, not an fa_comm pointer (FakeCommGroup.comm(r))"
+                           % type(comm).__name__)
         check(_lib._core().fa_builder_create(backend._ptr, ctypes.byref(c), comm,
                                              ctypes.byref(self._h)))
         backend._builders.add(self)
@@ -888,7 +945,8 @@ def reshape_and_cache(backend, key, value, kv_cache, slot_mapping, k_scale=1.0, 
     a.cache_dtype = tc.ct.dtype
     a.slot_mapping = sm
     a.num_blocks = tc.shape[1]
-    a.num_tokens, a.num_heads_kv, a.head_size, a.block_size = t, tk.shape[1], tk.shape[2], tc.shape[2]
+    a.num_tokens, a.num_heads_kv, a.head_size = t, tk.shape[1], tk.shape[2]
+    a.block_size = tc.shape[2]
     a.k_scale, a.v_scale = float(k_scale), float(v_scale)
     backend._run_op("reshape_and_cache", a)
 
@@ -993,7 +1051,8 @@ def attention(backend, q, k, v, out, cu_seqlens_q, max_seqlen_q, max_seqlen_k, s
         a.cu_seqlens_k = ck
     a.num_blocks = num_blocks
     a.num_seqs, a.num_tokens = nseq, t
-    a.max_seqlen_q, a.max_seqlen_k, a.min_seqlen_q = int(max_seqlen_q), int(max_seqlen_k), int(min_seqlen_q)
+    a.max_seqlen_q, a.max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
+    a.min_seqlen_q = int(min_seqlen_q)
     a.num_heads_q, a.num_heads_kv, a.head_size, a.block_size = hq, hkv, d, block_size
     a.softmax_scale = float(softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(d))
     a.softcap = float(softcap)
@@ -1004,7 +1063,8 @@ def attention(backend, q, k, v, out, cu_seqlens_q, max_seqlen_q, max_seqlen_k, s
         keep.append(kk)
         if ptr is not None:
             if dev != backend.tensor_device():
-                raise _invalid("%s: on %s, the backend reads %s" % (nm, dev, backend.tensor_device()))
+                raise _invalid("%s: on %s, the backend reads %s"
+                               % (nm, dev, backend.tensor_device()))
             if cnt != hq:
                 raise _invalid("%s: %d values for %d query heads" % (nm, cnt, hq))
         setattr(a, nm, ptr)

@@ -165,6 +165,12 @@ def _declare(stem, lib):
             ("fa_cpu_half_to_float", ctypes.c_float, [ctypes.c_uint16]),
             ("fa_cpu_float_to_bf16", ctypes.c_uint16, [ctypes.c_float]),
             ("fa_cpu_bf16_to_float", ctypes.c_float, [ctypes.c_uint16]),
+            ("fa_fake_comm_group_create", st, [i32, P(P(S.fa_comm))]),
+            ("fa_fake_comm_group_destroy", None, [P(S.fa_comm)]),
+            ("fa_fake_comm_abort", st, [P(S.fa_comm)]),
+            ("fa_fake_comm_aborted", ci, [P(S.fa_comm)]),
+            ("fa_fake_comm_group_reset", st, [P(S.fa_comm)]),
+            ("fa_fake_comm_group_set_timeout", st, [P(S.fa_comm), i64]),
         ]:
             _fn(lib, name, res, args)
     elif stem == "flashattn_cuda":
