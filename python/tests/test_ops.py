@@ -198,3 +198,13 @@ def test_conversions_round_trip():
     bits = f32_to_bf16_bits(np.array([1.1, -7.25, 3e-5], np.float32))
     assert [fa.float_to_bf16(x) for x in (1.1, -7.25, 3e-5)] == bits.tolist()
     assert bf16_bits_to_f32(bits).tolist() == [fa.bf16_to_float(b) for b in bits]
+
+
+def test_check_op_and_synchronize(cpu):
+    a = fa.structs.fa_merge_args()
+    a.num_tokens, a.num_heads, a.head_size, a.dtype = 1, 1, 12, fa.DType.F32
+    with pytest.raises(fa.Error) as e:
+        cpu.check_op(fa.Op.MERGE_STATES, a)
+    assert "head_size" in e.value.message and "12" in e.value.message
+    cpu.synchronize()
+    assert cpu.api_version == fa.BACKEND_API_VERSION
