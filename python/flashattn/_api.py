@@ -903,6 +903,15 @@ def _need(t, name, rank):
     return t
 
 
+def _contiguous(t):
+    want = 1
+    for d, st in zip(reversed(t.shape), reversed(t.strides)):
+        if d > 1 and st != want:
+            return False
+        want *= d
+    return True
+
+
 def _need_lse(t, name, heads, tokens, must=True):
     if t is None:
         if must:
@@ -1001,11 +1010,14 @@ def dcp_correct(backend, out, lse_all, rank, lse_out=None):
 def attention(backend, q, k, v, out, cu_seqlens_q, max_seqlen_q, max_seqlen_k, seqused_k=None,
               block_table=None, cu_seqlens_k=None, causal=False, window=(-1, -1),
               softmax_scale=None, softcap=0.0, alibi_slopes=None, sinks=None, lse=None,
-              k_scale=1.0, v_scale=1.0, min_seqlen_q=0, num_tokens=None):
-    """ops.attention (no split-KV): varlen attention of q [T, Hq, D] over a paged cache (k / v
+              k_scale=1.0, v_scale=1.0, min_seqlen_q=0, num_tokens=None, num_splits=1,
+              split_plan=None, split_out=None, split_lse=None):
+    """ops.attention: varlen attention of q [T, Hq, D] over a paged cache (k / v
     [num_blocks, block_size, Hkv, D] with seqused_k [B] and block_table [B, *]) or dense keys
     (k / v [total_k, Hkv, D] with cu_seqlens_k [B + 1]); out [T, Hq, D]; lse float32 [Hq, T]
-    optional. cu_seqlens_q [B + 1]. The int arrays are where the backend reads them."""
+    optional. cu_seqlens_q [B + 1]. The int arrays are where the backend reads them. Split-KV:
+    num_splits S > 1 with split_plan (int32 [1 + B], fa_plan_splits' layout; None = S for all)
+    and the float32 workspaces split_out [S, T, Hq, D] and split_lse [S, Hq, T]."""
     tq = _need(_tensor(backend, q, "q"), "q", 3)
     to = _need(_tensor(backend, out, "out"), "out", 3)
     paged = block_table is not None
@@ -1069,7 +1081,23 @@ def attention(backend, q, k, v, out, cu_seqlens_q, max_seqlen_q, max_seqlen_k, s
                 raise _invalid("%s: %d values for %d query heads" % (nm, cnt, hq))
         setattr(a, nm, ptr)
     a.k_scale, a.v_scale = float(k_scale), float(v_scale)
-    a.num_splits = 1
+    a.num_splits = int(num_splits)
+    if num_splits > 1:
+        sp, sp_shape, _s, kk = _device_ints(backend, split_plan, "split_plan", S.DType.I32)
+        keep.append(kk)
+        if sp is not None and sp_shape[0] < 1 + nseq:
+            raise _invalid("split_plan: %d entries for %d sequences (want 1 + num_seqs)"
+                           % (sp_shape[0], nseq))
+        so = _tensor(backend, split_out, "split_out")
+        sl = _tensor(backend, split_lse, "split_lse")
+        for nm, x, shape in (("split_out", so, (num_splits, t, hq, d)),
+                             ("split_lse", sl, (num_splits, hq, t))):
+            if x is None or x.dtype != S.DType.F32 or x.shape != shape or not _contiguous(x):
+                raise _invalid("%s: want a contiguous float32 workspace %s for num_splits %d, "
+                               "got %s" % (nm, list(shape), num_splits,
+                                           "None" if x is None else "%s %s" % (
+                                               x.dtype.name.lower(), list(x.shape))))
+        a.split_plan, a.split_out, a.split_lse = sp, so.data_ptr, sl.data_ptr
     backend._run_op("attention", a)
 
 

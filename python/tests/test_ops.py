@@ -208,3 +208,26 @@ def test_check_op_and_synchronize(cpu):
     assert "head_size" in e.value.message and "12" in e.value.message
     cpu.synchronize()
     assert cpu.api_version == fa.BACKEND_API_VERSION
+
+
+def test_attention_op_split_kv(cpu, rng):
+    step = PagedStep(rng, [(900, 1), (300, 2), (40, 1)], 8, 2, 64)
+    fa.reshape_and_cache(cpu, step.k, step.v, step.cache, step.slot_mapping)
+    plan = fa.plan_splits(cpu, step.query_start_loc, step.seq_lens, 8, 2, 64)
+    s = plan[0]
+    assert s > 1 and max(plan[1:]) > 1, plan
+    out = np.zeros_like(step.q)
+    lse = np.zeros((8, step.T), np.float32)
+    split_out = np.zeros((s, step.T, 8, 64), np.float32)
+    split_lse = np.zeros((s, 8, step.T), np.float32)
+    fa.attention(cpu, step.q, step.cache[0], step.cache[1], out, step.query_start_loc,
+                 max_seqlen_q=2, max_seqlen_k=int(step.seq_lens.max()), seqused_k=step.seq_lens,
+                 block_table=step.block_table, causal=True, lse=lse, num_splits=s,
+                 split_plan=np.array(plan, np.int32), split_out=split_out, split_lse=split_lse)
+    np.testing.assert_allclose(out, step.reference(), rtol=2e-5, atol=2e-5)
+    assert np.abs(split_out).sum() > 0  # the partials were really written
+    with pytest.raises(fa.Error, match="split_lse"):
+        fa.attention(cpu, step.q, step.cache[0], step.cache[1], out, step.query_start_loc,
+                     max_seqlen_q=2, max_seqlen_k=901, seqused_k=step.seq_lens,
+                     block_table=step.block_table, num_splits=s, split_out=split_out,
+                     split_lse=split_lse[:, :4])
