@@ -1011,13 +1011,15 @@ def attention(backend, q, k, v, out, cu_seqlens_q, max_seqlen_q, max_seqlen_k, s
               block_table=None, cu_seqlens_k=None, causal=False, window=(-1, -1),
               softmax_scale=None, softcap=0.0, alibi_slopes=None, sinks=None, lse=None,
               k_scale=1.0, v_scale=1.0, min_seqlen_q=0, num_tokens=None, num_splits=1,
-              split_plan=None, split_out=None, split_lse=None):
+              split_plan=None, split_out=None, split_lse=None, q_descale=None):
     """ops.attention: varlen attention of q [T, Hq, D] over a paged cache (k / v
     [num_blocks, block_size, Hkv, D] with seqused_k [B] and block_table [B, *]) or dense keys
     (k / v [total_k, Hkv, D] with cu_seqlens_k [B + 1]); out [T, Hq, D]; lse float32 [Hq, T]
     optional. cu_seqlens_q [B + 1]. The int arrays are where the backend reads them. Split-KV:
     num_splits S > 1 with split_plan (int32 [1 + B], fa_plan_splits' layout; None = S for all)
-    and the float32 workspaces split_out [S, T, Hq, D] and split_lse [S, Hq, T]."""
+    and the float32 workspaces split_out [S, T, Hq, D] and split_lse [S, Hq, T]. An fp8 query
+    (q as uint8 / float8_e4m3fn, with an E4M3 cache; backends that take it) writes out in out's
+    dtype, scaled by q_descale (float32 [B, Hkv], None = 1)."""
     tq = _need(_tensor(backend, q, "q"), "q", 3)
     to = _need(_tensor(backend, out, "out"), "out", 3)
     paged = block_table is not None
@@ -1081,6 +1083,16 @@ def attention(backend, q, k, v, out, cu_seqlens_q, max_seqlen_q, max_seqlen_k, s
                 raise _invalid("%s: %d values for %d query heads" % (nm, cnt, hq))
         setattr(a, nm, ptr)
     a.k_scale, a.v_scale = float(k_scale), float(v_scale)
+    a.out_dtype = to.ct.dtype  # read only with an fp8 query (out has q's dtype otherwise)
+    if q_descale is not None:
+        qd = _tensor(backend, q_descale, "q_descale")
+        if (qd.dtype != S.DType.F32 or len(qd.shape) != 2 or qd.shape[1] != hkv
+                or qd.shape[0] < nseq):
+            raise _invalid("q_descale: want float32 [num_seqs %d, Hkv %d], got %s %s"
+                           % (nseq, hkv, qd.dtype.name.lower(), list(qd.shape)))
+        a.q_descale = qd.data_ptr
+        a.descale_batch_stride, a.descale_head_stride = qd.strides
+        keep.append(qd)
     a.num_splits = int(num_splits)
     if num_splits > 1:
         sp, sp_shape, _s, kk = _device_ints(backend, split_plan, "split_plan", S.DType.I32)

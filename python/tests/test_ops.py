@@ -231,3 +231,27 @@ def test_attention_op_split_kv(cpu, rng):
                      max_seqlen_q=2, max_seqlen_k=901, seqused_k=step.seq_lens,
                      block_table=step.block_table, num_splits=s, split_out=split_out,
                      split_lse=split_lse[:, :4])
+
+
+def test_attention_op_fp8_query(cpu, rng):
+    # q and the cache in E4M3 (uint8 storage), q_descale per (sequence, KV head), out in f32
+    step = PagedStep(rng, [(20, 3), (7, 2)], 4, 2, 32)
+    fmt = fa.DType.FP8_E4M3
+    enc = np.vectorize(lambda x: fa.float_to_fp8(x, fmt), otypes=[np.uint8])
+    table = np.array([fa.fp8_to_float(i, fmt) for i in range(256)], np.float64)
+    cache8 = enc(step.cache)
+    q8 = enc(step.q * 4.0)
+    descale = np.array([[0.25, 0.5], [0.125, 0.25]], np.float32)
+    out = np.zeros(step.q.shape, np.float32)
+    fa.attention(cpu, q8, cache8[0], cache8[1], out, step.query_start_loc, max_seqlen_q=3,
+                 max_seqlen_k=23, seqused_k=step.seq_lens, block_table=step.block_table,
+                 causal=True, q_descale=descale)
+    deq = table[cache8]
+    for b in range(2):
+        a, e = step.query_start_loc[b], step.query_start_loc[b + 1]
+        qd = table[q8[a:e]] * np.repeat(descale[b], 2)[None, :, None]
+        rows = [step.block_table[b, p // 16] for p in range(int(step.seq_lens[b]))]
+        k = np.stack([deq[0, blk, p % 16] for p, blk in enumerate(rows)])
+        v = np.stack([deq[1, blk, p % 16] for p, blk in enumerate(rows)])
+        ref, _ = attention_ref(qd, k, v)
+        np.testing.assert_allclose(out[a:e], ref, rtol=2e-5, atol=2e-5)
