@@ -17,20 +17,13 @@ _TYPESTR = {
     "i8": S.DType.I64,
     "u1": S.DType.FP8_E4M3,
 }
-# dtype names of the ml_dtypes package (and of NumPy arrays that use it) and of torch
+# element types NumPy has no type string for (ml_dtypes' dtypes show as <V2 / <V1), by name
 _DTYPE_NAMES = {
     "bfloat16": S.DType.BF16,
-    "float16": S.DType.F16,
-    "half": S.DType.F16,
-    "float32": S.DType.F32,
-    "float": S.DType.F32,
-    "int32": S.DType.I32,
-    "int64": S.DType.I64,
-    "uint8": S.DType.FP8_E4M3,
     "float8_e4m3fn": S.DType.FP8_E4M3,
     "float8_e5m2": S.DType.FP8_E5M2,
 }
-_RAW_NAMES = ("u1", "uint8")
+_RAW_NAMES = ("u1",)
 # DLPack (dlpack.h DLDataTypeCode, bits) -> fa_dtype
 _DL_DTYPES = {
     (2, 16): S.DType.F16,
@@ -134,7 +127,7 @@ def _bad(name, what):
 def _dtype_from_typestr(typestr, obj, name):
     dt = getattr(obj, "dtype", None)
     dtname = str(getattr(dt, "name", dt)).replace("torch.", "") if dt is not None else ""
-    if dtname in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):  # ml_dtypes: typestr <V2 / <V1
+    if dtname in _DTYPE_NAMES:
         return _DTYPE_NAMES[dtname], False
     if typestr[0] == ">":
         raise _bad(name, "big-endian data (%s) is not supported" % typestr)
@@ -236,8 +229,7 @@ def as_tensor(obj, name="tensor", dtype=None):
         return None
     if isinstance(obj, Tensor):
         t = obj
-    elif dtype is None and str(getattr(getattr(obj, "__array_interface__", None) or {},
-                                       "get", lambda k: "")("typestr"))[1:] in ("i2", "u2"):
+    elif dtype is None and _typestr(obj)[1:] in ("i2", "u2"):
         raise _bad(name, "16-bit integer elements: say what they hold with "
                    "as_tensor(x, dtype=DType.BF16 or DType.F16)")
     elif hasattr(obj, "__array_interface__") and not hasattr(obj, "__cuda_array_interface__"):
@@ -275,6 +267,12 @@ def as_tensor(obj, name="tensor", dtype=None):
             raise _bad(name, "cannot view %d-byte elements as %s" % (src_size, dtype.name))
         t = t.with_dtype(dtype)
     return t
+
+
+def _typestr(obj):
+    """The NumPy array interface's type string of obj ("" without one)."""
+    iface = getattr(obj, "__array_interface__", None)
+    return str(iface.get("typestr", "")) if isinstance(iface, dict) else ""
 
 
 def _element_size(obj, have):
