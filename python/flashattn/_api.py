@@ -482,6 +482,8 @@ def _device_ints(backend, obj, name, dtype, rank=1):
     backend). Returns (pointer, shape, strides, keep-alive)."""
     if obj is None:
         return None, (), (), None
+    if isinstance(obj, range):
+        obj = list(obj)
     if isinstance(obj, (list, tuple)):
         if backend.kind != "cpu":
             raise _invalid("%s: is a host list, but the backend '%s' reads device memory: pass a "
