@@ -348,16 +348,15 @@ struct CtaInfo { // (fits the 64 bytes at INFO_OFF)
 static_assert(sizeof(CtaInfo) <= 64, "CtaInfo fits its slot (Cfg::ROW_OFF = INFO_OFF + 64)");
 
 // Physical block of key j (paged) or its row (dense); -1 outside [kmin, kmax). A block id
-// outside [0, num_blocks) is reported (the first of the call, in p.err_word; inline, so that
-// the key loop holds no call) and read as -1: its keys are zero rows (logit 0 against zero V),
-// so the row's result is wrong but finite.
+// outside [0, num_blocks) is reported (the first of the call, in p.err_word) and read as -1: its
+// keys are zero rows (logit 0 against zero V), so the row's result is wrong but finite.
 __device__ __forceinline__ int64_t block_id_of(const Params &p, const KeyRange &kr, int j) {
     if (j < kr.kmin || j >= kr.kmax) return -1;
     if (kr.bt == nullptr) return static_cast<int64_t>(kr.kstart) + j;
     const int bi = p.block_shift >= 0 ? (j >> p.block_shift) : (j / p.block_size);
     const int32_t id = kr.bt[bi];
     if (static_cast<uint32_t>(id) >= p.id_limit) { // negative ids too (one 32-bit compare)
-        fa_dev_err_record(p.err_word, FA_DEVERR_BLOCK_ID, kr.seq, id, p.num_blocks, bi);
+        fa_dev_err_report(p.err_word, FA_DEVERR_BLOCK_ID, kr.seq, id, p.num_blocks, bi);
         return -1;
     }
     return id;
