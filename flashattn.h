@@ -2235,7 +2235,9 @@ static fa_status fa__check_batch(const char *fn, const fa_builder *b, const fa_b
             return fa__fail(FA_ERR_INVALID_ARG,
                             "%s: batch.block_table_stride %lld / max_blocks %d are inconsistent", fn,
                             (long long)batch->block_table_stride, batch->max_blocks);
-        cap = (int64_t)max_blocks * b->cfg.cache.block_size * b->cfg.parallel.dcp_world_size;
+        /* tokens the table holds; past int64 it holds any int32 length */
+        if (!fa__mul64((int64_t)max_blocks * b->cfg.cache.block_size, b->cfg.parallel.dcp_world_size, &cap))
+            cap = INT64_MAX;
         for (i = 0; i < n; ++i)
             if (batch->seq_lens[i] > cap)
                 return fa__fail(FA_ERR_INVALID_ARG,
