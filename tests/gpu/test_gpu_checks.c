@@ -1,5 +1,5 @@
 /* test_gpu_checks.c - the CUDA backend's capability block, its ops.check pre-flight, and
-   out-of-range cache slots and block ids (issue 10).
+   out-of-range cache slots and block ids.
 
    caps        be->caps against the tile facts of the kernel family the backend runs (the
                mma.sync kernels, docs/cuda.md; with FA_GPU_TEST_ATTENTION_PORTABLE the HIP

@@ -1,5 +1,5 @@
 // fa_sm90_prefill.cuh - a Hopper-native (sm_90a) dense bf16 attention forward for head size 128:
-// the first building block of the sm90 kernel family (issue 12). Standalone prototype: nothing in
+// the first building block of the sm90 kernel family. Standalone prototype: nothing in
 // the library includes it; tools/hopper_proto.cu tests and times it.
 //
 //   q   [B, Lq, H,   128] bf16, contiguous        out [B, Lq, H, 128] bf16, contiguous
