@@ -323,7 +323,23 @@ def _stream_handle(stream):
                    % (stream,))
 
 
-class Backend:
+class _Closing:
+    """close() on leaving a with-block and when collected (errors at collection are dropped)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Backend(_Closing):
     """A flashattn backend (fa_backend *). Make one with Backend.cpu() or Backend.cuda()."""
 
     def __init__(self, ptr, kind, destroy, device=-1, keep=None):
@@ -435,18 +451,6 @@ class Backend:
             self._destroy(self._ptr)
             self._ptr = _lib.BACKEND_P()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
     def __repr__(self):
         return "Backend(%s)" % (self.name if self._ptr else "closed")
 
@@ -509,7 +513,7 @@ def _device_ints(backend, obj, name, dtype, rank=1):
 
 # --- DCP comms -------------------------------------------------------------------------------
 
-class FakeCommGroup:
+class FakeCommGroup(_Closing):
     """The CPU backend's in-process DCP group (fa_fake_comm): world_size comms whose collectives
     meet between threads of this process. Give comm(r) to rank r's Builder and drive each rank's
     fa_forward from its own thread (ctypes releases the GIL during the call, so the ranks meet).
@@ -546,17 +550,6 @@ class FakeCommGroup:
             self._lib.fa_fake_comm_group_destroy(self._comms)
             self._comms = P(S.fa_comm)()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 # --- batch, builder, metadata -----------------------------------------------------------------
@@ -641,7 +634,7 @@ class Metadata:
             self.ct.num_reqs, self.ct.num_actual_tokens, self.ct.generation)
 
 
-class Builder:
+class Builder(_Closing):
     """fa_builder: one per KV-cache group. config: an fa_config, a dict of config() fields, or
     config() fields as keywords. comm: this rank's fa_comm (FakeCommGroup.comm(rank)) when
     dcp_world_size > 1, else None."""
@@ -723,17 +716,6 @@ class Builder:
             _lib._core().fa_builder_destroy(self._h)
             self._h = ctypes.c_void_p()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 def describe(md):
