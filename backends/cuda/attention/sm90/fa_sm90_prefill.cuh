@@ -124,6 +124,12 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], uint32_t (&pa)[8][4], u
     wgmma_commit_group();
 }
 
+// The softmax offset of a row: its max raw score times scale * log2(e), rounded towards +inf
+// (mul.rp.f32, PTX ISA #floating-point-instructions-mul): m * sl2 <= max_log2(m, sl2) for every
+// m, so fma(s, sl2, -max_log2(m, sl2)) <= 0 for every s <= m, and the offset is monotone in m
+// (alpha <= 1). -inf stays -inf.
+__device__ __forceinline__ float max_log2(float m, float sl2) { return __fmul_ru(m, sl2); }
+
 // Mask (keys >= lim are not allowed) and online softmax of one S tile, in place: sacc becomes P
 // (fp32), the running max and the thread's row-sum parts are updated, and the factors that the
 // O rows must be multiplied by are returned in alpha0 / alpha1 (O itself is not touched: it may
@@ -152,12 +158,16 @@ __device__ __forceinline__ void softmax_tile(float (&sacc)[64], bool need_mask, 
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    // exp2 with the scale folded in: p = 2^(s sl2 - max sl2); a row with nothing allowed yet
-    // (max -inf) uses offset 0 so that every p is 0, never NaN
-    const float ms0 = mx0 == -INFINITY ? 0.f : mx0 * sl2;
-    const float ms1 = mx1 == -INFINITY ? 0.f : mx1 * sl2;
-    alpha0 = ex2_approx(mrow0 * sl2 - ms0); // 0 while the old max is -inf
-    alpha1 = ex2_approx(mrow1 * sl2 - ms1);
+    // exp2 with the scale folded in: p = 2^(s sl2 - ms), ms = max sl2 rounded UP (max_log2):
+    // the FFMA computes s sl2 - ms exactly before its one rounding, so every exponent is <= 0
+    // and p <= 1 (with a round-to-nearest ms the max key's exponent is the product's rounding
+    // error, which can be positive: an overflow of ex2 at huge logits). A row with nothing
+    // allowed yet (max -inf) uses offset 0 so that every p is 0, never NaN.
+    const float ms0 = mx0 == -INFINITY ? 0.f : max_log2(mx0, sl2);
+    const float ms1 = mx1 == -INFINITY ? 0.f : max_log2(mx1, sl2);
+    // the old offset, rounded the same way: alpha = 2^(old - new) <= 1; 0 while the old max is -inf
+    alpha0 = ex2_approx(max_log2(mrow0, sl2) - ms0);
+    alpha1 = ex2_approx(max_log2(mrow1, sl2) - ms1);
     mrow0 = mx0;
     mrow1 = mx1;
     float sum0 = 0.f, sum1 = 0.f;
@@ -461,8 +471,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (p.lse != nullptr && t4 == 0) {
         const float ln2 = 0.693147180559945309f;
         float *lse = p.lse + (static_cast<int64_t>(b) * p.H + h) * p.Lq;
-        if (r0 < p.Lq) lse[r0] = lrow0 > 0.f ? (mrow0 * sl2 + __log2f(lrow0)) * ln2 : -INFINITY;
-        if (r1 < p.Lq) lse[r1] = lrow1 > 0.f ? (mrow1 * sl2 + __log2f(lrow1)) * ln2 : -INFINITY;
+        // the same offset as the exponents (max_log2): l is relative to it
+        if (r0 < p.Lq) lse[r0] = lrow0 > 0.f ? (max_log2(mrow0, sl2) + __log2f(lrow0)) * ln2 : -INFINITY;
+        if (r1 < p.Lq) lse[r1] = lrow1 > 0.f ? (max_log2(mrow1, sl2) + __log2f(lrow1)) * ln2 : -INFINITY;
     }
 #else
     (void)tmQ;
