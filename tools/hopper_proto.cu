@@ -614,7 +614,9 @@ static void run_case(const Case &c, cudaStream_t st, std::vector<double> *tflops
     CK(cudaMemcpyAsync(hrl.data(), ref_lse, nr * 4, cudaMemcpyDeviceToHost, st));
     sync_or_die(st, 60, "reference");
 
-    const double atol = 4e-3, rtol = 2e-2, lse_tol = 2e-3;
+    // lse: absolute, plus a part relative to |lse| (the scores' fp32 rounding grows with their
+    // size: the hot cases' lse reach ~400)
+    const double atol = 4e-3, rtol = 2e-2, lse_tol = 2e-3, lse_rtol = 1e-5;
     double max_abs = 0, max_ref = 0, max_lse = 0;
     size_t bad = 0, bad_lse = 0;
     long first_bad = -1;
@@ -635,7 +637,8 @@ static void run_case(const Case &c, cudaStream_t st, std::vector<double> *tflops
         const bool both_neg_inf = std::isinf(lo) && lo < 0 && std::isinf(lr) && lr < 0;
         if (!both_neg_inf) {
             const double e = fabs(lo - lr);
-            if (!(e <= lse_tol)) ++bad_lse;
+            const double tol = lse_tol + (std::isfinite(lr) ? lse_rtol * fabs(lr) : 0.0);
+            if (!(e <= tol)) ++bad_lse;
             if (e > max_lse || e != e) max_lse = e;
         }
     }
