@@ -215,13 +215,12 @@ struct Bufs {
 
 static int grid_for(int64_t n) { return static_cast<int>(std::min<int64_t>((n + 255) / 256, 65535)); }
 
-// builds the inputs of a case; returns the params (device pointers) and the total key count
+// builds the inputs of a case; returns the params (device pointers) and the longest length (maxL)
 static fa_dmw::Params build(const Case &c, Bufs &bf, int &maxL)
 {
     const int B = static_cast<int>(c.lens.size());
     maxL = *std::max_element(c.lens.begin(), c.lens.end());
     const int maxb = (maxL + c.bs - 1) / c.bs;
-    std::vector<int> firsts(B);
     int nblk = 0;
     for (int b = 0; b < B; ++b) nblk += (c.lens[b] + c.bs - 1) / c.bs;
     nblk += 3; // a few unused blocks
