@@ -5,7 +5,8 @@ Emulates one warp on one key tile for every instance (head 64/128, bf16/fp8, NF 
 cp.async chunk placement and swizzles, ldmatrix (.trans), the fp8 ld.shared + prmt + bit
 conversion, movmatrix.trans and m16n8k16 with the fragment layouts of the PTX ISA, then compares
 S^T = K Q^T and O^T = V^T P^T (and the output dim mapping of the combine) against numpy. Also
-checks the E4M3 -> bf16 bit conversion on every finite E4M3 value. The index expressions are
+checks the E4M3 -> bf16 bit conversion on every finite E4M3 value, and (part 2) a float64 model
+of the per-CTA algorithm (softmax, scale factors, warp and split combines) against softmax. The index expressions are
 copies of the kernel's: a change there must be mirrored here. Needs numpy.
 
     python3 backends/cuda/attention/decode_mw/emu_layouts.py
@@ -201,3 +202,67 @@ for D in (64, 128):
     for FP8 in (False, True):
         run(D, FP8, 1, 4)
         run(D, FP8, 2, 16)
+
+# ---- part 2: float64 model of the per-CTA algorithm (the kernel's formulas) vs plain softmax:
+# warp tile assignment, masking, rounded-up maximum, fp8 scale factors (Q 2^64, logits 2^56, p 2^64
+# offset, 1 / l times 2^120), warp combine, split partials and their combine.
+np.seterr(all='ignore')
+f32 = np.float32
+
+
+def ru_mul(a, c):  # __fmul_ru approx: next float up of the product
+    x = f32(a) * f32(c)
+    return np.nextafter(x, f32(np.inf)) if np.isfinite(x) else x
+def run_algo(L, S, NW, KT, fp8, G, D=64):
+    q = rng.uniform(-4, 4, (G, D)); k = rng.uniform(-2, 2, (L, D)); v = rng.uniform(-2, 2, (L, D))
+    ks, vs = (1.3, 0.7) if fp8 else (1.0, 1.0)
+    scale = 1 / np.sqrt(D)
+    kp = k * 2.0**-120 if fp8 else k; vp = v * 2.0**-120 if fp8 else v; qp = q * 2.0**64 if fp8 else q
+    c = scale * np.log2(np.e) * ks * (2.0**56 if fp8 else 1); poff = 64 if fp8 else 0
+    vfac = vs * 2.0**120 if fp8 else 1
+    per = -(-L // S); per = -(-per // KT) * KT
+    parts = []
+    for s in range(S):
+        k0 = min(L, s * per); k1 = min(L, k0 + per); nt_all = -(-(k1 - k0) // KT)
+        Ms, Ls, Os = [], [], []
+        for w in range(NW):
+            m = np.full(G, -np.inf); l = np.zeros(G); o = np.zeros((G, D))
+            for t in range(w, nt_all, NW):
+                kb = k0 + t * KT
+                keys = np.arange(kb, kb + KT)
+                acc = np.full((KT, G), -np.inf)
+                ok = keys < k1
+                acc[ok] = kp[keys[ok]] @ qp.T
+                mx = acc.max(0)
+                mnew = np.maximum(m, [ru_mul(x, c) for x in mx])
+                alpha = np.exp2(m - mnew)
+                mu = mnew - poff
+                p = np.exp2(acc * c - mu)
+                l = l * alpha + p.sum(0); o = o * alpha[:, None] + p.T @ np.where(ok[:, None], vp[np.minimum(keys, L - 1)], 0)
+                m = mnew
+            Ms.append(m); Ls.append(l); Os.append(o)
+        M = np.max(Ms, 0); Lsum = 0; acc = 0
+        for w in range(NW):
+            wt = np.where(Ms[w] == -np.inf, 0, np.exp2(Ms[w] - np.where(M == -np.inf, 0, M)))
+            Lsum = Lsum + Ls[w] * wt; acc = acc + Os[w] * wt[:, None]
+        val = np.where(Lsum[:, None] > 0, acc * vfac / np.where(Lsum > 0, Lsum, 1)[:, None], 0)
+        lse2 = np.where(Lsum > 0, M + np.log2(np.where(Lsum > 0, Lsum, 1)) - poff, -np.inf)
+        parts.append((val, lse2))
+    if S == 1:
+        out, lse = parts[0][0], parts[0][1] * np.log(2)
+    else:
+        M = np.max([p[1] for p in parts], 0)
+        wts = [np.where(p[1] == -np.inf, 0, np.exp2(p[1] - M)) for p in parts]
+        Ls = sum(wts); out = sum(p[0] * w[:, None] for p, w in zip(parts, wts)) / Ls[:, None]
+        lse = (M + np.log2(Ls)) * np.log(2)
+    logits = (q @ k.T) * scale * ks
+    mref = logits.max(1); pr = np.exp(logits - mref[:, None])
+    ref = pr @ (v * vs) / pr.sum(1)[:, None]; lref = mref + np.log(pr.sum(1))
+    e1 = abs(out - ref).max(); e2 = abs(lse - lref).max()
+    assert e1 < 1e-9 and e2 < 1e-9, (L, S, fp8, e1, e2)
+    return e1, e2
+for fp8 in (False, True):
+    for L, S in ((1, 1), (5, 3), (37, 1), (300, 4), (1000, 1), (700, 3), (4097, 4), (33, 64)):
+        for KT in (16, 32):
+            run_algo(L, S, 4, KT, fp8, 4)
+print("algorithm model matches softmax (bf16 and fp8 scale factors, splits, empty warps/splits)")
