@@ -16,6 +16,9 @@
 #
 #   tools/gpu_session.sh [JOB...]          default: ab hopper decode suite hip python blocks
 #
+# The job limits add up to more than one device call's 600 s: run it as two calls, e.g.
+# `tools/gpu_session.sh ab hopper decode` and `tools/gpu_session.sh suite hip python blocks`.
+#
 # Each job's console goes to its own log; every log and every file a job writes under its
 # $OUT ends up in $OUT/session_logs.tgz; $OUT/summary.txt has one line per job (rc, seconds,
 # the job's last "N passed, M failed" line) and is printed last. A job that is not in the tree
