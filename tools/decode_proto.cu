@@ -10,6 +10,7 @@
 // device-to-device copy timed the same way is the bandwidth ceiling. A launch that does not finish
 // within 10 s is reported as a hang. Last line: "N passed, M failed".
 #include "../backends/cuda/attention/decode_mw/decode_mw.cuh"
+#include "proto_util.cuh"
 
 #include <cuda_fp8.h>
 
@@ -24,45 +25,6 @@
 #include <random>
 #include <vector>
 
-static int g_pass = 0, g_fail = 0;
-
-static void finish_and_exit(int code)
-{
-    printf("%d passed, %d failed\n", g_pass, g_fail);
-    fflush(stdout);
-    exit(code);
-}
-
-#define CK(call) \
-    do { \
-        cudaError_t e_ = (call); \
-        if (e_ != cudaSuccess) { \
-            printf("FATAL %s:%d: %s -> %s (%s)\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_), \
-                   cudaGetErrorString(e_)); \
-            ++g_fail; \
-            finish_and_exit(1); \
-        } \
-    } while (0)
-
-// waits for the stream with a time limit (a hang ends the program with the count line)
-static void sync_or_die(cudaStream_t st, const char *what)
-{
-    cudaEvent_t ev;
-    CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-    CK(cudaEventRecord(ev, st));
-    auto t0 = std::chrono::steady_clock::now();
-    for (;;) {
-        cudaError_t e = cudaEventQuery(ev);
-        if (e == cudaSuccess) break;
-        if (e != cudaErrorNotReady) CK(e);
-        if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(10)) {
-            printf("FATAL hang: %s did not finish within 10 s\n", what);
-            ++g_fail;
-            finish_and_exit(1);
-        }
-    }
-    CK(cudaEventDestroy(ev));
-}
 
 // ---- device-side inputs and reference ------------------------------------------------------------
 
@@ -317,7 +279,7 @@ static bool check(const Case &c, const fa_dmw::Params &p, Bufs &bf, int maxL)
     CK(cudaMalloc(&bf.rlse, B * c.Hq * sizeof(float)));
     reference_kernel<<<dim3(c.Hq, B), 256>>>(p, c.D, c.fp8, bf.scratch, maxL, bf.rout, bf.rlse);
     CK(cudaGetLastError());
-    sync_or_die(0, "reference");
+    sync_or_die(0, 10, "reference");
     std::vector<uint16_t> out(qn);
     std::vector<float> ro(qn), lse(B * c.Hq), rl(B * c.Hq);
     CK(cudaMemcpy(out.data(), p.out, qn * 2, cudaMemcpyDeviceToHost));
@@ -394,7 +356,7 @@ static void check_invariance(const Case &c, fa_dmw::Params p, const std::vector<
         a.lse = p.lse + hq;
         poison(p, c.D);
         CK(fa_dmw::launch(a, c.D, c.fp8, 0));
-        sync_or_die(0, "invariance launch");
+        sync_or_die(0, 10, "invariance launch");
         CK(cudaMemcpy(out1.data(), a.out, out1.size() * 2, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(lse1.data(), a.lse, lse1.size() * 4, cudaMemcpyDeviceToHost));
         if (memcmp(out1.data(), out.data() + hq * c.D, out1.size() * 2) != 0 ||
@@ -413,13 +375,13 @@ static double median_ms(cudaStream_t st, int n, const std::function<void()> &f)
     std::vector<cudaEvent_t> ev(2 * n);
     for (auto &e : ev) CK(cudaEventCreate(&e));
     for (int i = 0; i < 3; ++i) f();
-    sync_or_die(st, "warm-up");
+    sync_or_die(st, 10, "warm-up");
     for (int i = 0; i < n; ++i) {
         CK(cudaEventRecord(ev[2 * i], st));
         f();
         CK(cudaEventRecord(ev[2 * i + 1], st));
     }
-    sync_or_die(st, "timed launches");
+    sync_or_die(st, 10, "timed launches");
     std::vector<float> ms(n);
     for (int i = 0; i < n; ++i) CK(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
     for (auto &e : ev) CK(cudaEventDestroy(e));
@@ -440,7 +402,7 @@ static void run_case(const Case &c)
         bf.release();
         return;
     }
-    sync_or_die(0, c.name);
+    sync_or_die(0, 10, c.name);
     CK(cudaGetLastError());
     check(c, p, bf, maxL);
     if (!c.timed && c.lens.size() > 1) {
@@ -552,7 +514,7 @@ int main()
                 fa_dmw::Params p = build(c, bf, maxL);
                 poison(p, c.D);
                 CK(fa_dmw::launch(p, c.D, c.fp8, 0));
-                sync_or_die(0, c.name);
+                sync_or_die(0, 10, c.name);
                 check(c, p, bf, maxL);
                 check_invariance(c, p, {0, 3, 7, 15});
                 bf.release();

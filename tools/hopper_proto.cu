@@ -9,6 +9,7 @@
 // per launch, median). Every CUDA call is checked; a launch that does not finish within a time
 // limit is reported as a hang. Last line: "N passed, M failed".
 #include "../backends/cuda/attention/sm90/fa_sm90_prefill.cuh"
+#include "proto_util.cuh"
 
 #include <algorithm>
 #include <chrono>
@@ -18,53 +19,9 @@
 #include <cstring>
 #include <vector>
 
-static int g_pass = 0, g_fail = 0;
 // V descriptor strides for the attention cases: the kernel's default unless the rs probe finds
 // that only the swapped pair works (then the cases still test everything else in one run)
 static uint32_t g_v_lbo = 16384, g_v_sbo = 1024;
-
-static void finish_and_exit(int code)
-{
-    printf("%d passed, %d failed\n", g_pass, g_fail);
-    fflush(stdout);
-    exit(code);
-}
-
-#define CK(call) \
-    do { \
-        cudaError_t e_ = (call); \
-        if (e_ != cudaSuccess) { \
-            printf("FATAL %s:%d: %s -> %s (%s)\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_), \
-                   cudaGetErrorString(e_)); \
-            ++g_fail; \
-            finish_and_exit(1); \
-        } \
-    } while (0)
-
-// Waits for the stream with a wall-clock limit: a deadlocked pipeline (a barrier phase never
-// completing) would otherwise hang the whole GPU call.
-static void sync_or_die(cudaStream_t st, double limit_s, const char *what)
-{
-    const auto t0 = std::chrono::steady_clock::now();
-    for (;;) {
-        cudaError_t e = cudaStreamQuery(st);
-        if (e == cudaSuccess) return;
-        if (e != cudaErrorNotReady) {
-            printf("FATAL %s: %s (%s)\n", what, cudaGetErrorName(e), cudaGetErrorString(e));
-            ++g_fail;
-            finish_and_exit(1);
-        }
-        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (dt > limit_s) {
-            printf("FATAL %s: not finished after %.0f s (hang: an mbarrier phase that never completes?)\n",
-                   what, limit_s);
-            ++g_fail;
-            printf("%d passed, %d failed\n", g_pass, g_fail);
-            fflush(stdout);
-            _Exit(2); // the context cannot be torn down while the kernel spins
-        }
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Device helpers: inputs, poison, scan, reference

@@ -1,0 +1,55 @@
+// tools/proto_util.cuh - what the standalone kernel prototypes' test programs share
+// (tools/hopper_proto.cu, tools/decode_proto.cu): the pass / fail counts and their closing line,
+// a checked CUDA call, and a stream wait with a wall-clock limit.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+static int g_pass = 0, g_fail = 0;
+
+static void finish_and_exit(int code)
+{
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    fflush(stdout);
+    exit(code);
+}
+
+#define CK(call) \
+    do { \
+        cudaError_t e_ = (call); \
+        if (e_ != cudaSuccess) { \
+            printf("FATAL %s:%d: %s -> %s (%s)\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_), \
+                   cudaGetErrorString(e_)); \
+            ++g_fail; \
+            finish_and_exit(1); \
+        } \
+    } while (0)
+
+// Waits for the stream with a wall-clock limit: a deadlocked pipeline (a barrier phase never
+// completing) would otherwise hang the whole GPU call.
+static void sync_or_die(cudaStream_t st, double limit_s, const char *what)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    for (;;) {
+        cudaError_t e = cudaStreamQuery(st);
+        if (e == cudaSuccess) return;
+        if (e != cudaErrorNotReady) {
+            printf("FATAL %s: %s (%s)\n", what, cudaGetErrorName(e), cudaGetErrorString(e));
+            ++g_fail;
+            finish_and_exit(1);
+        }
+        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (dt > limit_s) {
+            printf("FATAL %s: not finished after %.0f s (hang: a barrier phase that never completes?)\n",
+                   what, limit_s);
+            ++g_fail;
+            printf("%d passed, %d failed\n", g_pass, g_fail);
+            fflush(stdout);
+            _Exit(2); // the context cannot be torn down while the kernel spins
+        }
+    }
+}
