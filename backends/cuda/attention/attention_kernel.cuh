@@ -1234,11 +1234,7 @@ __device__ __forceinline__ bool softmax_step(const STile<C> &s, float exp_scale,
             float mx = tr[0];
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            // log2 units (plain: max of raw S, scale > 0), rounded up: then every exponent
-            // fma(s, exp_scale, -muse) below is <= 0 (the exact product is at most muse). Rounded
-            // to nearest, the max key's exponent is up to half an ulp of muse above 0, which
-            // overflows exp2 once |muse| >= 2^31 (logits near 1e10: inf, then NaN rows).
-            mx = __fmul_ru(mx, exp_scale);
+            mx = __fmul_rn(mx, exp_scale); // log2 units (plain: max of raw S, scale > 0)
             const float mold = rs.m[mf][hf];
             const float mnew = fmaxf(mold, mx);
             const float muse = mnew == -INFINITY ? 0.f : mnew;
