@@ -224,11 +224,11 @@ static inline fa_status fa_bu_check_cache_write(const fa_bu_err *e, const fa_cac
     return FA_OK;
 }
 
-/* The dtypes of an attention call: q_dtype f32/f16/bf16, or fp8_e4m3 (a quantised query) with
-   kv_dtype fp8_e4m3 and out_dtype f32/f16/bf16. */
+/* The dtypes of an attention call: q_dtype f32/f16/bf16 with kv_dtype == q_dtype or fp8, or
+   q_dtype fp8_e4m3 (a quantised query) with kv_dtype fp8_e4m3 and out_dtype f32/f16/bf16. */
 static inline fa_status fa_bu_check_attn_dtypes(const fa_bu_err *e, const fa_attn_args *a)
 {
-    char n1[FA_BU_NAME_BUF];
+    char n1[FA_BU_NAME_BUF], n2[FA_BU_NAME_BUF];
     if (a->q_dtype == FA_DTYPE_FP8_E4M3) {
         if (a->kv_dtype != FA_DTYPE_FP8_E4M3)
             return fa_bu_fail(e, FA_ERR_INVALID_ARG,
@@ -243,6 +243,9 @@ static inline fa_status fa_bu_check_attn_dtypes(const fa_bu_err *e, const fa_att
     if (!fa_bu_is_act_dtype(a->q_dtype))
         return fa_bu_fail(e, FA_ERR_INVALID_ARG, "q_dtype %s is not f32, f16, bf16 or fp8_e4m3",
                           fa_bu_dtype_name(a->q_dtype, n1));
+    if (a->kv_dtype != a->q_dtype && !fa_bu_is_fp8(a->kv_dtype))
+        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "kv_dtype %s is neither q_dtype %s nor fp8_e4m3 / fp8_e5m2",
+                          fa_bu_dtype_name(a->kv_dtype, n1), fa_bu_dtype_name(a->q_dtype, n2));
     return FA_OK;
 }
 
@@ -255,7 +258,6 @@ static inline fa_status fa_bu_check_attn_dtypes(const fa_bu_err *e, const fa_att
 static inline fa_status fa_bu_check_attention(const fa_bu_err *e, const fa_attn_args *a,
                                               int32_t block_size_multiple)
 {
-    char n1[FA_BU_NAME_BUF], n2[FA_BU_NAME_BUF];
     const int paged = a != NULL && a->cu_seqlens_k == NULL;
     if (a == NULL) return fa_bu_fail(e, FA_ERR_INVALID_ARG, "args is NULL");
     if (block_size_multiple < 1) block_size_multiple = 1;
@@ -275,9 +277,6 @@ static inline fa_status fa_bu_check_attention(const fa_bu_err *e, const fa_attn_
                           (int)a->q_head_group, (int)a->num_heads_q, (int)a->num_heads_kv);
     FA_BU_TRY(fa_bu_check_head_size(e, a->head_size));
     FA_BU_TRY(fa_bu_check_attn_dtypes(e, a));
-    if (a->q_dtype != FA_DTYPE_FP8_E4M3 && a->kv_dtype != a->q_dtype && !fa_bu_is_fp8(a->kv_dtype))
-        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "kv_dtype %s with q_dtype %s (K/V are in q_dtype or fp8)",
-                          fa_bu_dtype_name(a->kv_dtype, n1), fa_bu_dtype_name(a->q_dtype, n2));
     if (paged && a->seqused_k == NULL)
         return fa_bu_fail(e, FA_ERR_INVALID_ARG,
                           "seqused_k and cu_seqlens_k are both NULL (one is required)");

@@ -440,9 +440,10 @@ static fa_dtype fa__cpu_out_dtype(const fa_attn_args *a)
    the pointer is NULL), else 1. */
 static double fa__cpu_q_descale(const fa_attn_args *a, int32_t b, int32_t h)
 {
-    const int32_t qg = a->q_head_group > 0 ? a->q_head_group : a->num_heads_q;
-    const int32_t g = (h % qg) / (qg / a->num_heads_kv);
+    int32_t qg, g;
     if (a->q_dtype != FA_DTYPE_FP8_E4M3 || a->q_descale == NULL) return 1.0;
+    qg = a->q_head_group > 0 ? a->q_head_group : a->num_heads_q;
+    g = (h % qg) / (qg / a->num_heads_kv);
     return (double)a->q_descale[(int64_t)b * a->descale_batch_stride + (int64_t)g * a->descale_head_stride];
 }
 
@@ -525,11 +526,13 @@ static fa_status fa__cpu_attn_check_scalars(const fa__cpu_ctx *c, const fa_bu_er
 {
     const fa_bu_err e = *ep;
     char d1[FA_BU_NAME_BUF + 16], d2[FA_BU_NAME_BUF + 16];
-    FA__CPU_TRY(c, fa_bu_check_attn_dtypes(&e, a));
-    if (a->q_dtype != FA_DTYPE_FP8_E4M3 && a->kv_dtype != a->q_dtype && !fa_bu_is_fp8(a->kv_dtype))
+    /* the CPU's messages give the enum's number too: its own kv rule first */
+    if (a->q_dtype != FA_DTYPE_FP8_E4M3 && fa_bu_is_act_dtype(a->q_dtype) && a->kv_dtype != a->q_dtype &&
+        !fa_bu_is_fp8(a->kv_dtype))
         return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
                             "kv_dtype %s is neither q_dtype %s nor fp8_e4m3 / fp8_e5m2",
                             fa__cpu_dt(a->kv_dtype, d1), fa__cpu_dt(a->q_dtype, d2));
+    FA__CPU_TRY(c, fa_bu_check_attn_dtypes(&e, a));
     if (a->num_seqs != 0) {
         FA__CPU_TRY(c, fa_bu_check_attention(&e, a, 1));
     } else {   /* nothing to do, nothing read (paged or dense need not be said): the scalars */
