@@ -116,15 +116,19 @@ static struct {
     int nheads, heads_q[MAX_LIST], heads_kv[MAX_LIST];
     int block;                          /* paged block size of the decode / prefill-paged /
                                            mixed worlds (0 = 16); rows name it when not 16 */
+    int blocks_in_order;                /* block tables hand out physical blocks in order, not
+                                           as a random permutation; rows say " inorder" */
     uint64_t seed;
 } O;
 
-/* " bs=N" for a row name when the paged block size is not the default 16, else "". */
+/* " bs=N" for a row name when the paged block size is not the default 16, " inorder" with
+   --blocks-in-order, else "". */
 static const char *block_tag(void)
 {
-    static char tag[32];
-    if (O.block <= 0 || O.block == 16) return "";
-    snprintf(tag, sizeof tag, " bs=%d", O.block);
+    static char tag[48];
+    tag[0] = 0;
+    if (O.block > 0 && O.block != 16) snprintf(tag, sizeof tag, " bs=%d", O.block);
+    if (O.blocks_in_order) strcat(tag, " inorder");
     return tag;
 }
 
@@ -888,10 +892,10 @@ static int pworld_setup(pworld *w, int nreq, const int32_t *qlen, const int32_t 
     ws = w->bytes;
     w->ncopies = rot_copies(ws, w->cache_bytes_per_copy);
     w->NB = w->blocks_per_copy * w->ncopies;
-    /* block tables: a random permutation of every physical block */
+    /* block tables: a random permutation of every physical block (--blocks-in-order: in order) */
     perm = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)w->NB);
     for (i = 0; i < w->NB; ++i) perm[i] = (int32_t)i;
-    shuffle_i32(perm, w->NB);
+    if (!O.blocks_in_order) shuffle_i32(perm, w->NB);
     w->bt_host = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)w->ncopies * nreq * w->max_nb);
     k = 0;
     for (c = 0; c < w->ncopies; ++c) {
@@ -2179,6 +2183,8 @@ static void usage(void)
         "  --seed N           random seed (default 1234)\n"
         "  --block N          paged block size of the decode, prefill-paged and mixed rows (default 16;\n"
         "                     any N >= 1; rows name it when it is not 16)\n"
+        "  --blocks-in-order  block tables take the physical blocks in order (default: a random\n"
+        "                     permutation of the whole cache); rows say \"inorder\"\n"
         "  --list             print the selected rows and exit (no GPU needed)\n");
 }
 
@@ -2301,6 +2307,8 @@ static int parse_args(int argc, char **argv)
                 O.heads_q[O.nheads] = q;
                 O.heads_kv[O.nheads++] = k;
             }
+        } else if (!strcmp(a, "--blocks-in-order")) {
+            O.blocks_in_order = 1;
         } else if (!strcmp(a, "--block")) {
             NEEDV;
             O.block = atoi(v);

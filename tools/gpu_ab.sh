@@ -8,6 +8,8 @@
 # bench_gpu (and B test_gpu_attention) for -Dhead_dims=64,128,256; the decode grid rows at those
 # dims run A, B, A, B so that the spread of the two A runs gives the noise. Then B's
 # test_gpu_attention runs the "nan at a mask edge" cases (expected to fail) and A's (pass).
+# FA_AB_TAKE_OUT (default block,nan,slot) picks what B takes out: e.g. FA_AB_TAKE_OUT=block
+# measures the block-id check alone (then B's NaN cases pass too).
 #
 #   tools/gpu_ab.sh ["bench args"]     default: --only decode,cache --dim 64,128,256 --kv bf16
 #
@@ -25,20 +27,33 @@ rm -rf "$btree"; mkdir -p "$btree"
 tar cf - --exclude='./build*' --exclude=./.git --exclude=./.old . | tar xf - -C "$btree"
 k="$btree/backends/cuda/attention/attention_kernel.cuh"
 c="$btree/backends/cuda/cache_kernels.cu"
-python3 - "$k" "$c" <<'EOF'
+python3 - "$k" "$c" "${FA_AB_TAKE_OUT:-block,nan,slot}" <<'EOF' || exit 1
 import sys
-k, c = sys.argv[1], sys.argv[2]
+k, c, take = sys.argv[1], sys.argv[2], sys.argv[3].split(',')
 s = open(k).read()
-n0 = s.count('if (static_cast<uint32_t>(id) >= p.id_limit) {')
-s = s.replace('if (static_cast<uint32_t>(id) >= p.id_limit) {', 'if (false) {')
-n1 = s.count('        const bool edge = info->edge != 0;')
-s = s.replace('        const bool edge = info->edge != 0;', '        const bool edge = false;')
-open(k, 'w').write(s)
 t = open(c).read()
-n2 = t.count('    if (slot >= p.num_slots) {')
-t = t.replace('    if (slot >= p.num_slots) {', '    if (false) {')
+pats = [  # (file, pattern, replacement, what)
+    ('k', '            const bool out = static_cast<uint32_t>(id) >= p.id_limit;',
+     '            const bool out = false;', 'block-id check', 'block'),
+    ('k', '    const bool edge = info->edge != 0;', '    const bool edge = false;', 'NaN fix-up', 'nan'),
+    ('c', '    if (slot >= p.num_slots) {', '    if (false) {', 'slot check', 'slot'),
+]
+for f, pat, rep, what, key in pats:
+    if key not in take:
+        print('B tree: %s kept' % what)
+        continue
+    src = s if f == 'k' else t
+    n = src.count(pat)
+    if n == 0:
+        sys.exit('gpu_ab.sh: the %s is no longer in the source as %r (update the pattern)' % (what, pat))
+    src = src.replace(pat, rep)
+    if f == 'k':
+        s = src
+    else:
+        t = src
+    print('B tree: %s taken out (%d place%s)' % (what, n, '' if n == 1 else 's'))
+open(k, 'w').write(s)
 open(c, 'w').write(t)
-print('B tree: block-id check %d, NaN fix-up %d, slot check %d taken out' % (n0, n1, n2))
 EOF
 build_one() {   # tree dir targets...
     local tree=$1 dir=$2; shift 2

@@ -23,10 +23,10 @@ struct FaDevErr {
 };
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
-// Records a bad index once (the first caller wins); no-op when w is NULL. Out of line: the
-// kernels call it only on the bad path, and it keeps their hot loops small.
-static __device__ __noinline__ void fa_dev_err_report(FaDevErr *w, int op, int64_t index, int64_t value,
-                                                      int64_t limit, int64_t aux) {
+// Records a bad index once (the first caller wins); no-op when w is NULL. Inline: for a bad
+// path inside a hot loop, where a call site would be a scheduling barrier for ptxas.
+static __device__ __forceinline__ void fa_dev_err_record(FaDevErr *w, int op, int64_t index, int64_t value,
+                                                         int64_t limit, int64_t aux) {
     if (w == nullptr) return;
     if (*reinterpret_cast<volatile int32_t *>(&w->flag) != 0) return; // already taken
     if (atomicCAS(&w->flag, 0, 1) != 0) return;
@@ -37,6 +37,12 @@ static __device__ __noinline__ void fa_dev_err_report(FaDevErr *w, int op, int64
     w->aux = aux;
     __threadfence_system();
     atomicExch(&w->flag, 2);
+}
+
+// The same out of line: for kernels whose bad path is outside their loops (smaller code).
+static __device__ __noinline__ void fa_dev_err_report(FaDevErr *w, int op, int64_t index, int64_t value,
+                                                      int64_t limit, int64_t aux) {
+    fa_dev_err_record(w, op, index, value, limit, aux);
 }
 #endif // __CUDACC__ || __HIPCC__
 

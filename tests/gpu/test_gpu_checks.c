@@ -378,7 +378,8 @@ static void test_check_agrees(void)
         BAD_ATTN(a.kv_dtype = FA_DTYPE_F16, FA_ERR_INVALID_ARG);
         BAD_ATTN(a.num_splits = 2, FA_ERR_INVALID_ARG);
         BAD_ATTN(a.block_table = NULL, FA_ERR_INVALID_ARG);
-        BAD_ATTN(a.block_size = 8, FA_ERR_INVALID_ARG);
+        BAD_ATTN(a.block_size = 0, FA_ERR_INVALID_ARG);
+        BAD_ATTN(a.block_size = -16, FA_ERR_INVALID_ARG);
         BAD_ATTN(a.num_blocks = 0, FA_ERR_INVALID_ARG);
         BAD_ATTN(a.k_row_stride = -128, FA_ERR_INVALID_ARG);
         BAD_ATTN(a.q = (char *)buf + 2, FA_ERR_UNSUPPORTED); /* misaligned */

@@ -347,36 +347,55 @@ struct CtaInfo { // (fits the 64 bytes at INFO_OFF)
 
 static_assert(sizeof(CtaInfo) <= 64, "CtaInfo fits its slot (Cfg::ROW_OFF = INFO_OFF + 64)");
 
-// Physical block of key j (paged) or its row (dense); -1 outside [kmin, kmax). A block id
-// outside [0, num_blocks) is reported (the first of the call, in p.err_word) and read as -1: its
-// keys are zero rows (logit 0 against zero V), so the row's result is wrong but finite.
+// Block-table entry of key j (paged: the id as read, its 32 bits zero-extended, so that any
+// entry is >= 0), or its row (dense); -1 outside [kmin, kmax). Nothing here looks at the value:
+// it is loaded a tile ahead and checked where it is used (store_offsets), so the load's latency
+// stays hidden behind the tile's compute.
 __device__ __forceinline__ int64_t block_id_of(const Params &p, const KeyRange &kr, int j) {
     if (j < kr.kmin || j >= kr.kmax) return -1;
     if (kr.bt == nullptr) return static_cast<int64_t>(kr.kstart) + j;
     const int bi = p.block_shift >= 0 ? (j >> p.block_shift) : (j / p.block_size);
-    const int32_t id = kr.bt[bi];
-    if (static_cast<uint32_t>(id) >= p.id_limit) { // negative ids too (one 32-bit compare)
-        fa_dev_err_report(p.err_word, FA_DEVERR_BLOCK_ID, kr.seq, id, p.num_blocks, bi);
-        return -1;
-    }
-    return id;
+    return static_cast<int64_t>(static_cast<uint32_t>(kr.bt[bi]));
 }
 
+// The K / V element offsets of key j from its block_id_of value (-1, -1: no row). A block id
+// outside [0, num_blocks) (negative ids too: one 32-bit compare) is read as no row: its keys are
+// zero rows (logit 0 against zero V), so the row's result is wrong but finite; `bad` becomes
+// nonzero. No branch and no report here (the key loop stays as without the check): the kernel
+// reports after its loop (report_bad_block_id).
 __device__ __forceinline__ void store_offsets(const Params &p, const KeyRange &kr, int j, int64_t id,
-                                              int64_t *offk, int64_t *offv) {
+                                              int64_t *offk, int64_t *offv, uint32_t &bad) {
     int64_t ok = -1, ov = -1;
     if (id >= 0) {
         if (kr.bt == nullptr) {
             ok = id * p.k_row_stride;
             ov = id * p.v_row_stride;
         } else {
+            const bool out = static_cast<uint32_t>(id) >= p.id_limit;
+            bad |= out;
             const int slot = p.block_shift >= 0 ? (j & (p.block_size - 1)) : (j % p.block_size);
-            ok = id * p.k_block_stride + static_cast<int64_t>(slot) * p.k_row_stride;
-            ov = id * p.v_block_stride + static_cast<int64_t>(slot) * p.v_row_stride;
+            ok = out ? -1 : id * p.k_block_stride + static_cast<int64_t>(slot) * p.k_row_stride;
+            ov = out ? -1 : id * p.v_block_stride + static_cast<int64_t>(slot) * p.v_row_stride;
         }
     }
     *offk = ok;
     *offv = ov;
+}
+
+// The bad path of the block-id check, once per CTA after its key loop, only in a thread whose
+// store_offsets saw a bad id: find the first bad entry of the CTA's keys [key_lo, key_hi) and
+// record it (the first record of the call wins, in p.err_word).
+static __device__ __noinline__ void report_bad_block_id(const Params &p, const KeyRange &kr, int key_lo,
+                                                        int key_hi) {
+    if (kr.bt == nullptr || key_lo >= key_hi) return;
+    const int b0 = key_lo / p.block_size, b1 = (key_hi - 1) / p.block_size;
+    for (int bi = b0; bi <= b1; ++bi) {
+        const int32_t id = kr.bt[bi];
+        if (static_cast<uint32_t>(id) >= p.id_limit) {
+            fa_dev_err_record(p.err_word, FA_DEVERR_BLOCK_ID, kr.seq, id, p.num_blocks, bi);
+            return;
+        }
+    }
 }
 
 // One chunk (row r, chunk c) of K and of V into their tiles: 16-bit tiles through tile_off,
@@ -617,7 +636,8 @@ __device__ __noinline__ void fix_nan_entries(const Params &p, unsigned char *sme
             // the shared mask rule; j < key_hi <= Lk, so key_hi stands for Lk
             if (!FA_BU_KEY_ALLOWED(j, tdr, info->key_hi, p.window_left, p.window_right)) continue;
             int64_t ok, ov;
-            store_offsets(p, kr, j, block_id_of(p, kr, j), &ok, &ov);
+            uint32_t bad = 0; // (the key loop reported it)
+            store_offsets(p, kr, j, block_id_of(p, kr, j), &ok, &ov, bad);
             float qk = 0.f;
             if (ok >= 0)
                 for (int dd = 0; dd < p.head_size; ++dd)
@@ -984,7 +1004,7 @@ __device__ __forceinline__ void kv_pipe_init(const Params &p, unsigned char *sme
 // block ids of all NS tiles are loaded first (independent loads, one round trip), then used.
 template <class C, typename QT>
 __device__ __forceinline__ void kv_prologue(const Params &p, const KeyRange &kr, const KvPipe<C> &kv,
-                                            int my_tb, int my_te, int tid) {
+                                            int my_tb, int my_te, int tid, uint32_t &bad) {
     constexpr int PRO_ROWS = (C::BN + C::NT - 1) / C::NT; // rows per thread and tile
     int64_t pro_id[C::NS][PRO_ROWS];
 #pragma unroll
@@ -1002,7 +1022,7 @@ __device__ __forceinline__ void kv_prologue(const Params &p, const KeyRange &kr,
             if (my_tb + i < my_te && r < C::BN) {
                 const int j = (my_tb + i) * C::BN + r;
                 int64_t ok, ov;
-                store_offsets(p, kr, j, pro_id[i][k], &ok, &ov);
+                store_offsets(p, kr, j, pro_id[i][k], &ok, &ov, bad);
                 if constexpr (C::FP8) {
                     const uint8_t *kb = static_cast<const uint8_t *>(kv.kbase);
                     const uint8_t *vb = static_cast<const uint8_t *>(kv.vbase);
@@ -1027,7 +1047,7 @@ __device__ __forceinline__ void kv_prologue(const Params &p, const KeyRange &kr,
             const int j = (my_tb + C::NS - 1) * C::BN + r;
             constexpr int slot = (C::NS - 1) & 1;
             store_offsets(p, kr, j, pro_id[C::NS - 1][k], kv.sOff + slot * 2 * C::BN + r,
-                          kv.sOff + slot * 2 * C::BN + C::BN + r);
+                          kv.sOff + slot * 2 * C::BN + C::BN + r, bad);
         }
     }
 }
@@ -1072,13 +1092,14 @@ __device__ __forceinline__ void kv_fetch_ids(const Params &p, const KeyRange &kr
 
 template <class C>
 __device__ __forceinline__ void kv_store_ids(const Params &p, const KeyRange &kr, const KvPipe<C> &kv,
-                                             int slot, int x, int tid, const int64_t (&pf_id)[kPfRows<C>]) {
+                                             int slot, int x, int tid, const int64_t (&pf_id)[kPfRows<C>],
+                                             uint32_t &bad) {
 #pragma unroll
     for (int k = 0; k < kPfRows<C>; ++k) {
         const int r = tid + k * C::NT;
         if (r < C::BN)
             store_offsets(p, kr, x * C::BN + r, pf_id[k], kv.sOff + slot * 2 * C::BN + r,
-                          kv.sOff + slot * 2 * C::BN + C::BN + r);
+                          kv.sOff + slot * 2 * C::BN + C::BN + r, bad);
     }
 }
 
@@ -1226,7 +1247,9 @@ __device__ __forceinline__ bool softmax_step(const STile<C> &s, float exp_scale,
             // pairwise trees (short dependency chains; the same order in every tile)
             float tr[C::NF];
 #pragma unroll
-            for (int nf = 0; nf < C::NF; ++nf) tr[nf] = fmaxf(s[mf][nf][2 * hf], s[mf][nf][2 * hf + 1]);
+            for (int nf = 0; nf < C::NF; ++nf)
+                tr[nf] = fmaxf(__fmul_rn(s[mf][nf][2 * hf], exp_scale),
+                               __fmul_rn(s[mf][nf][2 * hf + 1], exp_scale));
 #pragma unroll
             for (int w = C::NF / 2; w >= 1; w /= 2)
 #pragma unroll
@@ -1234,7 +1257,12 @@ __device__ __forceinline__ bool softmax_step(const STile<C> &s, float exp_scale,
             float mx = tr[0];
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            mx = __fmul_rn(mx, exp_scale); // log2 units (plain: max of raw S, scale > 0)
+            // The max of the scaled logits (log2 units): each exponent below is the difference
+            // of two floats, x - muse, so the max key's is exactly 0 and every other one <= 0
+            // at any magnitude. (The fused fma(s, exp_scale, -muse) with a separately rounded
+            // maximum leaves the max key up to half an ulp of muse above 0: past |muse| = 2^31,
+            // logits near 1e10, that overflowed exp2 and gave NaN rows; rounding the maximum
+            // up instead sent the whole row to 0.)
             const float mold = rs.m[mf][hf];
             const float mnew = fmaxf(mold, mx);
             const float muse = mnew == -INFINITY ? 0.f : mnew;
@@ -1243,8 +1271,8 @@ __device__ __forceinline__ bool softmax_step(const STile<C> &s, float exp_scale,
             rs.m[mf][hf] = mnew;
 #pragma unroll
             for (int nf = 0; nf < C::NF; ++nf) {
-                const float p0 = fast_exp2(__fmaf_rn(s[mf][nf][2 * hf], exp_scale, -muse));
-                const float p1 = fast_exp2(__fmaf_rn(s[mf][nf][2 * hf + 1], exp_scale, -muse));
+                const float p0 = fast_exp2(__fsub_rn(__fmul_rn(s[mf][nf][2 * hf], exp_scale), muse));
+                const float p1 = fast_exp2(__fsub_rn(__fmul_rn(s[mf][nf][2 * hf + 1], exp_scale), muse));
                 tr[nf] = __fadd_rn(p0, p1);
                 pk[mf][nf][hf] = pack2<PT>(p0, p1);
             }
@@ -1418,7 +1446,8 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
     kv_pipe_init<C, QT>(p, smem, t.kvh, kv);
     QFrags<C> q;
     load_q<C, QT>(p, t, sQa, tid, g, tig, q);
-    kv_prologue<C, QT>(p, ks.kr, kv, ks.my_tb, ks.my_te, tid);
+    uint32_t bad_id = 0; // a block id outside the cache was read as no row (store_offsets)
+    kv_prologue<C, QT>(p, ks.kr, kv, ks.my_tb, ks.my_te, tid, bad_id);
 
     CtaInfo *info = reinterpret_cast<CtaInfo *>(smem + C::INFO_OFF);
     if (tid == 0) {
@@ -1476,9 +1505,10 @@ __global__ void __launch_bounds__(C::NT, C::MINB) attention_kernel(const __grid_
             rescale_o<C>(acc, alpha, rescale, t.half);
             pv_step<C, PT>(acc, pk, vfb, sub);
         }
-        if (pf) kv_store_ids<C>(p, info->kr, kv, (i + C::NS) & 1, nb + C::NS, tid, pf_id);
+        if (pf) kv_store_ids<C>(p, info->kr, kv, (i + C::NS) & 1, nb + C::NS, tid, pf_id, bad_id);
         stage = stage + 1 == C::NS ? 0 : stage + 1;
     }
+    if (__builtin_expect(bad_id != 0, 0)) report_bad_block_id(p, info->kr, info->key_lo, info->key_hi);
 
     epilogue<C, QT, KV>(p, smem, rs, acc, t.G, t.kvh, t.split, tid, wm, g, tig);
 }

@@ -40,7 +40,7 @@ enum { KV_SAME = 0, KV_FP8 = 1 };
 
 constexpr int kThreads = 256;                 // per CTA (4 waves of 64, 8 warps of 32)
 constexpr int kRows = 32;                     // BM: rows (token, query head) per CTA
-constexpr int kBlockSizeMultiple = 16;        // as the CUDA kernels (the kernel itself takes any)
+constexpr int kBlockSizeMultiple = 1;         // any block size >= 1, as the CUDA kernels
 constexpr int kHeadSizeMultiple = 8;          // one 16-byte chunk of a 16-bit row
 constexpr int kAlignBytes = 16;
 constexpr int kMaxSplits = 128;
