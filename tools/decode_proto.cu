@@ -28,20 +28,10 @@
 
 // ---- device-side inputs and reference ------------------------------------------------------------
 
-__device__ __host__ inline uint32_t hash32(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return static_cast<uint32_t>(x);
-}
-
 // uniform in [-1, 1) times amp, never exactly zero
 __device__ inline float rnd(uint64_t seed, uint64_t i, float amp)
 {
-    const float u = (hash32(seed * 0x9e3779b97f4a7c15ull + i) >> 8) * (1.0f / 8388608.0f) - 1.0f;
+    const float u = (proto_hash32(seed * 0x9e3779b97f4a7c15ull + i) >> 8) * (1.0f / 8388608.0f) - 1.0f;
     return (u == 0.0f ? 0.5f : u) * amp;
 }
 

@@ -29,21 +29,12 @@ static uint32_t g_v_lbo = 16384, g_v_sbo = 1024;
 static const uint16_t kPoisonBits = 0x7FC1; // a quiet NaN the kernel never writes
 static const uint32_t kPoisonLse = 0x7FC00001u;
 
-__device__ __forceinline__ uint32_t hash_u32(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return static_cast<uint32_t>(x);
-}
-
 __global__ void fill_random(__nv_bfloat16 *x, size_t n, uint64_t seed, float amp)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        const float u = (hash_u32(seed * 0x9E3779B97F4A7C15ull + i) >> 8) * (1.0f / 16777216.0f); // [0, 1)
+        const float u =
+            (proto_hash32(seed * 0x9E3779B97F4A7C15ull + i) >> 8) * (1.0f / 16777216.0f); // [0, 1)
         float v = (2.f * u - 1.f) * amp;
         if (v == 0.f) v = amp * (1.f / 64.f);
         x[i] = __float2bfloat16(v);

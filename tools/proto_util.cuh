@@ -1,15 +1,28 @@
 // tools/proto_util.cuh - what the standalone kernel prototypes' test programs share
 // (tools/hopper_proto.cu, tools/decode_proto.cu): the pass / fail counts and their closing line,
-// a checked CUDA call, and a stream wait with a wall-clock limit.
+// a checked CUDA call, a stream wait with a wall-clock limit, and the hash of their random inputs.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
 static int g_pass = 0, g_fail = 0;
+
+// 64 -> 32-bit mix (a splitmix64-style finaliser): element i of a seeded random input is a
+// function of (seed, i) alone, on the host and on the device.
+__host__ __device__ inline uint32_t proto_hash32(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return static_cast<uint32_t>(x);
+}
 
 static void finish_and_exit(int code)
 {

@@ -23,8 +23,8 @@ struct FaDevErr {
 };
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
-// Records a bad index once (the first caller wins); no-op when w is NULL. Inline: for a bad
-// path inside a hot loop, where a call site would be a scheduling barrier for ptxas.
+// Records a bad index once (the first caller wins); no-op when w is NULL. Inline: the body of
+// fa_dev_err_report below and of the attention kernel's out-of-line report_bad_block_id.
 static __device__ __forceinline__ void fa_dev_err_record(FaDevErr *w, int op, int64_t index, int64_t value,
                                                          int64_t limit, int64_t aux) {
     if (w == nullptr) return;
@@ -39,7 +39,7 @@ static __device__ __forceinline__ void fa_dev_err_record(FaDevErr *w, int op, in
     atomicExch(&w->flag, 2);
 }
 
-// The same out of line: for kernels whose bad path is outside their loops (smaller code).
+// The same out of line: what the other kernels call on their bad paths.
 static __device__ __noinline__ void fa_dev_err_report(FaDevErr *w, int op, int64_t index, int64_t value,
                                                       int64_t limit, int64_t aux) {
     fa_dev_err_record(w, op, index, value, limit, aux);
