@@ -552,7 +552,14 @@ typedef struct fa_kernel_dim {
     int32_t decode_tile_n;            /* keys per decode-tile step */
     int32_t decode_ctas_per_sm;       /* decode tiles resident per multiprocessor */
     double decode_step_us;             /* one decode step of one tile running alone, microseconds */
+    int32_t prefill_family;           /* FA_KERNEL_FAMILY_*: the kernels of this width's prefill /
+                                         general calls (WGMMA: the calls that family accepts, see the
+                                         backend's docs; the others run in MMA_SYNC) */
 } fa_kernel_dim;
+
+/* Kernel families of fa_kernel_dim.prefill_family. */
+#define FA_KERNEL_FAMILY_MMA_SYNC 0   /* portable / FA2-class (mma.sync or the plain loops) */
+#define FA_KERNEL_FAMILY_WGMMA 1      /* Hopper sm_90a: wgmma, TMA, warp specialisation */
 
 typedef struct fa_backend_caps {
     int32_t num_dims;                 /* entries of dims, ascending head_dim */

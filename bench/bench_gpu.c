@@ -118,6 +118,7 @@ static struct {
                                            mixed worlds (0 = 16); rows name it when not 16 */
     int blocks_in_order;                /* block tables hand out physical blocks in order, not
                                            as a random permutation; rows say " inorder" */
+    int family;                         /* fa_cuda_family of the backend (--family) */
     uint64_t seed;
 } O;
 
@@ -2185,6 +2186,8 @@ static void usage(void)
         "                     any N >= 1; rows name it when it is not 16)\n"
         "  --blocks-in-order  block tables take the physical blocks in order (default: a random\n"
         "                     permutation of the whole cache); rows say \"inorder\"\n"
+        "  --family F         kernel families of the CUDA backend: auto (default: the wgmma family\n"
+        "                     for the prefill calls it takes on sm_90) or mma_sync (every call)\n"
         "  --list             print the selected rows and exit (no GPU needed)\n");
 }
 
@@ -2309,6 +2312,16 @@ static int parse_args(int argc, char **argv)
             }
         } else if (!strcmp(a, "--blocks-in-order")) {
             O.blocks_in_order = 1;
+        } else if (!strcmp(a, "--family")) {
+            NEEDV;
+            if (!strcmp(v, "auto")) {
+                O.family = FA_CUDA_FAMILY_AUTO;
+            } else if (!strcmp(v, "mma_sync")) {
+                O.family = FA_CUDA_FAMILY_MMA_SYNC;
+            } else {
+                fprintf(stderr, "bench_gpu: --family %s: want auto or mma_sync\n", v);
+                return -1;
+            }
         } else if (!strcmp(a, "--block")) {
             NEEDV;
             O.block = atoi(v);
@@ -2476,6 +2489,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_gpu: fa_cuda_backend_create: %s\n", fa_cuda_create_error());
         return 2;
     }
+    if (fa_cuda_backend_set_family(g_be, O.family) != FA_OK) {
+        fprintf(stderr, "bench_gpu: fa_cuda_backend_set_family(%d): %s\n", O.family, g_be->ops.last_error(g_be->ctx));
+        return 2;
+    }
     if (fa_cpu_backend_create(&g_cpu) != FA_OK) {
         fprintf(stderr, "bench_gpu: fa_cpu_backend_create: %s\n", fa_last_error());
         return 2;
@@ -2486,6 +2503,9 @@ int main(int argc, char **argv)
     }
     printf("flashattn %s bench_gpu on %s (%d SMs, cc %d.%d)%s\n", FLASHATTN_VERSION_STRING, g_be->info.name,
            g_be->info.num_sms, g_be->info.cc_major, g_be->info.cc_minor, O.quick ? " --quick" : "");
+    for (i = 0; i < g_be->caps.num_dims; ++i)
+        printf("# head %d prefill: %s family\n", (int)g_be->caps.dims[i].head_dim,
+               g_be->caps.dims[i].prefill_family == FA_KERNEL_FAMILY_WGMMA ? "wgmma (sm_90a)" : "mma.sync");
     printf("# timing: events, median of >= %d reps, warm-up %d, graph replay %s, rotation >= %.0f MB a rep "
            "(no L2 flush), random data; checks %s\n",
            O.reps, O.warmup, O.no_graph ? "off" : "on", O.rot_mb, O.no_check ? "off" : "on (CPU reference)");

@@ -33,8 +33,8 @@ k, c, take = sys.argv[1], sys.argv[2], sys.argv[3].split(',')
 s = open(k).read()
 t = open(c).read()
 pats = [  # (file, pattern, replacement, what)
-    ('k', '            const bool out = static_cast<uint32_t>(id) >= p.id_limit;',
-     '            const bool out = false;', 'block-id check', 'block'),
+    ('k', '        const bool in = static_cast<uint64_t>(id) < p.id_limit;\n        bad |= static_cast<uint32_t>(!in & (id >= 0));',
+     '        const bool in = id >= 0;', 'block-id check', 'block'),
     ('k', '    const bool edge = info->edge != 0;', '    const bool edge = false;', 'NaN fix-up', 'nan'),
     ('c', '    if (slot >= p.num_slots) {', '    if (false) {', 'slot check', 'slot'),
 ]

@@ -17,6 +17,9 @@
 #ifndef FA_CUDA_HAVE_ATTENTION
 #define FA_CUDA_HAVE_ATTENTION 1
 #endif  // FA_CUDA_HAVE_ATTENTION
+#ifndef FA_CUDA_HAVE_SM90
+#define FA_CUDA_HAVE_SM90 0
+#endif  // FA_CUDA_HAVE_SM90
 
 namespace {
 
@@ -27,6 +30,9 @@ struct Ctx {
     FaDevErr *err_host;         // the device error word (mapped pinned host memory)
     FaDevErr *err_dev;          // its device address
     char err[512];              // message of the last failure
+    int family;                 // fa_cuda_family
+    bool sm90_ok;               // the sm_90a family is built, the device is 9.x, the driver encodes tensor maps
+    void *tmap_encode;          // cuTensorMapEncodeTiled
 };
 
 thread_local char g_create_err[256];
@@ -118,7 +124,19 @@ FaLaunch launch_of(Ctx *c) {
     L.stream = c->stream;
     L.info = &c->be.info;
     L.err_word = c->err_dev;
+    L.sm90 = c->sm90_ok && c->family == FA_CUDA_FAMILY_AUTO ? 1 : 0;
+    L.tmap_encode = c->tmap_encode;
     return L;
+}
+
+// The families' part of the capability block: the widths whose prefill calls may run in the
+// wgmma family (head 128 when it is in use).
+void set_family_caps(Ctx *c) {
+    fa_backend_caps *caps = &c->be.caps;
+    const bool wgmma = c->sm90_ok && c->family == FA_CUDA_FAMILY_AUTO;
+    for (int i = 0; i < caps->num_dims; ++i)
+        caps->dims[i].prefill_family =
+            wgmma && caps->dims[i].head_dim == 128 ? FA_KERNEL_FAMILY_WGMMA : FA_KERNEL_FAMILY_MMA_SYNC;
 }
 
 fa_status op_reshape_and_cache(void *ctx, const fa_cache_write_args *a) {
@@ -168,8 +186,10 @@ fa_status op_check(void *ctx, fa_op op, const void *args) {
                                                 sizeof c->err);
     case FA_OP_ATTENTION:
 #if FA_CUDA_HAVE_ATTENTION
-        return fa_cuda__attention_check(static_cast<const fa_attn_args *>(args), &c->be.info, c->err,
-                                        sizeof c->err);
+    {
+        const FaLaunch L = launch_of(c);
+        return fa_cuda__attention_check(static_cast<const fa_attn_args *>(args), &L, c->err, sizeof c->err);
+    }
 #else   // !FA_CUDA_HAVE_ATTENTION
         return fail(c, FA_ERR_UNSUPPORTED,
                     "attention: this build of the CUDA backend has no attention "
@@ -384,6 +404,14 @@ extern "C" fa_status fa_cuda_backend_create(int device, void *stream, fa_backend
     be->info.smem_per_sm = smem_sm;
 #if FA_CUDA_HAVE_ATTENTION
     fa_cuda__attention_caps(&be->caps);   // the kernels' compiled tile facts (attention_tiles.h)
+#if FA_CUDA_HAVE_SM90
+    if (major == 9) {
+        c->tmap_encode = fa_sm90__encode_fn();
+        c->sm90_ok = c->tmap_encode != nullptr;
+    }
+#endif  // FA_CUDA_HAVE_SM90
+    c->family = FA_CUDA_FAMILY_AUTO;
+    set_family_caps(c);
 #else   // !FA_CUDA_HAVE_ATTENTION
     be->caps.num_dims = 0;
     be->caps.act_dtypes = (1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16);
@@ -391,6 +419,18 @@ extern "C" fa_status fa_cuda_backend_create(int device, void *stream, fa_backend
     be->caps.align_bytes = 16;
 #endif  // FA_CUDA_HAVE_ATTENTION
     *out = be;
+    return FA_OK;
+}
+
+extern "C" fa_status fa_cuda_backend_set_family(fa_backend *be, int family) {
+    if (be == nullptr || be->name == nullptr || strcmp(be->name, "cuda") != 0 || be->ctx == nullptr)
+        return FA_ERR_INVALID_ARG;
+    Ctx *c = ctx_of(be->ctx);
+    if (family != FA_CUDA_FAMILY_AUTO && family != FA_CUDA_FAMILY_MMA_SYNC)
+        return fail(c, FA_ERR_INVALID_ARG, "fa_cuda_backend_set_family: family %d is not a fa_cuda_family (0 auto, 1 mma_sync)",
+                    family);
+    c->family = family;
+    set_family_caps(c);
     return FA_OK;
 }
 

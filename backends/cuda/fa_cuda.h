@@ -42,6 +42,17 @@ extern "C" {
    On failure *out is NULL and fa_cuda_create_error() says why. */
 fa_status fa_cuda_backend_create(int device, void *stream, fa_backend **out);
 
+/* Kernel families the attention op may use (fa_cuda_backend_set_family). */
+typedef enum fa_cuda_family {
+    FA_CUDA_FAMILY_AUTO = 0,     /* the fastest built family the call and the device allow: on
+                                    sm_90 devices (with sm_90a in gpu_arch) the wgmma family for
+                                    the prefill calls it accepts (docs/cuda.md), else mma.sync */
+    FA_CUDA_FAMILY_MMA_SYNC = 1  /* the mma.sync (FA2-class) family for every call */
+} fa_cuda_family;
+/* Picks the kernel families of be's attention op (default FA_CUDA_FAMILY_AUTO) and updates
+   be->caps (dims[].prefill_family). Not thread-safe against ops running on be. Returns
+   FA_ERR_INVALID_ARG for a NULL or non-CUDA be or an unknown family. */
+fa_status fa_cuda_backend_set_family(fa_backend *be, int family);
 /* Destroys a backend made by fa_cuda_backend_create (NULL is a no-op). Does not free device
    memory obtained through ops.alloc, nor the stream. */
 void fa_cuda_backend_destroy(fa_backend *be);

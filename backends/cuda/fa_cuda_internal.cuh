@@ -51,15 +51,24 @@ struct FaLaunch {
     cudaStream_t stream;
     const fa_device_info *info;
     FaDevErr *err_word; // device address of the backend's error word
+    int sm90;           // 1: calls the sm_90a family accepts run there (built, device 9.x, family auto)
+    void *tmap_encode;  // cuTensorMapEncodeTiled (resolved at create when sm90 can be 1)
 };
 
 // Paged / dense varlen attention incl. split-KV and its combine (backends/cuda/attention/).
 // *_check runs every argument check of the op without launching (the op runs it first, so the
 // two cannot disagree). On failure the message (naming the value, or the CUDA error string)
 // goes into err.
-fa_status fa_cuda__attention_check(const fa_attn_args *a, const fa_device_info *info, char *err,
-                                   size_t err_size);
+fa_status fa_cuda__attention_check(const fa_attn_args *a, const FaLaunch *L, char *err, size_t err_size);
 fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err, size_t err_size);
+// The sm_90a family (attention/sm90/sm90_attention.cu; built when gpu_arch has sm_90a, then
+// FA_CUDA_HAVE_SM90 is 1): which calls it takes (*why: the first unmet condition), its launch
+// (skip_rows: sequences with Lq * G <= skip_rows are left to the decode tile) and the driver
+// entry point its tensor maps need (NULL when the driver has none).
+bool fa_sm90__accepts(const fa_attn_args *a, const char **why);
+fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows, FaDevErr *err_word,
+                          cudaStream_t stream, const fa_bu_err *e);
+void *fa_sm90__encode_fn(void);
 // The attention part of the capability block: compiled widths with their tile facts
 // (decode_ctas_per_sm from the occupancy calculator on the current device).
 void fa_cuda__attention_caps(fa_backend_caps *caps);

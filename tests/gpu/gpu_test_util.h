@@ -46,6 +46,7 @@
 #include "flashattn.h"
 #include "fa_cpu.h"
 #include "fa_cuda.h"
+#include "gpu_family.h"
 
 #define GT_POISON 0xFF   /* poison byte: NaN in f32, f16, bf16, fp8 e4m3 and e5m2 */
 
@@ -471,6 +472,7 @@ static inline int gt_init(int argc, char **argv)
         gt_fail("fa_cuda_backend_create returned %d: %s", (int)st, fa_cuda_create_error());
         return -1;
     }
+    if (gt_apply_family(c->gpu) != 0) return -1;
     printf("# device: %s, cc %d.%d, %d SMs, smem %lld per block (opt-in), %lld per SM\n", c->gpu->info.name,
            (int)c->gpu->info.cc_major, (int)c->gpu->info.cc_minor, (int)c->gpu->info.num_sms,
            (long long)c->gpu->info.smem_per_block, (long long)c->gpu->info.smem_per_sm);

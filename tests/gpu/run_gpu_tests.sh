@@ -28,6 +28,8 @@
 #   FA_GPU_SANITIZE_SHARDS   split each harness program's cases over N sanitizer processes per
 #                            tool (--shard K/N; default 1); programs without the gt_ harness
 #                            (test_gpu_forward, test_gpu_graph) run whole
+#   FA_GPU_SECOND_FAMILY     0 skips the second plain pass of the attention programs with
+#                            FA_GPU_FAMILY=mma_sync (default 1: both kernel families tested)
 #   FA_GPU_PROGRAMS          only these programs (space-separated names; default all)
 #   FA_GPU_SANITIZE_PROGRAMS only these programs under the sanitizers (default: all of the run)
 #   FA_GPU_TEST_SEED   random seed passed on to the programs
@@ -171,6 +173,16 @@ if [ "${FA_GPU_PLAIN:-1}" != 0 ]; then
     for p in "${programs[@]}"; do
         run_program "$p" "$logs/$p.log" "$build/tests/gpu/$p"
     done
+    # the programs whose attention calls depend on the kernel family, again with the mma.sync
+    # family only (FA_GPU_FAMILY=mma_sync, tests/gpu/gpu_family.h): on an sm_90 device the
+    # first pass ran head 128's prefill in the wgmma family, this one in mma.sync
+    if [ "${FA_GPU_SECOND_FAMILY:-1}" != 0 ]; then
+        for p in "${programs[@]}"; do
+            case " test_gpu_attention test_gpu_forward test_gpu_graph test_gpu_checks " in
+                *" $p "*) FA_GPU_FAMILY=mma_sync run_program "$p (mma_sync)" "$logs/$p.mma_sync.log" "$build/tests/gpu/$p" ;;
+            esac
+        done
+    fi
 fi
 
 # ---- compute-sanitizer: every program under memcheck, racecheck, initcheck and synccheck ------

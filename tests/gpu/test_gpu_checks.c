@@ -503,6 +503,10 @@ static void test_bad_slot(int graph)
             gt_fail("backend");
             goto done;
         }
+        if (gt_apply_family(gt()->gpu) != 0) {
+            gt_fail("family");
+            goto done;
+        }
         gpu = gt_gpu();
     }
     hk = (uint16_t *)gt_xmalloc((size_t)T * row);

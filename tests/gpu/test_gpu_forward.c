@@ -18,6 +18,7 @@
 #include "fa_cpu.h"
 #include "fa_cuda.h"
 #include "flashattn.h"
+#include "gpu_family.h"
 
 static int passed, failed;
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
@@ -531,6 +532,8 @@ static void run_dcp_case(const char *name, scene *s, const fa_layer_desc *ld, in
         if (fa_cuda_backend_create(0, NULL, &bes[r]) != FA_OK) {
             printf("#   cuda: %s\n", fa_cuda_create_error());
             rc = -1;
+        } else if (gt_apply_family(bes[r]) != 0) {
+            rc = -1;
         }
         rk[r].g = &g;
         rk[r].rank = r;
@@ -698,6 +701,10 @@ int main(void)
     int32_t i, ql[64], ctx[64];
     if (fa_cuda_backend_create(0, NULL, &g_cuda) != FA_OK) {
         printf("not ok 1 - no CUDA device: %s\n1..1\n0 passed, 1 failed\n", fa_cuda_create_error());
+        return 1;
+    }
+    if (gt_apply_family(g_cuda) != 0) {
+        printf("not ok 1 - kernel family\n1..1\n0 passed, 1 failed\n");
         return 1;
     }
     if (fa_cpu_backend_create(&g_cpu) != FA_OK) return 1;

@@ -32,6 +32,7 @@
 #include "fa_cpu.h"
 #include "fa_cuda.h"
 #include "flashattn.h"
+#include "gpu_family.h"
 
 #define HQ 8
 #define HKV 2
@@ -476,6 +477,7 @@ static int run(void)
         printf("#   fa_cuda_backend_create: %s\n", fa_cuda_create_error());
         return -1;
     }
+    if (gt_apply_family(gpu) != 0) return -1;
     memset(&cfg, 0, sizeof cfg);
     cfg.model.num_heads_q = HQ;
     cfg.model.num_heads_kv = HKV;

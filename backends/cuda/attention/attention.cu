@@ -15,6 +15,10 @@
 
 #include "dispatch_generated.h"   // per-width lists, from gen_instances.py's HEAD_DIMS
 
+#ifndef FA_CUDA_HAVE_SM90
+#define FA_CUDA_HAVE_SM90 0   // meson: 1 when gpu_arch has sm_90a (sm90/sm90_attention.cu is built)
+#endif
+
 namespace {
 
 // Compiled widths, ascending, 0-terminated.
@@ -178,10 +182,9 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ fa
 
 #if defined(__HIP_PLATFORM_AMD__)
 
-fa_status fa_cuda__attention_check(const fa_attn_args *a, const fa_device_info *info, char *err,
-                                   size_t err_size) {
+fa_status fa_cuda__attention_check(const fa_attn_args *a, const FaLaunch *L, char *err, size_t err_size) {
     (void)a;
-    (void)info;
+    (void)L;
     const fa_bu_err e = fa_bu_err_make(err, err_size, "attention");
     return fa_bu_fail(&e, FA_ERR_UNSUPPORTED,
                       "not built for HIP (the kernels use mma.sync / ldmatrix / cp.async)");
@@ -207,6 +210,9 @@ struct Plan {
     int kv_kind;
     bool decode;      // whole call in the packed decode tile
     bool mixed;       // decode rows in the decode tile, the rest in the prefill tile
+    bool sm90;        // the sm_90a family runs the sequences with Lq * G > sm90_skip_rows
+    bool sm90_decode; // ... and the decode tile the others (a launch with tile_filter 1)
+    int sm90_skip_rows;
     bool empty;
 };
 
@@ -305,9 +311,12 @@ void fill_params(const fa_attn_args *a, bool paged, bool fp8, bool kv16, int gro
     p.split_lse = S > 1 ? a->split_lse : nullptr;
 }
 
-fa_status prepare(const fa_attn_args *a, const fa_device_info *info, Plan *pl, const fa_bu_err *e) {
+fa_status prepare(const fa_attn_args *a, const FaLaunch *L, Plan *pl, const fa_bu_err *e) {
     char n1[FA_BU_NAME_BUF];
+    const fa_device_info *info = L != nullptr ? L->info : nullptr;
     pl->empty = true;
+    pl->sm90 = pl->sm90_decode = false;
+    pl->sm90_skip_rows = 0;
     FA_BU_TRY(fa_bu_check_attention(e, a, fa_attn::kBlockSizeMultiple));
     if (a->q_dtype != FA_DTYPE_F16 && a->q_dtype != FA_DTYPE_BF16)
         return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "q_dtype %s: the CUDA backend takes f16 or bf16",
@@ -347,12 +356,14 @@ fa_status prepare(const fa_attn_args *a, const fa_device_info *info, Plan *pl, c
     bool decode =
         a->max_seqlen_q > 0 && static_cast<int64_t>(a->max_seqlen_q) * group <= fa_attn::kDecodeRows;
     bool mixed = false;
+    int64_t dec_smem = 0;
     const int64_t smem_limit = info != nullptr && info->smem_per_block > 0 ? info->smem_per_block : 0;
     FA_ATTN_DISPATCH_HEAD_DIM(
         dim, DIM,
         FA_ATTN_DISPATCH_Q_DTYPE(
             a->q_dtype, QT, FA_ATTN_DISPATCH_KV_KIND(kv_kind, KV, {
                 const int64_t dec_need = fa_attn::attention_smem_bytes<DIM, QT, KV>(true);
+                dec_smem = dec_need;
                 if (smem_limit > 0 && decode && dec_need > smem_limit) decode = false;
                 const int64_t need = fa_attn::attention_smem_bytes<DIM, QT, KV>(decode);
                 if (smem_limit > 0 && need > smem_limit)
@@ -369,6 +380,18 @@ fa_status prepare(const fa_attn_args *a, const fa_device_info *info, Plan *pl, c
     pl->decode = decode;
     pl->mixed = mixed;
     pl->empty = false;
+#if FA_CUDA_HAVE_SM90
+    // The sm_90a family takes the sequences longer than the decode tile's rows of a call it
+    // accepts; a sequence's family depends only on its own query length, never on the rest of
+    // the batch (batch invariance): Lq * G <= kDecodeRows always runs in the decode tile.
+    if (!decode && L != nullptr && L->sm90 && fa_sm90__accepts(a, nullptr)) {
+        const bool dec_ok = smem_limit <= 0 || dec_smem <= smem_limit;
+        pl->sm90 = true;
+        pl->sm90_skip_rows = dec_ok ? fa_attn::kDecodeRows : 0;
+        pl->sm90_decode = dec_ok && (a->min_seqlen_q <= 0 ||
+                                     static_cast<int64_t>(a->min_seqlen_q) * group <= fa_attn::kDecodeRows);
+    }
+#endif
     return FA_OK;
 }
 
@@ -407,24 +430,37 @@ void fa_cuda__attention_caps(fa_backend_caps *caps) {
     caps->combine_us_per_split = fa_attn::kCombineUsPerSplit;
 }
 
-fa_status fa_cuda__attention_check(const fa_attn_args *a, const fa_device_info *info, char *err,
-                                   size_t err_size) {
+fa_status fa_cuda__attention_check(const fa_attn_args *a, const FaLaunch *L, char *err, size_t err_size) {
     const fa_bu_err e = fa_bu_err_make(err, err_size, "attention");
     Plan pl;
-    return prepare(a, info, &pl, &e);
+    return prepare(a, L, &pl, &e);
 }
 
 fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err, size_t err_size) {
     const fa_bu_err e0 = fa_bu_err_make(err, err_size, "attention");
     const fa_bu_err *e = &e0;
     Plan pl;
-    FA_BU_TRY(prepare(a, L->info, &pl, e));
+    FA_BU_TRY(prepare(a, L, &pl, e));
     if (pl.empty) return FA_OK;
     fa_attn::Params &p = pl.p;
     p.err_word = L->err_word;
     cudaStream_t stream = L->stream;
     const int dim = pl.dim, kv_kind = pl.kv_kind;
     cudaError_t ce = cudaSuccess;
+#if FA_CUDA_HAVE_SM90
+    if (pl.sm90) {
+        if (pl.sm90_decode) {
+            p.tile_filter = 1;
+            FA_ATTN_DISPATCH_HEAD_DIM(
+                dim, DIM, FA_ATTN_DISPATCH_Q_DTYPE(a->q_dtype, QT, FA_ATTN_DISPATCH_KV_KIND(kv_kind, KV, {
+                    ce = fa_attn::launch_attention<DIM, QT, KV>(p, true, stream);
+                })))
+            if (ce != cudaSuccess)
+                return fa_bu_fail(e, FA_ERR_BACKEND, "kernel launch: %s", cudaGetErrorString(ce));
+        }
+        return fa_sm90__launch(a, L->tmap_encode, pl.sm90_skip_rows, L->err_word, stream, e);
+    }
+#endif
     FA_ATTN_DISPATCH_HEAD_DIM(
         dim, DIM,
         FA_ATTN_DISPATCH_Q_DTYPE(a->q_dtype, QT, FA_ATTN_DISPATCH_KV_KIND(kv_kind, KV, {

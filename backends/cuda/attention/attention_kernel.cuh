@@ -365,18 +365,18 @@ __device__ __forceinline__ int64_t block_id_of(const Params &p, const KeyRange &
 // reports after its loop (report_bad_block_id).
 __device__ __forceinline__ void store_offsets(const Params &p, const KeyRange &kr, int j, int64_t id,
                                               int64_t *offk, int64_t *offv, uint32_t &bad) {
-    int64_t ok = -1, ov = -1;
-    if (id >= 0) {
-        if (kr.bt == nullptr) {
-            ok = id * p.k_row_stride;
-            ov = id * p.v_row_stride;
-        } else {
-            const bool out = static_cast<uint32_t>(id) >= p.id_limit;
-            bad |= out;
-            const int slot = p.block_shift >= 0 ? (j & (p.block_size - 1)) : (j % p.block_size);
-            ok = out ? -1 : id * p.k_block_stride + static_cast<int64_t>(slot) * p.k_row_stride;
-            ov = out ? -1 : id * p.v_block_stride + static_cast<int64_t>(slot) * p.v_row_stride;
-        }
+    int64_t ok, ov;
+    if (kr.bt == nullptr) {
+        ok = id >= 0 ? id * p.k_row_stride : -1;
+        ov = id >= 0 ? id * p.v_row_stride : -1;
+    } else {
+        // one unsigned compare: the -1 sentinel (no key) fails it as an id past the cache does;
+        // only a real entry (>= 0) marks the CTA bad
+        const bool in = static_cast<uint64_t>(id) < p.id_limit;
+        bad |= static_cast<uint32_t>(!in & (id >= 0));
+        const int slot = p.block_shift >= 0 ? (j & (p.block_size - 1)) : (j % p.block_size);
+        ok = in ? id * p.k_block_stride + static_cast<int64_t>(slot) * p.k_row_stride : -1;
+        ov = in ? id * p.v_block_stride + static_cast<int64_t>(slot) * p.v_row_stride : -1;
     }
     *offk = ok;
     *offv = ov;

@@ -24,9 +24,8 @@ constexpr int kDims[] = {64, 128, 256};
 
 }  // namespace
 
-fa_status fa_cuda__attention_check(const fa_attn_args *a, const fa_device_info *info, char *err,
-                                   size_t err_size) {
-    (void)info;
+fa_status fa_cuda__attention_check(const fa_attn_args *a, const FaLaunch *L, char *err, size_t err_size) {
+    (void)L;
     const fa_bu_err e = fa_bu_err_make(err, err_size, "attention");
     fa_portable::Params p;
     bool empty;

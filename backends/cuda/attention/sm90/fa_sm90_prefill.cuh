@@ -30,7 +30,7 @@
 // persistent tile scheduler, smem-staged coalesced stores, paged K/V, fp8, splits (README.md).
 #pragma once
 
-#include "sm90_ptx.cuh"
+#include "sm90_tile.cuh"
 
 #include <math.h>
 
@@ -47,164 +47,8 @@ struct PrefillParams {
     uint32_t v_lbo, v_sbo;
 };
 
-constexpr int kHeadDim = 128;
-constexpr int kBlockM = 128;       // query rows per CTA
-constexpr int kBlockN = 128;       // keys per K/V tile
-constexpr int kWgRows = 64;        // query rows per consumer warpgroup
-constexpr int kConsumerWarps = 8;  // arrivals on an empty barrier (lane 0 of each consumer warp)
-constexpr int kThreads = 384;      // producer warpgroup + 2 consumer warpgroups
 constexpr int kProducerRegs = 24;  // setmaxnreg budgets: 24 * 128 + 240 * 256 = 64512 <= 65536
 constexpr int kConsumerRegs = 240;
-
-template <int Stages> struct Smem {
-    static constexpr uint32_t kQWgBytes = kWgRows * kHeadDim * 2;   // 16384
-    static constexpr uint32_t kQBytes = kBlockM * kHeadDim * 2;     // 32768
-    static constexpr uint32_t kTileBytes = kBlockN * kHeadDim * 2;  // 32768 (K or V tile)
-    static constexpr uint32_t kQColBytes = kWgRows * 128;           // one 64-dim column block of Q (8192)
-    static constexpr uint32_t kKvColBytes = kBlockN * 128; // one 64-dim column block of K/V (16384)
-    static constexpr uint32_t kOffQ = 0;
-    static constexpr uint32_t kOffK = kOffQ + kQBytes;
-    static constexpr uint32_t kOffV = kOffK + Stages * kTileBytes;
-    static constexpr uint32_t kOffBar = kOffV + Stages * kTileBytes;
-    static constexpr uint32_t kBarBytes = 8 * (1 + 4 * Stages);
-    static constexpr uint32_t kTotal = kOffBar + kBarBytes;
-    static constexpr uint32_t kAlloc = kTotal + 1024; // slack to align the dynamic base to 1024
-    static_assert(kAlloc <= 227 * 1024, "shared memory per block on sm_90");
-};
-
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define FA_SM90_DEVICE_OK 1
-#else
-#define FA_SM90_DEVICE_OK 0
-#endif
-
-// ---------------------------------------------------------------------------------------------
-// Consumer steps (one warpgroup, 64 rows). Thread layout of the S and O accumulators: see
-// wgmma_m64n128k16_ss. Rows r0 = 16 warp + g and r1 = r0 + 8 of the warpgroup's 64.
-// ---------------------------------------------------------------------------------------------
-
-// S = Q K^T, issued and committed (not waited for): A = Q (K-major SW128, 2 column blocks of 64
-// dims at 8192 bytes), B = the K tile (K-major SW128: N = 128 keys, K = dims; column blocks at
-// 16384). k-step kk: column block kk / 4, 32 bytes (16 dims) further per step inside it.
-template <int Stages> __device__ __forceinline__ void issue_qk(float (&sacc)[64], uint32_t qb, uint32_t kb) {
-    using L = Smem<Stages>;
-#pragma unroll
-    for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
-        const uint64_t da =
-            make_smem_desc(qb + (kk >> 2) * L::kQColBytes + (kk & 3) * 32, 16, 1024, kSwizzle128B);
-        const uint64_t db =
-            make_smem_desc(kb + (kk >> 2) * L::kKvColBytes + (kk & 3) * 32, 16, 1024, kSwizzle128B);
-        wgmma_m64n128k16_ss<0>(sacc, da, db, kk > 0 ? 1 : 0);
-    }
-    wgmma_commit_group();
-}
-
-// O += P V, issued and committed: A = P from registers, B = the V tile, MN-major SW128 (the
-// GEMM's K = keys, 128-byte rows of 64 dims): LBO = 16384 (the next 64-dim column block), SBO =
-// 1024 (the next 8 keys); k-step kk = 16 keys = 2048 bytes.
-template <int Stages>
-__device__ __forceinline__ void issue_pv(float (&o)[64], uint32_t (&pa)[8][4], uint32_t vb, uint32_t lbo,
-                                         uint32_t sbo) {
-    using L = Smem<Stages>;
-#pragma unroll
-    for (int x = 0; x < 64; ++x) reg_fence(o[x]);
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk)
-#pragma unroll
-        for (int x = 0; x < 4; ++x) reg_fence(pa[kk][x]);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
-        const uint64_t dv = make_smem_desc(vb + kk * 2048, lbo, sbo, kSwizzle128B);
-        wgmma_m64n128k16_rs<1>(o, pa[kk], dv, 1);
-    }
-    wgmma_commit_group();
-}
-
-// The softmax offset of a row: its max raw score times scale * log2(e), rounded towards +inf
-// (mul.rp.f32, PTX ISA #floating-point-instructions-mul): m * sl2 <= max_log2(m, sl2) for every
-// m, so fma(s, sl2, -max_log2(m, sl2)) <= 0 for every s <= m, and the offset is monotone in m
-// (alpha <= 1). -inf stays -inf.
-__device__ __forceinline__ float max_log2(float m, float sl2) { return __fmul_ru(m, sl2); }
-
-// Mask (keys >= lim are not allowed) and online softmax of one S tile, in place: sacc becomes P
-// (fp32), the running max and the thread's row-sum parts are updated, and the factors that the
-// O rows must be multiplied by are returned in alpha0 / alpha1 (O itself is not touched: it may
-// still be in flight).
-__device__ __forceinline__ void softmax_tile(float (&sacc)[64], bool need_mask, int key0, int lim0, int lim1,
-                                             float sl2, float &mrow0, float &mrow1, float &lrow0,
-                                             float &lrow1, float &alpha0, float &alpha1) {
-    if (need_mask) {
-#pragma unroll
-        for (int j = 0; j < 16; ++j)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int key = key0 + 8 * j + e; // key0 = kbase + 2 (t % 4)
-                if (key >= lim0) sacc[4 * j + e] = -INFINITY;
-                if (key >= lim1) sacc[4 * j + 2 + e] = -INFINITY;
-            }
-    }
-    // a row's 128 keys live in the 4 threads of a quad
-    float mx0 = mrow0, mx1 = mrow1;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-        mx0 = fmaxf(mx0, fmaxf(sacc[4 * j], sacc[4 * j + 1]));
-        mx1 = fmaxf(mx1, fmaxf(sacc[4 * j + 2], sacc[4 * j + 3]));
-    }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    // exp2 with the scale folded in: p = 2^(s sl2 - ms), ms = max sl2 rounded UP (max_log2):
-    // the FFMA computes s sl2 - ms exactly before its one rounding, so every exponent is <= 0
-    // and p <= 1 (with a round-to-nearest ms the max key's exponent is the product's rounding
-    // error, which can be positive: an overflow of ex2 at huge logits). A row with nothing
-    // allowed yet (max -inf) uses offset 0 so that every p is 0, never NaN.
-    const float ms0 = mx0 == -INFINITY ? 0.f : max_log2(mx0, sl2);
-    const float ms1 = mx1 == -INFINITY ? 0.f : max_log2(mx1, sl2);
-    // the old offset, rounded the same way: alpha = 2^(old - new) <= 1; 0 while the old max is -inf
-    alpha0 = ex2_approx(max_log2(mrow0, sl2) - ms0);
-    alpha1 = ex2_approx(max_log2(mrow1, sl2) - ms1);
-    mrow0 = mx0;
-    mrow1 = mx1;
-    float sum0 = 0.f, sum1 = 0.f;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-        sacc[4 * j + 0] = ex2_approx(fmaf(sacc[4 * j + 0], sl2, -ms0));
-        sacc[4 * j + 1] = ex2_approx(fmaf(sacc[4 * j + 1], sl2, -ms0));
-        sacc[4 * j + 2] = ex2_approx(fmaf(sacc[4 * j + 2], sl2, -ms1));
-        sacc[4 * j + 3] = ex2_approx(fmaf(sacc[4 * j + 3], sl2, -ms1));
-        sum0 += sacc[4 * j + 0] + sacc[4 * j + 1];
-        sum1 += sacc[4 * j + 2] + sacc[4 * j + 3];
-    }
-    lrow0 = lrow0 * alpha0 + sum0;
-    lrow1 = lrow1 * alpha1 + sum1;
-}
-
-__device__ __forceinline__ void rescale_o(float (&o)[64], float alpha0, float alpha1) {
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-        o[4 * j + 0] *= alpha0;
-        o[4 * j + 1] *= alpha0;
-        o[4 * j + 2] *= alpha1;
-        o[4 * j + 3] *= alpha1;
-    }
-}
-
-// P as the A operand of P V: k-step kk covers keys [16kk, 16kk + 16) = the n8 blocks 2kk and
-// 2kk + 1 of S, i.e. sacc[8kk .. 8kk + 7] (the same register shape as mma.sync's m16n8k16 A)
-__device__ __forceinline__ void pack_p(uint32_t (&pa)[8][4], const float (&sacc)[64]) {
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
-        pa[kk][0] = pack_bf16x2(sacc[8 * kk + 0], sacc[8 * kk + 1]);
-        pa[kk][1] = pack_bf16x2(sacc[8 * kk + 2], sacc[8 * kk + 3]);
-        pa[kk][2] = pack_bf16x2(sacc[8 * kk + 4], sacc[8 * kk + 5]);
-        pa[kk][3] = pack_bf16x2(sacc[8 * kk + 6], sacc[8 * kk + 7]);
-    }
-}
 
 // Overlap = false: per tile S = QK^T, wait, softmax, O += PV, wait (the two consumer warpgroups
 // still overlap each other's softmax with their GEMMs, unsynchronised).
@@ -308,7 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         o[i] = 0.f;
         sacc[i] = 0.f;
     }
-    float mrow0 = -INFINITY, mrow1 = -INFINITY; // running max of the raw scores
+    float mrow0 = -INFINITY, mrow1 = -INFINITY; // running max of the scaled scores (log2 units)
     float lrow0 = 0.f, lrow1 = 0.f; // this thread's part of the row sums
 
     // tiles [0, n_live) have an allowed key for some row of this warpgroup; the rest (causal, the
@@ -363,7 +207,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
             release(bar_ke + 8 * s);
             float a0, a1;
-            softmax_tile(sacc, tile_needs_mask(kbase), kbase + 2 * t4, lim0, lim1, sl2, mrow0, mrow1, lrow0,
+            softmax_tile(sacc, tile_needs_mask(kbase), kbase + 2 * t4, 0, lim0, 0, lim1, sl2, mrow0, mrow1, lrow0,
                          lrow1, a0, a1);
             rescale_o(o, a0, a1);
             pack_p(pa, sacc);
@@ -386,7 +230,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
             release(bar_ke);
             float a0, a1;
-            softmax_tile(sacc, tile_needs_mask(0), 2 * t4, lim0, lim1, sl2, mrow0, mrow1, lrow0, lrow1, a0,
+            softmax_tile(sacc, tile_needs_mask(0), 2 * t4, 0, lim0, 0, lim1, sl2, mrow0, mrow1, lrow0, lrow1, a0,
                          a1);
             pack_p(pa, sacc); // O is still 0: nothing to rescale
         }
@@ -413,7 +257,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
             release(bar_ke + 8 * s);
             float a0, a1;
-            softmax_tile(sacc, tile_needs_mask(kbase), kbase + 2 * t4, lim0, lim1, sl2, mrow0, mrow1, lrow0,
+            softmax_tile(sacc, tile_needs_mask(kbase), kbase + 2 * t4, 0, lim0, 0, lim1, sl2, mrow0, mrow1, lrow0,
                          lrow1, a0, a1);
             wgmma_wait_group<0>(); // P(i-1) V(i-1) done: O and pa may be touched again
 #pragma unroll
@@ -471,9 +315,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (p.lse != nullptr && t4 == 0) {
         const float ln2 = 0.693147180559945309f;
         float *lse = p.lse + (static_cast<int64_t>(b) * p.H + h) * p.Lq;
-        // the same offset as the exponents (max_log2): l is relative to it
-        if (r0 < p.Lq) lse[r0] = lrow0 > 0.f ? (max_log2(mrow0, sl2) + __log2f(lrow0)) * ln2 : -INFINITY;
-        if (r1 < p.Lq) lse[r1] = lrow1 > 0.f ? (max_log2(mrow1, sl2) + __log2f(lrow1)) * ln2 : -INFINITY;
+        // the running max is the exponents' offset (log2 units): l is relative to it
+        if (r0 < p.Lq) lse[r0] = lrow0 > 0.f ? (mrow0 + __log2f(lrow0)) * ln2 : -INFINITY;
+        if (r1 < p.Lq) lse[r1] = lrow1 > 0.f ? (mrow1 + __log2f(lrow1)) * ln2 : -INFINITY;
     }
 #else
     (void)tmQ;

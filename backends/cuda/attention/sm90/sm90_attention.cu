@@ -1,0 +1,587 @@
+// sm90_attention.cu - the sm_90a attention kernel family of the CUDA backend: paged varlen
+// prefill for bf16, head size 128, with wgmma (HGMMA) for both GEMMs, TMA loads of Q and of every
+// K/V page into a 2-stage shared-memory ring guarded by mbarriers, and warp specialisation
+// (a producer warp, two consumer warpgroups in ping-pong). Compiled only when gpu_arch has
+// sm_90a (meson sets FA_CUDA_HAVE_SM90); attention.cu calls fa_sm90__plan / fa_sm90__launch
+// for the calls fa_sm90__plan accepts and runs everything else in the mma.sync family.
+//
+// What a call may have here: q / k / v / out bf16, head size 128, a paged cache whose block size
+// is a power of two >= 8 or a multiple of 128, bottom-right causal and windows (left, right),
+// LSE out, a split plan whose entries are 0 (skip the sequence) or 1; no softcap, ALiBi, sinks,
+// fp8, split-KV or query-head groups (those calls stay in the mma.sync family).
+//
+// CTA = 3 warpgroups (384 threads): one (sequence, 128-token row block, query head).
+//   producer warp (warpgroup 0, warp 0): setmaxnreg.dec 40. Lane 0 loads the Q tile (TMA, once);
+//     per 128-key tile the lanes read the tile's block-table entries (a tile ahead) and issue one
+//     TMA box per (page, 64-dim column block) into the K and V stages. A block id outside
+//     [0, num_blocks) is loaded from coordinate num_blocks: past the tensor map, so TMA reads
+//     nothing and fills zeros; the first one is recorded in the error word. Pages with no key
+//     of the CTA's range (past the sequence, before a window) load zeros the same way.
+//   consumers (warpgroups 1, 2): setmaxnreg.inc 232; 64 query rows each. S = Q K^T (8 wgmma SS),
+//     mask, online softmax (sm90_tile.cuh), O += P V (8 wgmma RS), FA3's intra-warpgroup overlap
+//     (S(i) and P(i-1) V(i-1) in flight together) and ping-pong turns between the two
+//     warpgroups (named barriers 1, 2). The last tile's V rows at or past the sequence's end
+//     (the rest of its last page: stale, may hold NaN; P = 0 there, and 0 x NaN is NaN) are
+//     zeroed before its P V.
+//   Epilogue: O / l to bf16 straight from the accumulators; LSE; a CTA under a causal / window
+//   mask whose output holds a NaN recomputes those entries scalar over the row's allowed keys
+//   (a non-finite V of a key masked for this row but staged for another reaches the row
+//   through 0 x NaN; the reference never reads it).
+#include "../../fa_cuda_internal.cuh"
+#define FA_ATTN_DECLS_ONLY
+#include "../attention_kernel.cuh"
+#include "sm90_tile.cuh"
+
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+namespace fa_sm90 {
+
+constexpr int kLibProducerRegs = 40;   // 40 * 128 + 232 * 256 = 64512 <= 65536
+constexpr int kLibConsumerRegs = 232;
+constexpr int kLibStages = 2;
+
+// Kernel parameters besides the three tensor maps.
+struct AttnParams {
+    __nv_bfloat16 *out;
+    int64_t out_token_stride, out_head_stride;
+    float *lse; // NULL-able [Hq, T], lse_head_stride
+    int64_t lse_head_stride;
+    const int32_t *cu_seqlens_q, *seqused_k, *block_table, *split_plan;
+    int64_t block_table_stride;
+    FaDevErr *err_word;
+    // for the NaN fix-up (scalar reads)
+    const __nv_bfloat16 *q, *k, *v;
+    int64_t q_token_stride, q_head_stride;
+    int64_t k_block_stride, k_row_stride, k_head_stride;
+    int64_t v_block_stride, v_row_stride, v_head_stride;
+    int32_t num_blocks; // < 2^31 (the host checks)
+    int32_t num_seqs, num_heads_q, group;
+    int32_t block_size, block_shift; // block_shift = log2(block_size) or -1
+    int32_t box_rows, pages_per_tile; // TMA box rows per page (min(block_size, 128)), 128 / box_rows
+    int32_t window_left, window_right; // -1 = unbounded (causal folded into right = 0)
+    int32_t skip_rows; // sequences with Lq * group <= skip_rows run in the decode tile (skipped)
+    float scale_log2; // softmax scale * log2(e)
+};
+
+using L = Smem<kLibStages>;
+
+// Sequence b of flat row-block tile `tile`: the last b with tile_off(b) = cu_q[b] / 128 + b <=
+// tile (strictly increasing; sequence b owns tiles [tile_off(b), tile_off(b + 1)), at least its
+// row blocks). Binary steps until at most 384 candidates remain, then one parallel count.
+__device__ __forceinline__ int seq_of_tile(const AttnParams &p, int64_t tile) {
+    int lo = 0, hi = p.num_seqs - 1;
+    while (hi - lo >= kThreads) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (static_cast<int64_t>(p.cu_seqlens_q[mid]) / kBlockM + mid <= tile)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const int cand = lo + 1 + static_cast<int>(threadIdx.x);
+    const bool ok = cand <= hi && static_cast<int64_t>(p.cu_seqlens_q[cand]) / kBlockM + cand <= tile;
+    return lo + __syncthreads_count(ok);
+}
+
+// Allowed keys [lo, hi) of the row whose diagonal key is dk (FA_BU_KEY_ALLOWED's rule), clamped
+// to [0, Lk]; an empty range has lo >= hi.
+__device__ __forceinline__ void row_keys(int64_t dk, int Lk, int wl, int wr, int &lo, int &hi) {
+    int64_t l = wl >= 0 ? dk - wl : 0;
+    int64_t h = wr >= 0 ? dk + wr + 1 : Lk;
+    l = l < 0 ? 0 : (l > Lk ? Lk : l);
+    h = h < 0 ? 0 : (h > Lk ? Lk : h);
+    lo = static_cast<int>(l);
+    hi = static_cast<int>(h);
+}
+
+// The K / V element offset of key j of sequence row bt, or -1 when its block id is outside the
+// cache (the scalar fix-up skips it).
+__device__ __forceinline__ bool key_offsets(const AttnParams &p, const int32_t *bt, int j, int hkv, int64_t &ok,
+                                            int64_t &ov) {
+    const int bi = p.block_shift >= 0 ? (j >> p.block_shift) : (j / p.block_size);
+    const int slot = j - bi * p.block_size;
+    const int32_t id = bt[bi];
+    if (static_cast<uint32_t>(id) >= static_cast<uint32_t>(p.num_blocks)) return false;
+    ok = id * p.k_block_stride + slot * p.k_row_stride + hkv * p.k_head_stride;
+    ov = id * p.v_block_stride + slot * p.v_row_stride + hkv * p.v_head_stride;
+    return true;
+}
+
+// The rare path of the epilogue: entry (row token t of sequence b, dim d) recomputed scalar over
+// the row's allowed keys [lo, hi) with the row's final offset m (log2 units) and sum l, in the
+// kernel's units: p_j = 2^(fl(s_j sl2) - m) / l. Keys whose block id is bad are skipped (their
+// staged rows were zeros). Out of line: the main loop keeps its registers.
+static __device__ __noinline__ float fix_nan_entry(const AttnParams &p, int q_tok, int h, int hkv,
+                                                   const int32_t *bt, int lo, int hi, int d, float m, float l) {
+    const __nv_bfloat16 *qr = p.q + q_tok * p.q_token_stride + h * p.q_head_stride;
+    float acc = 0.f;
+    for (int j = lo; j < hi; ++j) {
+        int64_t ok, ov;
+        if (!key_offsets(p, bt, j, hkv, ok, ov)) continue;
+        float s = 0.f;
+        for (int x = 0; x < kHeadDim; ++x) s += __bfloat162float(qr[x]) * __bfloat162float(p.k[ok + x]);
+        const float w = ex2_approx(s * p.scale_log2 - m);
+        acc += w * __bfloat162float(p.v[ov + d]);
+    }
+    return l > 0.f ? acc / l : 0.f;
+}
+
+__device__ __forceinline__ bool is_nan(float x) { return x != x; }
+
+// Zero V rows [n, 128) of a stage (both 64-dim column blocks; a swizzle moves 16-byte chunks
+// within a row only, so row r is bytes [128 r, 128 r + 128) of each block), by the 128 threads
+// of one consumer warpgroup, then make the writes visible to wgmma (async proxy) and wait for
+// the warpgroup (named barrier bar_id).
+__device__ __forceinline__ void zero_v_tail(uint32_t vb, int n, int tid, uint32_t bar_id) {
+    const int chunks = (kBlockN - n) * 8; // 16-byte chunks per column block
+    for (int c = tid; c < 2 * chunks; c += 128) {
+        const int blk = c / chunks, r = c - blk * chunks;
+        const uint32_t a = vb + blk * L::kKvColBytes + n * 128 + r * 16;
+        asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(a), "r"(0u) : "memory");
+    }
+    fence_proxy_async_smem();
+    named_bar_sync(bar_id, 128);
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    sm90_attention_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
+                          const __grid_constant__ CUtensorMap tmV, const __grid_constant__ AttnParams p) {
+#if FA_SM90_DEVICE_OK
+    extern __shared__ uint8_t smem_raw[];
+    // ---- the CTA's tile: causal / windowed long row blocks first (reversed order)
+    const int64_t tile = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
+    const int h = blockIdx.y;
+    const int b = seq_of_tile(p, tile);
+    const int q0 = p.cu_seqlens_q[b];
+    const int Lq = p.cu_seqlens_q[b + 1] - q0;
+    const int64_t mblk = tile - (static_cast<int64_t>(q0) / kBlockM + b);
+    if (mblk < 0 || mblk * kBlockM >= Lq) return;
+    if (static_cast<int64_t>(Lq) * p.group <= p.skip_rows) return; // the decode tile's
+    if (p.split_plan != nullptr && p.split_plan[1 + b] == 0) return; // the sequence does no work
+    const int m0 = static_cast<int>(mblk) * kBlockM;
+    const int hkv = h / p.group;
+    const int Lk = p.seqused_k[b];
+    const int diag = Lk - Lq;
+    const int wl = p.window_left, wr = p.window_right;
+    const int32_t *bt = p.block_table + static_cast<int64_t>(b) * p.block_table_stride;
+    // keys of the CTA: the union of its rows' ranges (first and last row)
+    int kmin, kmax;
+    {
+        int lo_a, hi_a, lo_b, hi_b;
+        const int t_hi = min(m0 + kBlockM, Lq) - 1;
+        row_keys(static_cast<int64_t>(m0) + diag, Lk, wl, wr, lo_a, hi_a);
+        row_keys(static_cast<int64_t>(t_hi) + diag, Lk, wl, wr, lo_b, hi_b);
+        kmin = lo_a;
+        kmax = max(hi_b, kmin);
+    }
+    const int tb = kmin / kBlockN;
+    const int n_tiles = kmax > kmin ? (kmax + kBlockN - 1) / kBlockN - tb : 0;
+
+    const uint32_t raw = smem_u32(smem_raw);
+    const uint32_t base = (raw + 1023u) & ~1023u;
+    const uint32_t sQ = base + L::kOffQ, sK = base + L::kOffK, sV = base + L::kOffV;
+    const uint32_t bar_q = base + L::kOffBar;
+    const uint32_t bar_kf = bar_q + 8;                 // k_full[s] (TMA complete_tx)
+    const uint32_t bar_vf = bar_kf + 8 * kLibStages;   // v_full[s]
+    const uint32_t bar_ke = bar_vf + 8 * kLibStages;   // k_empty[s] (8 consumer warps arrive)
+    const uint32_t bar_ve = bar_ke + 8 * kLibStages;   // v_empty[s]
+    const int wg = static_cast<int>(threadIdx.x) / 128;
+
+    if (threadIdx.x == 0) {
+        prefetch_tensormap(&tmQ);
+        prefetch_tensormap(&tmK);
+        prefetch_tensormap(&tmV);
+        mbar_init(bar_q, 1);
+        for (int s = 0; s < kLibStages; ++s) {
+            mbar_init(bar_kf + 8 * s, 1);
+            mbar_init(bar_vf + 8 * s, 1);
+            mbar_init(bar_ke + 8 * s, kConsumerWarps);
+            mbar_init(bar_ve + 8 * s, kConsumerWarps);
+        }
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        // ---------------- producer ----------------
+        setmaxnreg_dec<kLibProducerRegs>();
+        if (threadIdx.x >= 32 || n_tiles == 0) return;
+        const int lane = static_cast<int>(threadIdx.x);
+        if (lane == 0) {
+            mbar_arrive_expect_tx(bar_q, L::kQBytes);
+            for (int w = 0; w < 2; ++w) {
+                // a box wholly past the sequence's rows (the upper warpgroup of a short last row
+                // block) re-reads the lower rows: never stored
+                const int qrow = q0 + (m0 + w * kWgRows < Lq ? m0 + w * kWgRows : m0);
+                for (int c = 0; c < 2; ++c)
+                    tma_load_3d(sQ + w * L::kQWgBytes + c * L::kQColBytes, &tmQ, bar_q, c * 64, h, qrow);
+            }
+        }
+        // lane l < 2 * pages_per_tile issues page l / 2, column block l % 2 of each tile
+        const int ppt = p.pages_per_tile;
+        const bool active = lane < 2 * ppt;
+        const int page = lane >> 1, col = lane & 1;
+        bool bad = false;
+        int bad_id = 0, bad_col = 0;
+        // block coordinate and row-in-page of this lane's box of tile i. A box with no key of
+        // the CTA's range [kmin, kmax) (before a window, past the sequence) and a bad block id
+        // load from coordinate num_blocks: wholly past the tensor map, so TMA reads nothing,
+        // fills zeros and still counts the box's bytes.
+        auto coords = [&](int i, int &blk, int &row) {
+            const int j = (tb + i) * kBlockN + page * p.box_rows;
+            blk = p.num_blocks;
+            row = 0;
+            if (j >= kmax || j + p.box_rows <= kmin) return;
+            const int bi = p.block_shift >= 0 ? (j >> p.block_shift) : (j / p.block_size);
+            row = j - bi * p.block_size; // 0 unless the block is longer than the box
+            const int32_t id = bt[bi];
+            if (static_cast<uint32_t>(id) < static_cast<uint32_t>(p.num_blocks)) {
+                blk = id;
+            } else if (!bad) {
+                bad = true;
+                bad_id = id;
+                bad_col = bi;
+            }
+        };
+        int blk = 0, row = 0;
+        if (active) coords(0, blk, row);
+        for (int i = 0; i < n_tiles; ++i) {
+            const int s = i % kLibStages;
+            const uint32_t par = (static_cast<uint32_t>(i / kLibStages) & 1u) ^ 1u;
+            int nblk = 0, nrow = 0;
+            if (active && i + 1 < n_tiles) coords(i + 1, nblk, nrow); // a tile ahead
+            const uint32_t off = page * p.box_rows * 128 + col * L::kKvColBytes;
+            if (lane == 0) {
+                mbar_wait(bar_ke + 8 * s, par);
+                mbar_arrive_expect_tx(bar_kf + 8 * s, L::kTileBytes);
+            }
+            __syncwarp();
+            if (active) tma_load_4d(sK + s * L::kTileBytes + off, &tmK, bar_kf + 8 * s, col * 64, row, hkv, blk);
+            if (lane == 0) {
+                mbar_wait(bar_ve + 8 * s, par);
+                mbar_arrive_expect_tx(bar_vf + 8 * s, L::kTileBytes);
+            }
+            __syncwarp();
+            if (active) tma_load_4d(sV + s * L::kTileBytes + off, &tmV, bar_vf + 8 * s, col * 64, row, hkv, blk);
+            blk = nblk;
+            row = nrow;
+        }
+        if (bad) fa_dev_err_report(p.err_word, FA_DEVERR_BLOCK_ID, b, bad_id, p.num_blocks, bad_col);
+        return;
+    }
+
+    // ---------------- consumers ----------------
+    setmaxnreg_inc<kLibConsumerRegs>();
+    const int cw = wg - 1; // rows [m0 + 64 cw, m0 + 64 cw + 64) of the sequence
+    const int tid = static_cast<int>(threadIdx.x) % 128;
+    const int warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, t4 = lane % 4;
+    const int row_lo = m0 + cw * kWgRows;
+    const int r0 = row_lo + warp * 16 + g, r1 = r0 + 8;
+    const float sl2 = p.scale_log2;
+    int lo0, hi0, lo1, hi1;
+    row_keys(static_cast<int64_t>(r0) + diag, Lk, wl, wr, lo0, hi0);
+    row_keys(static_cast<int64_t>(r1) + diag, Lk, wl, wr, lo1, hi1);
+    // keys allowed for every row of the warpgroup: [full_lo, full_hi) (nothing when it has no row)
+    int full_lo = INT_MAX, full_hi = INT_MIN;
+    if (row_lo < Lq) {
+        int a, c;
+        row_keys(static_cast<int64_t>(min(row_lo + kWgRows, Lq) - 1) + diag, Lk, wl, wr, full_lo, a);
+        row_keys(static_cast<int64_t>(row_lo) + diag, Lk, wl, wr, c, full_hi);
+    }
+    auto needs_mask = [&](int kbase) { return kbase < full_lo || kbase + kBlockN > full_hi; };
+    // the last tile holds keys at or past Lk: its V rows from there on are zeroed
+    const int last_kbase = (tb + n_tiles - 1) * kBlockN;
+    const int tail_valid = Lk - last_kbase; // < 128: zero rows [tail_valid, 128)
+
+    float o[64];
+    float sacc[64];
+    uint32_t pa[8][4];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) {
+        o[i] = 0.f;
+        sacc[i] = 0.f;
+    }
+    float mrow0 = -INFINITY, mrow1 = -INFINITY; // running max, log2 units
+    float lrow0 = 0.f, lrow1 = 0.f;              // this thread's part of the row sums
+    const uint32_t qb = sQ + cw * L::kQWgBytes;
+    auto wait_full = [&](uint32_t bar, uint32_t phase) {
+        mbar_wait(bar, phase);
+        __syncwarp();
+    };
+    auto release = [&](uint32_t bar) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bar);
+    };
+    // ping-pong turns (as in fa_sm90_prefill.cuh): warpgroup cw waits on named barrier 1 + cw and
+    // hands over on 2 - cw; the upper one lets the lower one start and skips its last hand-over.
+    auto turn_begin = [&]() { named_bar_sync(1 + cw, 256); };
+    auto turn_end = [&](bool last) {
+        if (!(last && cw == 1)) named_bar_arrive(2 - cw, 256);
+    };
+    if (cw == 1 && n_tiles > 0) named_bar_arrive(1, 256);
+
+    if (n_tiles > 0) {
+        wait_full(bar_q, 0);
+        {   // prologue: S(0), softmax(0), P(0)
+            wait_full(bar_kf, 0);
+            turn_begin();
+            issue_qk<kLibStages>(sacc, qb, sK);
+            turn_end(false);
+            wgmma_wait_group<0>();
+#pragma unroll
+            for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
+            release(bar_ke);
+            float a0, a1;
+            const int kbase = tb * kBlockN;
+            softmax_tile(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0, lo1, hi1, sl2, mrow0, mrow1, lrow0,
+                         lrow1, a0, a1);
+            pack_p(pa, sacc); // O is still 0: nothing to rescale
+        }
+        for (int i = 1; i < n_tiles; ++i) {
+            const int s = i % kLibStages, sp = (i - 1) % kLibStages;
+            const uint32_t phase = static_cast<uint32_t>(i / kLibStages) & 1u;
+            const uint32_t phase_p = static_cast<uint32_t>((i - 1) / kLibStages) & 1u;
+            const int kbase = (tb + i) * kBlockN;
+            wait_full(bar_kf + 8 * s, phase);
+            wait_full(bar_vf + 8 * sp, phase_p);
+            turn_begin();
+            issue_qk<kLibStages>(sacc, qb, sK + s * L::kTileBytes);                        // S(i)
+            issue_pv<kLibStages>(o, pa, sV + sp * L::kTileBytes, L::kKvColBytes, 1024);  // P(i-1) V(i-1)
+            turn_end(false);
+            wgmma_wait_group<1>(); // S(i) done (groups retire in order)
+#pragma unroll
+            for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
+            release(bar_ke + 8 * s);
+            float a0, a1;
+            softmax_tile(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0, lo1, hi1, sl2, mrow0, mrow1, lrow0,
+                         lrow1, a0, a1);
+            wgmma_wait_group<0>(); // P(i-1) V(i-1) done: O and pa may be touched again
+#pragma unroll
+            for (int x = 0; x < 64; ++x) reg_fence(o[x]);
+            release(bar_ve + 8 * sp);
+            rescale_o(o, a0, a1);
+            pack_p(pa, sacc);
+        }
+        {
+            const int i = n_tiles - 1, s = i % kLibStages;
+            wait_full(bar_vf + 8 * s, static_cast<uint32_t>(i / kLibStages) & 1u);
+            if (tail_valid < kBlockN) zero_v_tail(sV + s * L::kTileBytes, tail_valid, tid, 3 + cw);
+            turn_begin();
+            issue_pv<kLibStages>(o, pa, sV + s * L::kTileBytes, L::kKvColBytes, 1024);
+            turn_end(true);
+            wgmma_wait_group<0>();
+#pragma unroll
+            for (int x = 0; x < 64; ++x) reg_fence(o[x]);
+            release(bar_ve + 8 * s);
+        }
+    }
+
+    // ---------------- epilogue ----------------
+    lrow0 += __shfl_xor_sync(0xffffffffu, lrow0, 1);
+    lrow0 += __shfl_xor_sync(0xffffffffu, lrow0, 2);
+    lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 1);
+    lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 2);
+    const float inv0 = lrow0 > 0.f ? 1.f / lrow0 : 0.f;
+    const float inv1 = lrow1 > 0.f ? 1.f / lrow1 : 0.f;
+    const bool edge = wl >= 0 || wr >= 0; // some staged key may be masked for a row
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int r = half ? r1 : r0;
+        if (r >= Lq) continue;
+        const float inv = half ? inv1 : inv0;
+        float v[32];
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            v[2 * j] = o[4 * j + 2 * half] * inv;
+            v[2 * j + 1] = o[4 * j + 2 * half + 1] * inv;
+        }
+        if (edge) {
+            bool any = false;
+#pragma unroll
+            for (int x = 0; x < 32; ++x) any |= is_nan(v[x]);
+            if (__builtin_expect(any, 0)) {
+                const int lo = half ? lo1 : lo0, hi = half ? hi1 : hi0;
+                const float m = half ? mrow1 : mrow0, l = half ? lrow1 : lrow0;
+                for (int x = 0; x < 32; ++x)
+                    if (is_nan(v[x]))
+                        v[x] = fix_nan_entry(p, q0 + r, h, hkv, bt, lo, hi, 8 * (x >> 1) + 2 * t4 + (x & 1), m, l);
+            }
+        }
+        __nv_bfloat16 *dst = p.out + static_cast<int64_t>(q0 + r) * p.out_token_stride +
+                             static_cast<int64_t>(h) * p.out_head_stride + 2 * t4;
+#pragma unroll
+        for (int j = 0; j < 16; ++j) *reinterpret_cast<uint32_t *>(dst + 8 * j) = pack_bf16x2(v[2 * j], v[2 * j + 1]);
+        if (p.lse != nullptr && t4 == 0) {
+            const float l = half ? lrow1 : lrow0, m = half ? mrow1 : mrow0;
+            p.lse[static_cast<int64_t>(h) * p.lse_head_stride + q0 + r] =
+                l > 0.f ? (m + __log2f(l)) * 0.693147180559945309f : -INFINITY;
+        }
+    }
+#else
+    (void)tmQ;
+    (void)tmK;
+    (void)tmV;
+    (void)p;
+#endif
+}
+
+} // namespace fa_sm90
+
+// ---------------------------------------------------------------------------------------------
+// Host side
+// ---------------------------------------------------------------------------------------------
+namespace {
+
+using fa_sm90_host::EncodeTiledFn;
+
+int ilog2_exact(int64_t x) {
+    if (x <= 0 || (x & (x - 1)) != 0) return -1;
+    int s = 0;
+    while ((int64_t(1) << s) < x) ++s;
+    return s;
+}
+
+bool stride_ok(int64_t elems) { return elems > 0 && (elems * 2) % 16 == 0 && elems * 2 < (int64_t(1) << 40); }
+
+} // namespace
+
+// Whether this family runs the call (every condition in one place: the op and its check use it);
+// *why names the first unmet condition (for the dispatch's reports and tests).
+bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
+    const char *w = nullptr;
+    const bool paged = a->cu_seqlens_k == nullptr;
+    const int64_t bs = a->block_size;
+    if (a->q_dtype != FA_DTYPE_BF16 || a->kv_dtype != FA_DTYPE_BF16) w = "q / kv dtype not bf16";
+    else if (a->head_size != 128) w = "head_size not 128";
+    else if (!paged) w = "dense K/V";
+    else if (a->softcap > 0.f || a->alibi_slopes != nullptr || a->sinks != nullptr) w = "softcap / ALiBi / sinks";
+    else if (a->num_splits > 1) w = "split-KV";
+    else if (a->q_head_group != 0 && a->q_head_group != a->num_heads_q) w = "query-head groups";
+    else if (!(a->softmax_scale > 0.f)) w = "softmax_scale <= 0";
+    else if (!(bs >= 8 && (ilog2_exact(bs) >= 0 || bs % 128 == 0))) w = "block size (a power of two >= 8 or a multiple of 128)";
+    else if (a->num_blocks < 1 || a->num_blocks >= (int64_t(1) << 31)) w = "num_blocks";
+    else if (a->num_heads_q > 65535) w = "num_heads_q";
+    else if (!stride_ok(a->q_token_stride) || !stride_ok(a->q_head_stride) || !stride_ok(a->k_block_stride) ||
+             !stride_ok(a->k_row_stride) || !stride_ok(a->k_head_stride) || !stride_ok(a->v_block_stride) ||
+             !stride_ok(a->v_row_stride) || !stride_ok(a->v_head_stride))
+        w = "strides (TMA: multiples of 16 bytes below 2^40)";
+    else if ((reinterpret_cast<uintptr_t>(a->q) | reinterpret_cast<uintptr_t>(a->k) |
+              reinterpret_cast<uintptr_t>(a->v) | reinterpret_cast<uintptr_t>(a->out)) % 16 != 0)
+        w = "alignment";
+    if (why != nullptr) *why = w;
+    return w == nullptr;
+}
+
+namespace {
+
+int encode(EncodeTiledFn fn, CUtensorMap *tm, const void *base, int rank, const cuuint64_t *dims,
+           const cuuint64_t *strides, const cuuint32_t *box) {
+    const cuuint32_t estr[4] = {1, 1, 1, 1};
+    return fn(tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, static_cast<cuuint32_t>(rank), const_cast<void *>(base), dims,
+              strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS
+               ? 0
+               : 1;
+}
+
+} // namespace
+
+// Launches the family for a call fa_sm90__accepts took. skip_rows: sequences with Lq * G at or
+// below it are left to the decode tile. encode_fn: cuTensorMapEncodeTiled (the backend resolves
+// it once). Returns FA_OK or fails with the CUDA / driver error.
+fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows, FaDevErr *err_word,
+                          cudaStream_t stream, const fa_bu_err *e) {
+    using namespace fa_sm90;
+    EncodeTiledFn fn = reinterpret_cast<EncodeTiledFn>(encode_fn);
+    if (fn == nullptr) return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: cuTensorMapEncodeTiled unavailable");
+    CUtensorMap tq, tk, tv;
+    const int D = kHeadDim;
+    const int box_rows = a->block_size < 128 ? a->block_size : 128;
+    {
+        const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)a->num_heads_q, (cuuint64_t)a->num_tokens};
+        const cuuint64_t str[2] = {(cuuint64_t)a->q_head_stride * 2, (cuuint64_t)a->q_token_stride * 2};
+        const cuuint32_t box[3] = {64, 1, (cuuint32_t)kWgRows};
+        if (encode(fn, &tq, a->q, 3, dims, str, box))
+            return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of q failed to encode");
+    }
+    const cuuint64_t kdims[4] = {(cuuint64_t)D, (cuuint64_t)a->block_size, (cuuint64_t)a->num_heads_kv,
+                                 (cuuint64_t)a->num_blocks};
+    const cuuint32_t kvbox[4] = {64, (cuuint32_t)box_rows, 1, 1};
+    {
+        const cuuint64_t str[3] = {(cuuint64_t)a->k_row_stride * 2, (cuuint64_t)a->k_head_stride * 2,
+                                   (cuuint64_t)a->k_block_stride * 2};
+        if (encode(fn, &tk, a->k, 4, kdims, str, kvbox))
+            return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of k failed to encode");
+    }
+    {
+        const cuuint64_t str[3] = {(cuuint64_t)a->v_row_stride * 2, (cuuint64_t)a->v_head_stride * 2,
+                                   (cuuint64_t)a->v_block_stride * 2};
+        if (encode(fn, &tv, a->v, 4, kdims, str, kvbox))
+            return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of v failed to encode");
+    }
+    AttnParams p;
+    memset(&p, 0, sizeof(p));
+    p.out = static_cast<__nv_bfloat16 *>(a->out);
+    p.out_token_stride = a->out_token_stride;
+    p.out_head_stride = a->out_head_stride;
+    p.lse = a->lse;
+    p.lse_head_stride = a->lse_head_stride;
+    p.cu_seqlens_q = a->cu_seqlens_q;
+    p.seqused_k = a->seqused_k;
+    p.block_table = a->block_table;
+    p.split_plan = a->split_plan;
+    p.block_table_stride = a->block_table_stride;
+    p.err_word = err_word;
+    p.q = static_cast<const __nv_bfloat16 *>(a->q);
+    p.k = static_cast<const __nv_bfloat16 *>(a->k);
+    p.v = static_cast<const __nv_bfloat16 *>(a->v);
+    p.q_token_stride = a->q_token_stride;
+    p.q_head_stride = a->q_head_stride;
+    p.k_block_stride = a->k_block_stride;
+    p.k_row_stride = a->k_row_stride;
+    p.k_head_stride = a->k_head_stride;
+    p.v_block_stride = a->v_block_stride;
+    p.v_row_stride = a->v_row_stride;
+    p.v_head_stride = a->v_head_stride;
+    p.num_blocks = static_cast<int32_t>(a->num_blocks);
+    p.num_seqs = a->num_seqs;
+    p.num_heads_q = a->num_heads_q;
+    p.group = a->num_heads_q / a->num_heads_kv;
+    p.block_size = a->block_size;
+    p.block_shift = ilog2_exact(a->block_size);
+    p.box_rows = box_rows;
+    p.pages_per_tile = kBlockN / box_rows;
+    p.window_left = a->window_left < 0 ? -1 : a->window_left;
+    p.window_right = a->causal ? 0 : (a->window_right < 0 ? -1 : a->window_right);
+    p.skip_rows = skip_rows;
+    p.scale_log2 = a->softmax_scale * 1.44269504088896340736f;
+    const int64_t tiles = static_cast<int64_t>(a->num_tokens) / kBlockM + a->num_seqs + 1;
+    if (tiles > 0x7fffffffLL) return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "sm90 family: %lld row blocks", (long long)tiles);
+    const int smem = static_cast<int>(L::kAlloc);
+    cudaError_t ce = cudaFuncSetAttribute(sm90_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (ce == cudaSuccess) {
+        sm90_attention_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(a->num_heads_q)), kThreads,
+                                smem, stream>>>(tq, tk, tv, p);
+        ce = cudaGetLastError();
+    }
+    if (ce != cudaSuccess) return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 kernel launch: %s", cudaGetErrorString(ce));
+    return FA_OK;
+}
+
+// The driver's cuTensorMapEncodeTiled through the runtime (no -lcuda), or NULL.
+void *fa_sm90__encode_fn(void) {
+    void *p = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
+#else
+    const cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p, cudaEnableDefault, &q);
+#endif
+    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess) {
+        cudaGetLastError();
+        return nullptr;
+    }
+    return p;
+}

@@ -1,0 +1,168 @@
+// sm90_tile.cuh - the consumer steps of the sm_90a attention kernels (one warpgroup of 64
+// query rows against a 128-key tile, head size 128, bf16): the shared-memory layout constants,
+// S = Q K^T and O += P V by wgmma, the masked online softmax, the rescale of O and the packing
+// of P into wgmma A fragments. Used by the library kernel (sm90_attention.cu) and by the dense
+// prototype (fa_sm90_prefill.cuh, tools/hopper_proto.cu).
+#pragma once
+
+#include "sm90_ptx.cuh"
+
+#include <math.h>
+
+namespace fa_sm90 {
+
+constexpr int kHeadDim = 128;
+constexpr int kBlockM = 128;       // query rows per CTA
+constexpr int kBlockN = 128;       // keys per K/V tile
+constexpr int kWgRows = 64;        // query rows per consumer warpgroup
+constexpr int kConsumerWarps = 8;  // arrivals on an empty barrier (lane 0 of each consumer warp)
+constexpr int kThreads = 384;      // producer warpgroup + 2 consumer warpgroups
+
+template <int Stages> struct Smem {
+    static constexpr uint32_t kQWgBytes = kWgRows * kHeadDim * 2;   // 16384
+    static constexpr uint32_t kQBytes = kBlockM * kHeadDim * 2;     // 32768
+    static constexpr uint32_t kTileBytes = kBlockN * kHeadDim * 2;  // 32768 (K or V tile)
+    static constexpr uint32_t kQColBytes = kWgRows * 128;           // one 64-dim column block of Q (8192)
+    static constexpr uint32_t kKvColBytes = kBlockN * 128; // one 64-dim column block of K/V (16384)
+    static constexpr uint32_t kOffQ = 0;
+    static constexpr uint32_t kOffK = kOffQ + kQBytes;
+    static constexpr uint32_t kOffV = kOffK + Stages * kTileBytes;
+    static constexpr uint32_t kOffBar = kOffV + Stages * kTileBytes;
+    static constexpr uint32_t kBarBytes = 8 * (1 + 4 * Stages);
+    static constexpr uint32_t kTotal = kOffBar + kBarBytes;
+    static constexpr uint32_t kAlloc = kTotal + 1024; // slack to align the dynamic base to 1024
+    static_assert(kAlloc <= 227 * 1024, "shared memory per block on sm_90");
+};
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FA_SM90_DEVICE_OK 1
+#else
+#define FA_SM90_DEVICE_OK 0
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Consumer steps (one warpgroup, 64 rows). Thread layout of the S and O accumulators: see
+// wgmma_m64n128k16_ss. Rows r0 = 16 warp + g and r1 = r0 + 8 of the warpgroup's 64.
+// ---------------------------------------------------------------------------------------------
+
+// S = Q K^T, issued and committed (not waited for): A = Q (K-major SW128, 2 column blocks of 64
+// dims at 8192 bytes), B = the K tile (K-major SW128: N = 128 keys, K = dims; column blocks at
+// 16384). k-step kk: column block kk / 4, 32 bytes (16 dims) further per step inside it.
+template <int Stages> __device__ __forceinline__ void issue_qk(float (&sacc)[64], uint32_t qb, uint32_t kb) {
+    using L = Smem<Stages>;
+#pragma unroll
+    for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+        const uint64_t da =
+            make_smem_desc(qb + (kk >> 2) * L::kQColBytes + (kk & 3) * 32, 16, 1024, kSwizzle128B);
+        const uint64_t db =
+            make_smem_desc(kb + (kk >> 2) * L::kKvColBytes + (kk & 3) * 32, 16, 1024, kSwizzle128B);
+        wgmma_m64n128k16_ss<0>(sacc, da, db, kk > 0 ? 1 : 0);
+    }
+    wgmma_commit_group();
+}
+
+// O += P V, issued and committed: A = P from registers, B = the V tile, MN-major SW128 (the
+// GEMM's K = keys, 128-byte rows of 64 dims): LBO = 16384 (the next 64-dim column block), SBO =
+// 1024 (the next 8 keys); k-step kk = 16 keys = 2048 bytes.
+template <int Stages>
+__device__ __forceinline__ void issue_pv(float (&o)[64], uint32_t (&pa)[8][4], uint32_t vb, uint32_t lbo,
+                                         uint32_t sbo) {
+    using L = Smem<Stages>;
+#pragma unroll
+    for (int x = 0; x < 64; ++x) reg_fence(o[x]);
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) reg_fence(pa[kk][x]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+        const uint64_t dv = make_smem_desc(vb + kk * 2048, lbo, sbo, kSwizzle128B);
+        wgmma_m64n128k16_rs<1>(o, pa[kk], dv, 1);
+    }
+    wgmma_commit_group();
+}
+
+// Mask and online softmax of one S tile, in place: sacc becomes P (fp32), the running maxima
+// and the thread's row-sum parts are updated, and the factors that the O rows must be
+// multiplied by are returned in alpha0 / alpha1 (O itself is not touched: it may still be in
+// flight). Row r0 (r1) may see keys [lo0, hi0) ([lo1, hi1)); key0 = kbase + 2 (t % 4) is the
+// thread's first column. Units: x = fl(s * sl2) (sl2 = softmax scale * log2 e, one FMUL), the
+// running max m is the max of those x, and p = 2^(x - m): x <= m and rounding keeps the sign of a
+// difference, so every exponent is <= 0 exactly, p <= 1 and the max key's p is 1 at any
+// magnitude of the logits (an offset formed in one FFMA leaves the max key the product's
+// rounding residual, which overflows or underflows ex2 at logits ~1e10). A row with nothing
+// allowed yet (max -inf) uses offset 0, so that every p is 0, never NaN; alpha = 2^(m_old -
+// m_new) <= 1, 0 while the old max is -inf.
+__device__ __forceinline__ void softmax_tile(float (&sacc)[64], bool need_mask, int key0, int lo0, int hi0,
+                                             int lo1, int hi1, float sl2, float &mrow0, float &mrow1,
+                                             float &lrow0, float &lrow1, float &alpha0, float &alpha1) {
+#pragma unroll
+    for (int x = 0; x < 64; ++x) sacc[x] *= sl2;
+    if (need_mask) {
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int key = key0 + 8 * j + e;
+                if (key < lo0 || key >= hi0) sacc[4 * j + e] = -INFINITY;
+                if (key < lo1 || key >= hi1) sacc[4 * j + 2 + e] = -INFINITY;
+            }
+    }
+    // a row's 128 keys live in the 4 threads of a quad
+    float mx0 = mrow0, mx1 = mrow1;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        mx0 = fmaxf(mx0, fmaxf(sacc[4 * j], sacc[4 * j + 1]));
+        mx1 = fmaxf(mx1, fmaxf(sacc[4 * j + 2], sacc[4 * j + 3]));
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float ms0 = mx0 == -INFINITY ? 0.f : mx0;
+    const float ms1 = mx1 == -INFINITY ? 0.f : mx1;
+    alpha0 = ex2_approx(mrow0 - ms0);
+    alpha1 = ex2_approx(mrow1 - ms1);
+    mrow0 = mx0;
+    mrow1 = mx1;
+    float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        sacc[4 * j + 0] = ex2_approx(sacc[4 * j + 0] - ms0);
+        sacc[4 * j + 1] = ex2_approx(sacc[4 * j + 1] - ms0);
+        sacc[4 * j + 2] = ex2_approx(sacc[4 * j + 2] - ms1);
+        sacc[4 * j + 3] = ex2_approx(sacc[4 * j + 3] - ms1);
+        sum0 += sacc[4 * j + 0] + sacc[4 * j + 1];
+        sum1 += sacc[4 * j + 2] + sacc[4 * j + 3];
+    }
+    lrow0 = lrow0 * alpha0 + sum0;
+    lrow1 = lrow1 * alpha1 + sum1;
+}
+
+__device__ __forceinline__ void rescale_o(float (&o)[64], float alpha0, float alpha1) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        o[4 * j + 0] *= alpha0;
+        o[4 * j + 1] *= alpha0;
+        o[4 * j + 2] *= alpha1;
+        o[4 * j + 3] *= alpha1;
+    }
+}
+
+// P as the A operand of P V: k-step kk covers keys [16kk, 16kk + 16) = the n8 blocks 2kk and
+// 2kk + 1 of S, i.e. sacc[8kk .. 8kk + 7] (the same register shape as mma.sync's m16n8k16 A)
+__device__ __forceinline__ void pack_p(uint32_t (&pa)[8][4], const float (&sacc)[64]) {
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+        pa[kk][0] = pack_bf16x2(sacc[8 * kk + 0], sacc[8 * kk + 1]);
+        pa[kk][1] = pack_bf16x2(sacc[8 * kk + 2], sacc[8 * kk + 3]);
+        pa[kk][2] = pack_bf16x2(sacc[8 * kk + 4], sacc[8 * kk + 5]);
+        pa[kk][3] = pack_bf16x2(sacc[8 * kk + 6], sacc[8 * kk + 7]);
+    }
+}
+
+} // namespace fa_sm90
