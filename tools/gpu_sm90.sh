@@ -10,6 +10,7 @@
 #           and test_gpu_checks (quick sets)
 #   bench   bench_gpu --quick --only prefill,mixed with --family auto and --family mma_sync,
 #           twice each (A B A B: the spread of the repeats is the noise)
+#   blocks  bench_gpu --quick --only prefill,mixed at block sizes 8, 16, 32, 64, 128 (auto)
 #   peers   bench/run_perf.sh --skip-build --quick --only prefill,mixed --no-flex (cuDNN SDPA on
 #           the same shapes)
 #
@@ -94,6 +95,15 @@ if "A1" in runs and "B1" in runs:
         a = min(A); b = min(B)
         print("%-58s %10.1f %10.1f %10.1f %10.1f %7.3f" % (n[:58], A[0], A[1], B[0], B[1], b / a if a > 0 else float("nan")))
 EOF
+fi
+if want blocks; then
+    s=$(date +%s)
+    for bs in 8 16 32 64 128; do
+        timeout 60 "$build/bench/bench_gpu" --quick --only prefill,mixed --block $bs > "$work/blocks_$bs.txt" 2>&1 ||
+            echo "block $bs rc $?"
+        grep -E '^(prefill-paged|mixed) ' "$work/blocks_$bs.txt" | tee -a "$work/summary.txt"
+    done
+    sum "blocks: $(($(date +%s) - s)) s"
 fi
 if want peers; then
     s=$(date +%s)
