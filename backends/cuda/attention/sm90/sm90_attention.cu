@@ -1,10 +1,9 @@
 // sm90_attention.cu - the sm_90a attention kernel family of the CUDA backend: paged varlen
 // prefill for bf16, head size 128, with wgmma (HGMMA) for both GEMMs, TMA loads of Q and of every
-// K/V page (or cp.async for small pages) into a 2-stage shared-memory ring guarded by mbarriers,
-// and warp specialisation (a producer warpgroup, two consumer warpgroups in ping-pong). Compiled
-// only when gpu_arch has sm_90a (meson sets FA_CUDA_HAVE_SM90); attention.cu calls
-// fa_sm90__launch for the calls fa_sm90__accepts takes and runs everything else in the mma.sync
-// family.
+// K/V page into a 2-stage shared-memory ring guarded by mbarriers, and warp specialisation
+// (a producer warp, two consumer warpgroups in ping-pong). Compiled only when gpu_arch has
+// sm_90a (meson sets FA_CUDA_HAVE_SM90); attention.cu calls fa_sm90__launch for the calls
+// fa_sm90__accepts takes and runs everything else in the mma.sync family.
 //
 // What a call may have here: q / k / v / out bf16, head size 128, a paged cache whose block size
 // is a power of two >= 8 or a multiple of 128, bottom-right causal and windows (left, right),
@@ -12,19 +11,18 @@
 // fp8, split-KV or query-head groups (those calls stay in the mma.sync family).
 //
 // CTA = 3 warpgroups (384 threads): one (sequence, 128-token row block, query head).
-//   producer (warpgroup 0): setmaxnreg.dec 48. Thread 0 loads the Q tile (TMA, once). K/V,
-//     per 128-key tile, a tile of block-table entries ahead: blocks of >= 64 rows by TMA, warp
-//     0's lanes issuing one box per (page, 64-dim column block); smaller blocks by cp.async from
-//     all 128 threads (produce_kv_cp_async: a 2 KB box per page costs more than the copy). A
-//     block id outside [0, num_blocks) is never read (TMA: loaded from coordinate num_blocks,
-//     past the tensor map, which fills zeros; cp.async: zero-filled) and the first one is
-//     recorded in the error word; pages / rows with no key of the CTA's range load zeros too.
-//   consumers (warpgroups 1, 2): setmaxnreg.inc 224; 64 query rows each. S = Q K^T (8 wgmma SS),
+//   producer warp (warpgroup 0, warp 0): setmaxnreg.dec 40. Lane 0 loads the Q tile (TMA, once);
+//     per 128-key tile the lanes read the tile's block-table entries (a tile ahead) and issue one
+//     TMA box per (page, 64-dim column block) into the K and V stages. A block id outside
+//     [0, num_blocks) is loaded from coordinate num_blocks: past the tensor map, so TMA reads
+//     nothing and fills zeros; the first one is recorded in the error word. Pages with no key
+//     of the CTA's range (past the sequence, before a window) load zeros the same way.
+//   consumers (warpgroups 1, 2): setmaxnreg.inc 232; 64 query rows each. S = Q K^T (8 wgmma SS),
 //     mask, online softmax (sm90_tile.cuh), O += P V (8 wgmma RS), FA3's intra-warpgroup overlap
 //     (S(i) and P(i-1) V(i-1) in flight together) and ping-pong turns between the two
-//     warpgroups (named barriers 1, 2). With TMA, the last tile's V rows at or past the
-//     sequence's end (the rest of its last page: stale, may hold NaN; P = 0 there, and 0 x NaN
-//     is NaN) are zeroed before its P V (cp.async zero-fills them).
+//     warpgroups (named barriers 1, 2). The last tile's V rows at or past the sequence's end
+//     (the rest of its last page: stale, may hold NaN; P = 0 there, and 0 x NaN is NaN) are
+//     zeroed before its P V.
 //   Epilogue: O / l to bf16 straight from the accumulators; LSE; a CTA under a causal / window
 //   mask whose output holds a NaN recomputes those entries scalar over the row's allowed keys
 //   (a non-finite V of a key masked for this row but staged for another reaches the row
@@ -40,8 +38,8 @@
 
 namespace fa_sm90 {
 
-constexpr int kLibProducerRegs = 48;   // 48 * 128 + 224 * 256 = 63488 <= 65536 (no spill at 40 / 232)
-constexpr int kLibConsumerRegs = 224;
+constexpr int kLibProducerRegs = 40;   // 40 * 128 + 232 * 256 = 64512 <= 65536
+constexpr int kLibConsumerRegs = 232;
 constexpr int kLibStages = 2;
 
 // Kernel parameters besides the three tensor maps.
@@ -62,7 +60,6 @@ struct AttnParams {
     int32_t num_seqs, num_heads_q, group;
     int32_t block_size, block_shift; // block_shift = log2(block_size) or -1
     int32_t box_rows, pages_per_tile; // TMA box rows per page (min(block_size, 128)), 128 / box_rows
-    int32_t kv_cp_async; // 1: K/V rows by cp.async from the 4 producer warps (block size < 64)
     int32_t window_left, window_right; // -1 = unbounded (causal folded into right = 0)
     int32_t skip_rows; // sequences with Lq * group <= skip_rows run in the decode tile (skipped)
     float scale_log2; // softmax scale * log2(e)
@@ -147,79 +144,6 @@ __device__ __forceinline__ void zero_v_tail(uint32_t vb, int n, int tid, uint32_
     named_bar_sync(bar_id, 128);
 }
 
-// The K / V producer for small blocks (< 64 rows: a TMA box per page costs more than the
-// copy): the 128 threads of warpgroup 0 fill each 128-key stage by cp.async, 16 bytes each,
-// into the same SW128 layout TMA writes (16-byte chunk c of row r at chunk c ^ (r % 8) of the
-// row's 128 bytes, 64-dim column blocks 16384 bytes apart). Thread t owns chunk t % 16 of
-// rows t / 16 + 8 m (m = 0..15): a warp covers two whole 256-byte rows per copy. A row outside
-// the CTA's keys [kmin, kmax) or of a bad block id is zero-filled (nothing read). The stage's
-// full barrier expects 128 arrivals, one per thread, each triggered when that thread's copies
-// have landed (cp.async.mbarrier.arrive.noinc). The block ids of a tile (one per page, the
-// warp's lane p holds page p's) are read a tile ahead.
-static __device__ __forceinline__ void produce_kv_cp_async(const AttnParams &p, const int32_t *bt, int b, int hkv,
-                                                           int tb, int n_tiles, int kmin, int kmax, uint32_t sK,
-                                                           uint32_t sV, uint32_t bar_kf, uint32_t bar_vf,
-                                                           uint32_t bar_ke, uint32_t bar_ve) {
-    const int t = static_cast<int>(threadIdx.x), lane = t & 31;
-    const int c = t & 15, rg = t >> 4; // chunk, first row
-    const int shift = p.block_shift;   // block sizes 8, 16, 32: powers of two
-    const int ppt = p.pages_per_tile;
-    const uint32_t soff = static_cast<uint32_t>((c >> 3) * L::kKvColBytes + rg * 128 + (((c & 7) ^ rg) << 4));
-    const int64_t head_k = static_cast<int64_t>(hkv) * p.k_head_stride + c * 8;
-    const int64_t head_v = static_cast<int64_t>(hkv) * p.v_head_stride + c * 8;
-    bool bad = false;
-    int bad_id = 0, bad_col = 0;
-    // lane pg < ppt: the id of page pg of tile i (-1: no key of the CTA's range, or a bad id)
-    auto page_id = [&](int i) {
-        int id = -1;
-        if (lane < ppt) {
-            const int j = (tb + i) * kBlockN + (lane << shift);
-            if (j < kmax && j + (1 << shift) > kmin) {
-                const int bi = j >> shift;
-                const int32_t v = bt[bi];
-                if (static_cast<uint32_t>(v) < static_cast<uint32_t>(p.num_blocks)) {
-                    id = v;
-                } else if (!bad) {
-                    bad = true;
-                    bad_id = v;
-                    bad_col = bi;
-                }
-            }
-        }
-        return id;
-    };
-    int id = page_id(0);
-    for (int i = 0; i < n_tiles; ++i) {
-        const int s = i % kLibStages;
-        const uint32_t par = (static_cast<uint32_t>(i / kLibStages) & 1u) ^ 1u;
-        const int next = i + 1 < n_tiles ? page_id(i + 1) : -1; // a tile ahead
-        const int kbase = (tb + i) * kBlockN;
-#pragma unroll
-        for (int kv = 0; kv < 2; ++kv) {
-            mbar_wait(kv ? bar_ve + 8 * s : bar_ke + 8 * s, par);
-            const uint32_t dst = (kv ? sV : sK) + s * L::kTileBytes + soff;
-            const __nv_bfloat16 *base = kv ? p.v : p.k;
-            const int64_t bstride = kv ? p.v_block_stride : p.k_block_stride;
-            const int64_t rstride = kv ? p.v_row_stride : p.k_row_stride;
-            const int64_t hoff = kv ? head_v : head_k;
-#pragma unroll 1
-            for (int m = 0; m < 16; ++m) {
-                const int r = rg + 8 * m;
-                const int pid = __shfl_sync(0xffffffffu, id, r >> shift);
-                const int j = kbase + r;
-                const bool ok = pid >= 0 && j >= kmin && j < kmax;
-                const __nv_bfloat16 *src =
-                    ok ? base + static_cast<int64_t>(pid) * bstride + static_cast<int64_t>(r & ((1 << shift) - 1)) * rstride + hoff
-                       : base;
-                cp_async_16(dst + m * 1024, src, ok ? 16u : 0u);
-            }
-            cp_async_mbar_arrive_noinc(kv ? bar_vf + 8 * s : bar_kf + 8 * s);
-        }
-        id = next;
-    }
-    if (bad) fa_dev_err_report(p.err_word, FA_DEVERR_BLOCK_ID, b, bad_id, p.num_blocks, bad_col);
-}
-
 __global__ void __launch_bounds__(kThreads, 1)
     sm90_attention_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                           const __grid_constant__ CUtensorMap tmV, const __grid_constant__ AttnParams p) {
@@ -269,10 +193,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         prefetch_tensormap(&tmK);
         prefetch_tensormap(&tmV);
         mbar_init(bar_q, 1);
-        const uint32_t fill_arrivals = p.kv_cp_async ? 128u : 1u; // cp.async: one per producer thread
         for (int s = 0; s < kLibStages; ++s) {
-            mbar_init(bar_kf + 8 * s, fill_arrivals);
-            mbar_init(bar_vf + 8 * s, fill_arrivals);
+            mbar_init(bar_kf + 8 * s, 1);
+            mbar_init(bar_vf + 8 * s, 1);
             mbar_init(bar_ke + 8 * s, kConsumerWarps);
             mbar_init(bar_ve + 8 * s, kConsumerWarps);
         }
@@ -283,8 +206,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (wg == 0) {
         // ---------------- producer ----------------
         setmaxnreg_dec<kLibProducerRegs>();
-        if (n_tiles == 0) return;
-        if (threadIdx.x == 0) {
+        if (threadIdx.x >= 32 || n_tiles == 0) return;
+        const int lane = static_cast<int>(threadIdx.x);
+        if (lane == 0) {
             mbar_arrive_expect_tx(bar_q, L::kQBytes);
             for (int w = 0; w < 2; ++w) {
                 // a box wholly past the sequence's rows (the upper warpgroup of a short last row
@@ -294,12 +218,6 @@ __global__ void __launch_bounds__(kThreads, 1)
                     tma_load_3d(sQ + w * L::kQWgBytes + c * L::kQColBytes, &tmQ, bar_q, c * 64, h, qrow);
             }
         }
-        if (p.kv_cp_async) {
-            produce_kv_cp_async(p, bt, b, hkv, tb, n_tiles, kmin, kmax, sK, sV, bar_kf, bar_vf, bar_ke, bar_ve);
-            return;
-        }
-        if (threadIdx.x >= 32) return;
-        const int lane = static_cast<int>(threadIdx.x);
         // lane l < 2 * pages_per_tile issues page l / 2, column block l % 2 of each tile
         const int ppt = p.pages_per_tile;
         const bool active = lane < 2 * ppt;
@@ -388,11 +306,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     float mrow0 = -INFINITY, mrow1 = -INFINITY; // running max, log2 units
     float lrow0 = 0.f, lrow1 = 0.f;              // this thread's part of the row sums
     const uint32_t qb = sQ + cw * L::kQWgBytes;
-    const bool cp_fill = p.kv_cp_async != 0;
     auto wait_full = [&](uint32_t bar, uint32_t phase) {
         mbar_wait(bar, phase);
-        // cp.async writes are generic-proxy writes; wgmma reads through the async proxy
-        if (cp_fill) fence_proxy_async_smem();
         __syncwarp();
     };
     auto release = [&](uint32_t bar) {
@@ -452,7 +367,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         {
             const int i = n_tiles - 1, s = i % kLibStages;
             wait_full(bar_vf + 8 * s, static_cast<uint32_t>(i / kLibStages) & 1u);
-            if (!p.kv_cp_async && tail_valid < kBlockN) zero_v_tail(sV + s * L::kTileBytes, tail_valid, tid, 3 + cw);
+            if (tail_valid < kBlockN) zero_v_tail(sV + s * L::kTileBytes, tail_valid, tid, 3 + cw);
             turn_begin();
             issue_pv<kLibStages>(o, pa, sV + s * L::kTileBytes, L::kKvColBytes, 1024);
             turn_end(true);
@@ -638,7 +553,6 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     p.block_shift = ilog2_exact(a->block_size);
     p.box_rows = box_rows;
     p.pages_per_tile = kBlockN / box_rows;
-    p.kv_cp_async = a->block_size < 64 ? 1 : 0; // powers of two 8..32 (fa_sm90__accepts)
     p.window_left = a->window_left < 0 ? -1 : a->window_left;
     p.window_right = a->causal ? 0 : (a->window_right < 0 ? -1 : a->window_right);
     p.skip_rows = skip_rows;

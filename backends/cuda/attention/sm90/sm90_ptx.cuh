@@ -58,20 +58,6 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
     asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 
-// PTX ISA 9.7.9.25.3.1 cp.async (#data-movement-and-conversion-instructions-cp-async): 16 bytes
-// global -> shared, L2 only (.cg); src_bytes < 16 zero-fills the rest (0: nothing is read).
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, uint32_t src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-
-// PTX ISA 9.7.9.25.3.4 cp.async.mbarrier.arrive (#data-movement-and-conversion-instructions-cp-async-mbarrier-arrive):
-// an arrive-on of the mbarrier triggered when every cp.async this thread issued before it has
-// completed; .noinc: the arrival counts against the barrier's expected count (which therefore
-// includes one per issuing thread).
-__device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint32_t bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
-}
-
 // PTX ISA 9.7.13.15.16 mbarrier.try_wait.parity: true once the phase of parity `parity` has
 // completed (acquire at CTA scope). A fresh barrier is in phase 0, so waiting on parity 1
 // returns at once: the "previous phase" counts as complete.
