@@ -25,6 +25,8 @@ BACKEND_API_VERSION = 2       # FA_BACKEND_API_VERSION
 HEAD_SIZE_MIN = 8
 HEAD_SIZE_MAX = 256
 HEAD_SIZE_MULTIPLE = 8
+KERNEL_FAMILY_MMA_SYNC = 0    # FA_KERNEL_FAMILY_MMA_SYNC
+KERNEL_FAMILY_WGMMA = 1       # FA_KERNEL_FAMILY_WGMMA
 
 
 # --- enums (fa_status, fa_dtype, ...) ---------------------------------------------------------
@@ -217,6 +219,7 @@ class fa_kernel_dim(ctypes.Structure):
         ("decode_tile_n", c_int32),
         ("decode_ctas_per_sm", c_int32),
         ("decode_step_us", c_double),
+        ("prefill_family", c_int32),   # FA_KERNEL_FAMILY_*
     ]
 
 
@@ -619,5 +622,6 @@ ENUM_VALUES = (
     + [("FA_OP_" + m.name, int(m)) for m in Op]
     + [("FA_MAX_RANK", MAX_RANK), ("FA_MAX_KERNEL_DIMS", MAX_KERNEL_DIMS),
        ("FA_BACKEND_API_VERSION", BACKEND_API_VERSION), ("FA_HEAD_SIZE_MIN", HEAD_SIZE_MIN),
-       ("FA_HEAD_SIZE_MAX", HEAD_SIZE_MAX), ("FA_HEAD_SIZE_MULTIPLE", HEAD_SIZE_MULTIPLE)]
+       ("FA_HEAD_SIZE_MAX", HEAD_SIZE_MAX), ("FA_HEAD_SIZE_MULTIPLE", HEAD_SIZE_MULTIPLE),
+       ("FA_KERNEL_FAMILY_MMA_SYNC", KERNEL_FAMILY_MMA_SYNC), ("FA_KERNEL_FAMILY_WGMMA", KERNEL_FAMILY_WGMMA)]
 )

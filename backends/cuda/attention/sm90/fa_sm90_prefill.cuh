@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
             release(bar_ke + 8 * s);
             float a0, a1;
-            softmax_tile(sacc, tile_needs_mask(kbase), kbase + 2 * t4, 0, lim0, 0, lim1, sl2, mrow0, mrow1, lrow0,
+            softmax_tile(sacc, tile_needs_mask(kbase), kbase + 2 * t4, 0, lim0, 0, lim1, sl2, 0.f, mrow0, mrow1, lrow0,
                          lrow1, a0, a1);
             rescale_o(o, a0, a1);
             pack_p(pa, sacc);
@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
             release(bar_ke);
             float a0, a1;
-            softmax_tile(sacc, tile_needs_mask(0), 2 * t4, 0, lim0, 0, lim1, sl2, mrow0, mrow1, lrow0, lrow1, a0,
+            softmax_tile(sacc, tile_needs_mask(0), 2 * t4, 0, lim0, 0, lim1, sl2, 0.f, mrow0, mrow1, lrow0, lrow1, a0,
                          a1);
             pack_p(pa, sacc); // O is still 0: nothing to rescale
         }
@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
             release(bar_ke + 8 * s);
             float a0, a1;
-            softmax_tile(sacc, tile_needs_mask(kbase), kbase + 2 * t4, 0, lim0, 0, lim1, sl2, mrow0, mrow1, lrow0,
+            softmax_tile(sacc, tile_needs_mask(kbase), kbase + 2 * t4, 0, lim0, 0, lim1, sl2, 0.f, mrow0, mrow1, lrow0,
                          lrow1, a0, a1);
             wgmma_wait_group<0>(); // P(i-1) V(i-1) done: O and pa may be touched again
 #pragma unroll

@@ -1,14 +1,14 @@
 // sm90_attention.cu - the sm_90a attention kernel family of the CUDA backend: paged varlen
-// prefill for bf16, head size 128, with wgmma (HGMMA) for both GEMMs, TMA loads of Q and of every
+// prefill for bf16 and f16, head size 128, with wgmma (HGMMA) for both GEMMs, TMA loads of Q and of every
 // K/V page into a 2-stage shared-memory ring guarded by mbarriers, and warp specialisation
 // (a producer warp, two consumer warpgroups in ping-pong). Compiled only when gpu_arch has
 // sm_90a (meson sets FA_CUDA_HAVE_SM90); attention.cu calls fa_sm90__launch for the calls
 // fa_sm90__accepts takes and runs everything else in the mma.sync family.
 //
-// What a call may have here: q / k / v / out bf16, head size 128, a paged cache whose block size
-// is a power of two >= 8 or a multiple of 128, bottom-right causal and windows (left, right),
-// LSE out, a split plan whose entries are 0 (skip the sequence) or 1; no softcap, ALiBi, sinks,
-// fp8, split-KV or query-head groups (those calls stay in the mma.sync family).
+// What a call may have here: q / k / v / out all bf16 or all f16, head size 128, a paged cache
+// whose block size is a power of two >= 8 or a multiple of 128, bottom-right causal and windows
+// (left, right), softcap, LSE out, a split plan whose entries are 0 (skip the sequence) or 1; no
+// ALiBi, sinks, fp8, split-KV or query-head groups (those calls stay in the mma.sync family).
 //
 // CTA = 3 warpgroups (384 threads): one (sequence, 128-token row block, query head).
 //   producer warp (warpgroup 0, warp 0): setmaxnreg.dec 40. Lane 0 loads the Q tile (TMA, once);
@@ -44,7 +44,7 @@ constexpr int kLibStages = 2;
 
 // Kernel parameters besides the three tensor maps.
 struct AttnParams {
-    __nv_bfloat16 *out;
+    void *out; // T
     int64_t out_token_stride, out_head_stride;
     float *lse; // NULL-able [Hq, T], lse_head_stride
     int64_t lse_head_stride;
@@ -52,7 +52,7 @@ struct AttnParams {
     int64_t block_table_stride;
     FaDevErr *err_word;
     // for the NaN fix-up (scalar reads)
-    const __nv_bfloat16 *q, *k, *v;
+    const void *q, *k, *v; // T
     int64_t q_token_stride, q_head_stride;
     int64_t k_block_stride, k_row_stride, k_head_stride;
     int64_t v_block_stride, v_row_stride, v_head_stride;
@@ -62,7 +62,8 @@ struct AttnParams {
     int32_t box_rows, pages_per_tile; // TMA box rows per page (min(block_size, 128)), 128 / box_rows
     int32_t window_left, window_right; // -1 = unbounded (causal folded into right = 0)
     int32_t skip_rows; // sequences with Lq * group <= skip_rows run in the decode tile (skipped)
-    float scale_log2; // softmax scale * log2(e)
+    float scale_log2; // softmax scale * log2(e); with a softcap: softcap * log2(e)
+    float sc_cap;     // softmax scale / softcap (softcap only)
 };
 
 using L = Smem<kLibStages>;
@@ -112,17 +113,27 @@ __device__ __forceinline__ bool key_offsets(const AttnParams &p, const int32_t *
 // the row's allowed keys [lo, hi) with the row's final offset m (log2 units) and sum l, in the
 // kernel's units: p_j = 2^(fl(s_j sl2) - m) / l. Keys whose block id is bad are skipped (their
 // staged rows were zeros). Out of line: the main loop keeps its registers.
+template <typename T> __device__ __forceinline__ float to_f32(T x) {
+    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+        return __bfloat162float(x);
+    } else {
+        return __half2float(x);
+    }
+}
+
+template <typename T, bool Softcap>
 static __device__ __noinline__ float fix_nan_entry(const AttnParams &p, int q_tok, int h, int hkv,
                                                    const int32_t *bt, int lo, int hi, int d, float m, float l) {
-    const __nv_bfloat16 *qr = p.q + q_tok * p.q_token_stride + h * p.q_head_stride;
+    const T *qr = static_cast<const T *>(p.q) + q_tok * p.q_token_stride + h * p.q_head_stride;
+    const T *kb = static_cast<const T *>(p.k), *vb = static_cast<const T *>(p.v);
     float acc = 0.f;
     for (int j = lo; j < hi; ++j) {
         int64_t ok, ov;
         if (!key_offsets(p, bt, j, hkv, ok, ov)) continue;
         float s = 0.f;
-        for (int x = 0; x < kHeadDim; ++x) s += __bfloat162float(qr[x]) * __bfloat162float(p.k[ok + x]);
-        const float w = ex2_approx(s * p.scale_log2 - m);
-        acc += w * __bfloat162float(p.v[ov + d]);
+        for (int x = 0; x < kHeadDim; ++x) s += to_f32(qr[x]) * to_f32(kb[ok + x]);
+        const float xl = Softcap ? __fmul_rn(p.scale_log2, tanh_approx(__fmul_rn(s, p.sc_cap))) : s * p.scale_log2;
+        acc += ex2_approx(xl - m) * to_f32(vb[ov + d]);
     }
     return l > 0.f ? acc / l : 0.f;
 }
@@ -144,6 +155,7 @@ __device__ __forceinline__ void zero_v_tail(uint32_t vb, int n, int tid, uint32_
     named_bar_sync(bar_id, 128);
 }
 
+template <typename T, bool Softcap>
 __global__ void __launch_bounds__(kThreads, 1)
     sm90_attention_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                           const __grid_constant__ CUtensorMap tmV, const __grid_constant__ AttnParams p) {
@@ -327,7 +339,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         {   // prologue: S(0), softmax(0), P(0)
             wait_full(bar_kf, 0);
             turn_begin();
-            issue_qk<kLibStages>(sacc, qb, sK);
+            issue_qk<kLibStages, T>(sacc, qb, sK);
             turn_end(false);
             wgmma_wait_group<0>();
 #pragma unroll
@@ -335,9 +347,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             release(bar_ke);
             float a0, a1;
             const int kbase = tb * kBlockN;
-            softmax_tile(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0, lo1, hi1, sl2, mrow0, mrow1, lrow0,
-                         lrow1, a0, a1);
-            pack_p(pa, sacc); // O is still 0: nothing to rescale
+            softmax_tile<Softcap>(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0, lo1, hi1, sl2, p.sc_cap,
+                                  mrow0, mrow1, lrow0, lrow1, a0, a1);
+            pack_p<T>(pa, sacc); // O is still 0: nothing to rescale
         }
         for (int i = 1; i < n_tiles; ++i) {
             const int s = i % kLibStages, sp = (i - 1) % kLibStages;
@@ -347,29 +359,29 @@ __global__ void __launch_bounds__(kThreads, 1)
             wait_full(bar_kf + 8 * s, phase);
             wait_full(bar_vf + 8 * sp, phase_p);
             turn_begin();
-            issue_qk<kLibStages>(sacc, qb, sK + s * L::kTileBytes);                        // S(i)
-            issue_pv<kLibStages>(o, pa, sV + sp * L::kTileBytes, L::kKvColBytes, 1024);  // P(i-1) V(i-1)
+            issue_qk<kLibStages, T>(sacc, qb, sK + s * L::kTileBytes);                        // S(i)
+            issue_pv<kLibStages, T>(o, pa, sV + sp * L::kTileBytes, L::kKvColBytes, 1024);  // P(i-1) V(i-1)
             turn_end(false);
             wgmma_wait_group<1>(); // S(i) done (groups retire in order)
 #pragma unroll
             for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
             release(bar_ke + 8 * s);
             float a0, a1;
-            softmax_tile(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0, lo1, hi1, sl2, mrow0, mrow1, lrow0,
-                         lrow1, a0, a1);
+            softmax_tile<Softcap>(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0, lo1, hi1, sl2, p.sc_cap,
+                                  mrow0, mrow1, lrow0, lrow1, a0, a1);
             wgmma_wait_group<0>(); // P(i-1) V(i-1) done: O and pa may be touched again
 #pragma unroll
             for (int x = 0; x < 64; ++x) reg_fence(o[x]);
             release(bar_ve + 8 * sp);
             rescale_o(o, a0, a1);
-            pack_p(pa, sacc);
+            pack_p<T>(pa, sacc);
         }
         {
             const int i = n_tiles - 1, s = i % kLibStages;
             wait_full(bar_vf + 8 * s, static_cast<uint32_t>(i / kLibStages) & 1u);
             if (tail_valid < kBlockN) zero_v_tail(sV + s * L::kTileBytes, tail_valid, tid, 3 + cw);
             turn_begin();
-            issue_pv<kLibStages>(o, pa, sV + s * L::kTileBytes, L::kKvColBytes, 1024);
+            issue_pv<kLibStages, T>(o, pa, sV + s * L::kTileBytes, L::kKvColBytes, 1024);
             turn_end(true);
             wgmma_wait_group<0>();
 #pragma unroll
@@ -406,13 +418,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const float m = half ? mrow1 : mrow0, l = half ? lrow1 : lrow0;
                 for (int x = 0; x < 32; ++x)
                     if (is_nan(v[x]))
-                        v[x] = fix_nan_entry(p, q0 + r, h, hkv, bt, lo, hi, 8 * (x >> 1) + 2 * t4 + (x & 1), m, l);
+                        v[x] = fix_nan_entry<T, Softcap>(p, q0 + r, h, hkv, bt, lo, hi, 8 * (x >> 1) + 2 * t4 + (x & 1),
+                                                         m, l);
             }
         }
-        __nv_bfloat16 *dst = p.out + static_cast<int64_t>(q0 + r) * p.out_token_stride +
-                             static_cast<int64_t>(h) * p.out_head_stride + 2 * t4;
+        T *dst = static_cast<T *>(p.out) + static_cast<int64_t>(q0 + r) * p.out_token_stride +
+                 static_cast<int64_t>(h) * p.out_head_stride + 2 * t4;
 #pragma unroll
-        for (int j = 0; j < 16; ++j) *reinterpret_cast<uint32_t *>(dst + 8 * j) = pack_bf16x2(v[2 * j], v[2 * j + 1]);
+        for (int j = 0; j < 16; ++j) *reinterpret_cast<uint32_t *>(dst + 8 * j) = pack2<T>(v[2 * j], v[2 * j + 1]);
         if (p.lse != nullptr && t4 == 0) {
             const float l = half ? lrow1 : lrow0, m = half ? mrow1 : mrow0;
             p.lse[static_cast<int64_t>(h) * p.lse_head_stride + q0 + r] =
@@ -453,10 +466,11 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
     const char *w = nullptr;
     const bool paged = a->cu_seqlens_k == nullptr;
     const int64_t bs = a->block_size;
-    if (a->q_dtype != FA_DTYPE_BF16 || a->kv_dtype != FA_DTYPE_BF16) w = "q / kv dtype not bf16";
+    if ((a->q_dtype != FA_DTYPE_BF16 && a->q_dtype != FA_DTYPE_F16) || a->kv_dtype != a->q_dtype)
+        w = "q / kv dtype (bf16 or f16, the same)";
     else if (a->head_size != 128) w = "head_size not 128";
     else if (!paged) w = "dense K/V";
-    else if (a->softcap > 0.f || a->alibi_slopes != nullptr || a->sinks != nullptr) w = "softcap / ALiBi / sinks";
+    else if (a->alibi_slopes != nullptr || a->sinks != nullptr) w = "ALiBi / sinks";
     else if (a->num_splits > 1) w = "split-KV";
     else if (a->q_head_group != 0 && a->q_head_group != a->num_heads_q) w = "query-head groups";
     else if (!(a->softmax_scale > 0.f)) w = "softmax_scale <= 0";
@@ -476,10 +490,10 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
 
 namespace {
 
-int encode(EncodeTiledFn fn, CUtensorMap *tm, const void *base, int rank, const cuuint64_t *dims,
-           const cuuint64_t *strides, const cuuint32_t *box) {
+int encode(EncodeTiledFn fn, CUtensorMap *tm, CUtensorMapDataType dt, const void *base, int rank,
+           const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box) {
     const cuuint32_t estr[4] = {1, 1, 1, 1};
-    return fn(tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, static_cast<cuuint32_t>(rank), const_cast<void *>(base), dims,
+    return fn(tm, dt, static_cast<cuuint32_t>(rank), const_cast<void *>(base), dims,
               strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS
                ? 0
@@ -498,12 +512,15 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     if (fn == nullptr) return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: cuTensorMapEncodeTiled unavailable");
     CUtensorMap tq, tk, tv;
     const int D = kHeadDim;
+    const bool f16 = a->q_dtype == FA_DTYPE_F16;
+    const bool softcap = a->softcap > 0.f;
+    const CUtensorMapDataType dt = f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     const int box_rows = a->block_size < 128 ? a->block_size : 128;
     {
         const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)a->num_heads_q, (cuuint64_t)a->num_tokens};
         const cuuint64_t str[2] = {(cuuint64_t)a->q_head_stride * 2, (cuuint64_t)a->q_token_stride * 2};
         const cuuint32_t box[3] = {64, 1, (cuuint32_t)kWgRows};
-        if (encode(fn, &tq, a->q, 3, dims, str, box))
+        if (encode(fn, &tq, dt, a->q, 3, dims, str, box))
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of q failed to encode");
     }
     const cuuint64_t kdims[4] = {(cuuint64_t)D, (cuuint64_t)a->block_size, (cuuint64_t)a->num_heads_kv,
@@ -512,18 +529,18 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     {
         const cuuint64_t str[3] = {(cuuint64_t)a->k_row_stride * 2, (cuuint64_t)a->k_head_stride * 2,
                                    (cuuint64_t)a->k_block_stride * 2};
-        if (encode(fn, &tk, a->k, 4, kdims, str, kvbox))
+        if (encode(fn, &tk, dt, a->k, 4, kdims, str, kvbox))
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of k failed to encode");
     }
     {
         const cuuint64_t str[3] = {(cuuint64_t)a->v_row_stride * 2, (cuuint64_t)a->v_head_stride * 2,
                                    (cuuint64_t)a->v_block_stride * 2};
-        if (encode(fn, &tv, a->v, 4, kdims, str, kvbox))
+        if (encode(fn, &tv, dt, a->v, 4, kdims, str, kvbox))
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of v failed to encode");
     }
     AttnParams p;
     memset(&p, 0, sizeof(p));
-    p.out = static_cast<__nv_bfloat16 *>(a->out);
+    p.out = a->out;
     p.out_token_stride = a->out_token_stride;
     p.out_head_stride = a->out_head_stride;
     p.lse = a->lse;
@@ -534,9 +551,9 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     p.split_plan = a->split_plan;
     p.block_table_stride = a->block_table_stride;
     p.err_word = err_word;
-    p.q = static_cast<const __nv_bfloat16 *>(a->q);
-    p.k = static_cast<const __nv_bfloat16 *>(a->k);
-    p.v = static_cast<const __nv_bfloat16 *>(a->v);
+    p.q = a->q;
+    p.k = a->k;
+    p.v = a->v;
     p.q_token_stride = a->q_token_stride;
     p.q_head_stride = a->q_head_stride;
     p.k_block_stride = a->k_block_stride;
@@ -556,14 +573,18 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     p.window_left = a->window_left < 0 ? -1 : a->window_left;
     p.window_right = a->causal ? 0 : (a->window_right < 0 ? -1 : a->window_right);
     p.skip_rows = skip_rows;
-    p.scale_log2 = a->softmax_scale * 1.44269504088896340736f;
+    const float log2e = 1.44269504088896340736f;
+    p.scale_log2 = softcap ? a->softcap * log2e : a->softmax_scale * log2e;
+    p.sc_cap = softcap ? a->softmax_scale / a->softcap : 0.f;
     const int64_t tiles = static_cast<int64_t>(a->num_tokens) / kBlockM + a->num_seqs + 1;
     if (tiles > 0x7fffffffLL) return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "sm90 family: %lld row blocks", (long long)tiles);
     const int smem = static_cast<int>(L::kAlloc);
-    cudaError_t ce = cudaFuncSetAttribute(sm90_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    auto kern = f16 ? (softcap ? sm90_attention_kernel<__half, true> : sm90_attention_kernel<__half, false>)
+                    : (softcap ? sm90_attention_kernel<__nv_bfloat16, true> : sm90_attention_kernel<__nv_bfloat16, false>);
+    cudaError_t ce = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (ce == cudaSuccess) {
-        sm90_attention_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(a->num_heads_q)), kThreads,
-                                smem, stream>>>(tq, tk, tv, p);
+        kern<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(a->num_heads_q)), kThreads, smem, stream>>>(
+            tq, tk, tv, p);
         ce = cudaGetLastError();
     }
     if (ce != cudaSuccess) return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 kernel launch: %s", cudaGetErrorString(ce));

@@ -48,7 +48,8 @@ template <int Stages> struct Smem {
 // S = Q K^T, issued and committed (not waited for): A = Q (K-major SW128, 2 column blocks of 64
 // dims at 8192 bytes), B = the K tile (K-major SW128: N = 128 keys, K = dims; column blocks at
 // 16384). k-step kk: column block kk / 4, 32 bytes (16 dims) further per step inside it.
-template <int Stages> __device__ __forceinline__ void issue_qk(float (&sacc)[64], uint32_t qb, uint32_t kb) {
+template <int Stages, typename T = __nv_bfloat16>
+__device__ __forceinline__ void issue_qk(float (&sacc)[64], uint32_t qb, uint32_t kb) {
     using L = Smem<Stages>;
 #pragma unroll
     for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
@@ -59,7 +60,7 @@ template <int Stages> __device__ __forceinline__ void issue_qk(float (&sacc)[64]
             make_smem_desc(qb + (kk >> 2) * L::kQColBytes + (kk & 3) * 32, 16, 1024, kSwizzle128B);
         const uint64_t db =
             make_smem_desc(kb + (kk >> 2) * L::kKvColBytes + (kk & 3) * 32, 16, 1024, kSwizzle128B);
-        wgmma_m64n128k16_ss<0>(sacc, da, db, kk > 0 ? 1 : 0);
+        wgmma_m64n128k16_ss<0, T>(sacc, da, db, kk > 0 ? 1 : 0);
     }
     wgmma_commit_group();
 }
@@ -67,7 +68,7 @@ template <int Stages> __device__ __forceinline__ void issue_qk(float (&sacc)[64]
 // O += P V, issued and committed: A = P from registers, B = the V tile, MN-major SW128 (the
 // GEMM's K = keys, 128-byte rows of 64 dims): LBO = 16384 (the next 64-dim column block), SBO =
 // 1024 (the next 8 keys); k-step kk = 16 keys = 2048 bytes.
-template <int Stages>
+template <int Stages, typename T = __nv_bfloat16>
 __device__ __forceinline__ void issue_pv(float (&o)[64], uint32_t (&pa)[8][4], uint32_t vb, uint32_t lbo,
                                          uint32_t sbo) {
     using L = Smem<Stages>;
@@ -81,7 +82,7 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], uint32_t (&pa)[8][4], u
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk) {
         const uint64_t dv = make_smem_desc(vb + kk * 2048, lbo, sbo, kSwizzle128B);
-        wgmma_m64n128k16_rs<1>(o, pa[kk], dv, 1);
+        wgmma_m64n128k16_rs<1, T>(o, pa[kk], dv, 1);
     }
     wgmma_commit_group();
 }
@@ -97,11 +98,21 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], uint32_t (&pa)[8][4], u
 // rounding residual, which overflows or underflows ex2 at logits ~1e10). A row with nothing
 // allowed yet (max -inf) uses offset 0, so that every p is 0, never NaN; alpha = 2^(m_old -
 // m_new) <= 1, 0 while the old max is -inf.
+// Softcap: x = fl(sl2 * tanh(fl(s * sc_cap))) with sl2 = softcap * log2 e and sc_cap = scale /
+// softcap (the mma.sync family's order of operations).
+template <bool Softcap = false>
 __device__ __forceinline__ void softmax_tile(float (&sacc)[64], bool need_mask, int key0, int lo0, int hi0,
-                                             int lo1, int hi1, float sl2, float &mrow0, float &mrow1,
-                                             float &lrow0, float &lrow1, float &alpha0, float &alpha1) {
+                                             int lo1, int hi1, float sl2, float sc_cap, float &mrow0,
+                                             float &mrow1, float &lrow0, float &lrow1, float &alpha0,
+                                             float &alpha1) {
 #pragma unroll
-    for (int x = 0; x < 64; ++x) sacc[x] *= sl2;
+    for (int x = 0; x < 64; ++x) {
+        if constexpr (Softcap) {
+            sacc[x] = __fmul_rn(sl2, tanh_approx(__fmul_rn(sacc[x], sc_cap)));
+        } else {
+            sacc[x] *= sl2;
+        }
+    }
     if (need_mask) {
 #pragma unroll
         for (int j = 0; j < 16; ++j)
@@ -155,13 +166,14 @@ __device__ __forceinline__ void rescale_o(float (&o)[64], float alpha0, float al
 
 // P as the A operand of P V: k-step kk covers keys [16kk, 16kk + 16) = the n8 blocks 2kk and
 // 2kk + 1 of S, i.e. sacc[8kk .. 8kk + 7] (the same register shape as mma.sync's m16n8k16 A)
+template <typename T = __nv_bfloat16>
 __device__ __forceinline__ void pack_p(uint32_t (&pa)[8][4], const float (&sacc)[64]) {
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk) {
-        pa[kk][0] = pack_bf16x2(sacc[8 * kk + 0], sacc[8 * kk + 1]);
-        pa[kk][1] = pack_bf16x2(sacc[8 * kk + 2], sacc[8 * kk + 3]);
-        pa[kk][2] = pack_bf16x2(sacc[8 * kk + 4], sacc[8 * kk + 5]);
-        pa[kk][3] = pack_bf16x2(sacc[8 * kk + 6], sacc[8 * kk + 7]);
+        pa[kk][0] = pack2<T>(sacc[8 * kk + 0], sacc[8 * kk + 1]);
+        pa[kk][1] = pack2<T>(sacc[8 * kk + 2], sacc[8 * kk + 3]);
+        pa[kk][2] = pack2<T>(sacc[8 * kk + 4], sacc[8 * kk + 5]);
+        pa[kk][3] = pack2<T>(sacc[8 * kk + 6], sacc[8 * kk + 7]);
     }
 }
 
