@@ -60,6 +60,7 @@ struct AttnParams {
     int32_t num_seqs, num_heads_q, group;
     int32_t block_size, block_shift; // block_shift = log2(block_size) or -1
     int32_t box_rows, pages_per_tile; // TMA box rows per page (min(block_size, 128)), 128 / box_rows
+    int32_t box_log2;                 // log2(box_rows)
     int32_t window_left, window_right; // -1 = unbounded (causal folded into right = 0)
     int32_t skip_rows; // sequences with Lq * group <= skip_rows run in the decode tile (skipped)
     float scale_log2; // softmax scale * log2(e); with a softcap: softcap * log2(e)
@@ -140,15 +141,16 @@ static __device__ __noinline__ float fix_nan_entry(const AttnParams &p, int q_to
 
 __device__ __forceinline__ bool is_nan(float x) { return x != x; }
 
-// Zero V rows [n, 128) of a stage (both 64-dim column blocks; a swizzle moves 16-byte chunks
-// within a row only, so row r is bytes [128 r, 128 r + 128) of each block), by the 128 threads
-// of one consumer warpgroup, then make the writes visible to wgmma (async proxy) and wait for
-// the warpgroup (named barrier bar_id).
-__device__ __forceinline__ void zero_v_tail(uint32_t vb, int n, int tid, uint32_t bar_id) {
-    const int chunks = (kBlockN - n) * 8; // 16-byte chunks per column block
-    for (int c = tid; c < 2 * chunks; c += 128) {
-        const int blk = c / chunks, r = c - blk * chunks;
-        const uint32_t a = vb + blk * L::kKvColBytes + n * 128 + r * 16;
+// Zero V rows [n, 128) of a stage laid out in pages of R = 2^rlog keys ([page][64-dim column
+// block][R][64]; a swizzle moves 16-byte chunks within a 128-byte row only, so key r's half c
+// is the 128 bytes at page (r / R), block c, row r % R), by the 128 threads of one consumer
+// warpgroup, then make the writes visible to wgmma (async proxy) and wait for the warpgroup
+// (named barrier bar_id).
+__device__ __forceinline__ void zero_v_tail(uint32_t vb, int n, int rlog, int tid, uint32_t bar_id) {
+    const int R = 1 << rlog;
+    for (int x = tid; x < (kBlockN - n) * 16; x += 128) {
+        const int r = n + (x >> 4), c = (x >> 3) & 1, chunk = x & 7;
+        const uint32_t a = vb + static_cast<uint32_t>(((r >> rlog) * 2 + c) * R * 128 + (r & (R - 1)) * 128 + chunk * 16);
         asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(a), "r"(0u) : "memory");
     }
     fence_proxy_async_smem();
@@ -263,7 +265,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             const uint32_t par = (static_cast<uint32_t>(i / kLibStages) & 1u) ^ 1u;
             int nblk = 0, nrow = 0;
             if (active && i + 1 < n_tiles) coords(i + 1, nblk, nrow); // a tile ahead
-            const uint32_t off = page * p.box_rows * 128 + col * L::kKvColBytes;
+            const uint32_t off = page * p.box_rows * 128 + col * L::kKvColBytes; // K: [column block][128][64]
             if (lane == 0) {
                 mbar_wait(bar_ke + 8 * s, par);
                 mbar_arrive_expect_tx(bar_kf + 8 * s, L::kTileBytes);
@@ -275,7 +277,13 @@ __global__ void __launch_bounds__(kThreads, 1)
                 mbar_arrive_expect_tx(bar_vf + 8 * s, L::kTileBytes);
             }
             __syncwarp();
-            if (active) tma_load_4d(sV + s * L::kTileBytes + off, &tmV, bar_vf + 8 * s, col * 64, row, hkv, blk);
+            // V: [page][column block][box_rows][64], both column blocks in one 5-D box a page:
+            // lane l < ppt takes page l's coordinates from lane 2 l (its K box of column block 0)
+            const int vblk = __shfl_sync(0xffffffffu, blk, (2 * lane) & 31);
+            const int vrow = __shfl_sync(0xffffffffu, row, (2 * lane) & 31);
+            if (lane < ppt)
+                tma_load_5d(sV + s * L::kTileBytes + lane * p.box_rows * 256, &tmV, bar_vf + 8 * s, 0, vrow, 0, hkv,
+                            vblk);
             blk = nblk;
             row = nrow;
         }
@@ -318,6 +326,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     float mrow0 = -INFINITY, mrow1 = -INFINITY; // running max, log2 units
     float lrow0 = 0.f, lrow1 = 0.f;              // this thread's part of the row sums
     const uint32_t qb = sQ + cw * L::kQWgBytes;
+    // V's pages of box_rows keys: LBO = the next 64-dim column block, SBO = the next 8 keys
+    // (with 8-key pages the next page)
+    const uint32_t v_lbo = static_cast<uint32_t>(p.box_rows) * 128u;
+    const uint32_t v_sbo = p.box_rows == 8 ? 2048u : 1024u;
     auto wait_full = [&](uint32_t bar, uint32_t phase) {
         mbar_wait(bar, phase);
         __syncwarp();
@@ -360,7 +372,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             wait_full(bar_vf + 8 * sp, phase_p);
             turn_begin();
             issue_qk<kLibStages, T>(sacc, qb, sK + s * L::kTileBytes);                        // S(i)
-            issue_pv<kLibStages, T>(o, pa, sV + sp * L::kTileBytes, L::kKvColBytes, 1024);  // P(i-1) V(i-1)
+            issue_pv<kLibStages, T>(o, pa, sV + sp * L::kTileBytes, v_lbo, v_sbo, p.box_log2); // P(i-1) V(i-1)
             turn_end(false);
             wgmma_wait_group<1>(); // S(i) done (groups retire in order)
 #pragma unroll
@@ -379,9 +391,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         {
             const int i = n_tiles - 1, s = i % kLibStages;
             wait_full(bar_vf + 8 * s, static_cast<uint32_t>(i / kLibStages) & 1u);
-            if (tail_valid < kBlockN) zero_v_tail(sV + s * L::kTileBytes, tail_valid, tid, 3 + cw);
+            if (tail_valid < kBlockN) zero_v_tail(sV + s * L::kTileBytes, tail_valid, p.box_log2, tid, 3 + cw);
             turn_begin();
-            issue_pv<kLibStages, T>(o, pa, sV + s * L::kTileBytes, L::kKvColBytes, 1024);
+            issue_pv<kLibStages, T>(o, pa, sV + s * L::kTileBytes, v_lbo, v_sbo, p.box_log2);
             turn_end(true);
             wgmma_wait_group<0>();
 #pragma unroll
@@ -492,7 +504,7 @@ namespace {
 
 int encode(EncodeTiledFn fn, CUtensorMap *tm, CUtensorMapDataType dt, const void *base, int rank,
            const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box) {
-    const cuuint32_t estr[4] = {1, 1, 1, 1};
+    const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
     return fn(tm, dt, static_cast<cuuint32_t>(rank), const_cast<void *>(base), dims,
               strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS
@@ -533,9 +545,13 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of k failed to encode");
     }
     {
-        const cuuint64_t str[3] = {(cuuint64_t)a->v_row_stride * 2, (cuuint64_t)a->v_head_stride * 2,
+        // V as [blocks][heads][2 column blocks][rows][64]: one box holds a page's both halves
+        const cuuint64_t dims[5] = {64, (cuuint64_t)a->block_size, 2, (cuuint64_t)a->num_heads_kv,
+                                    (cuuint64_t)a->num_blocks};
+        const cuuint64_t str[4] = {(cuuint64_t)a->v_row_stride * 2, 128, (cuuint64_t)a->v_head_stride * 2,
                                    (cuuint64_t)a->v_block_stride * 2};
-        if (encode(fn, &tv, dt, a->v, 4, kdims, str, kvbox))
+        const cuuint32_t box[5] = {64, (cuuint32_t)box_rows, 2, 1, 1};
+        if (encode(fn, &tv, dt, a->v, 5, dims, str, box))
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of v failed to encode");
     }
     AttnParams p;
@@ -570,6 +586,7 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     p.block_shift = ilog2_exact(a->block_size);
     p.box_rows = box_rows;
     p.pages_per_tile = kBlockN / box_rows;
+    p.box_log2 = ilog2_exact(box_rows); // box_rows: a power of two in [8, 128] (fa_sm90__accepts)
     p.window_left = a->window_left < 0 ? -1 : a->window_left;
     p.window_right = a->causal ? 0 : (a->window_right < 0 ? -1 : a->window_right);
     p.skip_rows = skip_rows;

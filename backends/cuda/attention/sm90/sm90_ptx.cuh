@@ -144,6 +144,14 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void *tmap, uint
                  : "memory");
 }
 
+__device__ __forceinline__ void tma_load_5d(uint32_t dst, const void *tmap, uint32_t bar, int32_t c0,
+                                            int32_t c1, int32_t c2, int32_t c3, int32_t c4) {
+    asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4, %5, %6, %7}], [%2];" ::"r"(dst),
+                 "l"(tmap), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
+                 : "memory");
+}
+
 // PTX ISA prefetch, .tensormap form (#data-movement-and-conversion-instructions-prefetch-
 // prefetchu): bring a tensor map into the descriptor cache once per CTA.
 __device__ __forceinline__ void prefetch_tensormap(const void *tmap) {

@@ -66,11 +66,13 @@ __device__ __forceinline__ void issue_qk(float (&sacc)[64], uint32_t qb, uint32_
 }
 
 // O += P V, issued and committed: A = P from registers, B = the V tile, MN-major SW128 (the
-// GEMM's K = keys, 128-byte rows of 64 dims): LBO = 16384 (the next 64-dim column block), SBO =
-// 1024 (the next 8 keys); k-step kk = 16 keys = 2048 bytes.
+// GEMM's K = keys, 128-byte rows of 64 dims): for the dense tile LBO = 16384 (the next 64-dim
+// column block), SBO = 1024 (the next 8 keys), k-step kk = 16 keys = 2048 bytes; a tile laid
+// out in pages of R = 2^page_log2 keys ([page][column block][R][64], one TMA box a page) has
+// LBO = 128 R, SBO = 1024 (R = 8: 2048, the next page) and k-step starts from the page.
 template <int Stages, typename T = __nv_bfloat16>
 __device__ __forceinline__ void issue_pv(float (&o)[64], uint32_t (&pa)[8][4], uint32_t vb, uint32_t lbo,
-                                         uint32_t sbo) {
+                                         uint32_t sbo, int page_log2 = 7) {
     using L = Smem<Stages>;
 #pragma unroll
     for (int x = 0; x < 64; ++x) reg_fence(o[x]);
@@ -81,7 +83,11 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], uint32_t (&pa)[8][4], u
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk) {
-        const uint64_t dv = make_smem_desc(vb + kk * 2048, lbo, sbo, kSwizzle128B);
+        // keys [16 kk, 16 kk + 16): in pages of 2^page_log2 keys laid out [page][64-dim column
+        // block][key][64] (page_log2 = 7: one page, the 128-key tile, k-step = 2048 bytes)
+        const uint32_t key = 16u * kk, rows = 1u << page_log2;
+        const uint32_t start = vb + (key >> page_log2) * rows * 256u + (key & (rows - 1u)) * 128u;
+        const uint64_t dv = make_smem_desc(start, lbo, sbo, kSwizzle128B);
         wgmma_m64n128k16_rs<1, T>(o, pa[kk], dv, 1);
     }
     wgmma_commit_group();
