@@ -2490,7 +2490,8 @@ int main(int argc, char **argv)
         return 2;
     }
     if (fa_cuda_backend_set_family(g_be, O.family) != FA_OK) {
-        fprintf(stderr, "bench_gpu: fa_cuda_backend_set_family(%d): %s\n", O.family, g_be->ops.last_error(g_be->ctx));
+        fprintf(stderr, "bench_gpu: fa_cuda_backend_set_family(%d): %s\n", O.family,
+                g_be->ops.last_error(g_be->ctx));
         return 2;
     }
     if (fa_cpu_backend_create(&g_cpu) != FA_OK) {

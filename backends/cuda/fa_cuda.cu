@@ -31,8 +31,8 @@ struct Ctx {
     FaDevErr *err_dev;          // its device address
     char err[512];              // message of the last failure
     int family;                 // fa_cuda_family
-    bool sm90_ok;               // the sm_90a family is built, the device is 9.x, the driver encodes tensor maps
-    void *tmap_encode;          // cuTensorMapEncodeTiled
+    bool sm90_ok; // the sm_90a family is built, the device is 9.x, the driver encodes tensor maps
+    void *tmap_encode; // cuTensorMapEncodeTiled
 };
 
 thread_local char g_create_err[256];
@@ -152,13 +152,13 @@ fa_status op_attention(void *ctx, const fa_attn_args *a) {
     FA__ENTER(c, "attention");
     const FaLaunch L = launch_of(c);
     return fa_cuda__attention(a, &L, c->err, sizeof c->err);
-#else   // !FA_CUDA_HAVE_ATTENTION
+#else // !FA_CUDA_HAVE_ATTENTION
     (void)a;
     FA__TAKE_DEVICE_ERROR(c);
     return fail(c, FA_ERR_UNSUPPORTED,
                 "attention: this build of the CUDA backend has no attention "
                 "kernels (backends/cuda/attention was not built)");
-#endif  // FA_CUDA_HAVE_ATTENTION
+#endif // FA_CUDA_HAVE_ATTENTION
 }
 
 fa_status op_merge_states(void *ctx, const fa_merge_args *a) {
@@ -190,11 +190,11 @@ fa_status op_check(void *ctx, fa_op op, const void *args) {
         const FaLaunch L = launch_of(c);
         return fa_cuda__attention_check(static_cast<const fa_attn_args *>(args), &L, c->err, sizeof c->err);
     }
-#else   // !FA_CUDA_HAVE_ATTENTION
+#else // !FA_CUDA_HAVE_ATTENTION
         return fail(c, FA_ERR_UNSUPPORTED,
                     "attention: this build of the CUDA backend has no attention "
                     "kernels (backends/cuda/attention was not built)");
-#endif  // FA_CUDA_HAVE_ATTENTION
+#endif // FA_CUDA_HAVE_ATTENTION
     case FA_OP_MERGE_STATES:
         return fa_cuda__merge_states_check(static_cast<const fa_merge_args *>(args), c->err, sizeof c->err);
     case FA_OP_DCP_CORRECT:
@@ -284,7 +284,7 @@ fa_status op_alloc(void *ctx, size_t bytes, void **ptr) {
     void *p = NULL;
     const cudaError_t e = cudaMalloc(&p, bytes);
     if (e != cudaSuccess) {
-        cudaGetLastError();     // an allocation failure must not stick to the next launch
+        cudaGetLastError(); // an allocation failure must not stick to the next launch
         return fail(c, e == cudaErrorMemoryAllocation ? FA_ERR_OUT_OF_MEMORY : FA_ERR_BACKEND,
                     "alloc: cudaMalloc of %zu bytes on device %d failed: %s", bytes, c->device,
                     cudaGetErrorString(e));
@@ -313,12 +313,12 @@ fa_status op_synchronize(void *ctx) {
         cudaGetLastError();
         return fail(c, FA_ERR_BACKEND, "synchronize: %s", cudaGetErrorString(e));
     }
-    return take_device_error(c);   // what the finished kernels recorded
+    return take_device_error(c); // what the finished kernels recorded
 }
 
 const char *op_last_error(void *ctx) { return ctx_of(ctx)->err; }
 
-}  // namespace
+} // namespace
 
 extern "C" const char *fa_cuda_create_error(void) { return g_create_err; }
 
@@ -403,21 +403,21 @@ extern "C" fa_status fa_cuda_backend_create(int device, void *stream, fa_backend
     be->info.smem_per_block = smem_block;
     be->info.smem_per_sm = smem_sm;
 #if FA_CUDA_HAVE_ATTENTION
-    fa_cuda__attention_caps(&be->caps);   // the kernels' compiled tile facts (attention_tiles.h)
+    fa_cuda__attention_caps(&be->caps); // the kernels' compiled tile facts (attention_tiles.h)
 #if FA_CUDA_HAVE_SM90
     if (major == 9) {
         c->tmap_encode = fa_sm90__encode_fn();
         c->sm90_ok = c->tmap_encode != nullptr;
     }
-#endif  // FA_CUDA_HAVE_SM90
+#endif // FA_CUDA_HAVE_SM90
     c->family = FA_CUDA_FAMILY_AUTO;
     set_family_caps(c);
-#else   // !FA_CUDA_HAVE_ATTENTION
+#else // !FA_CUDA_HAVE_ATTENTION
     be->caps.num_dims = 0;
     be->caps.act_dtypes = (1u << FA_DTYPE_F16) | (1u << FA_DTYPE_BF16);
     be->caps.head_size_multiple = FA_BU_HEAD_SIZE_MULTIPLE;
     be->caps.align_bytes = 16;
-#endif  // FA_CUDA_HAVE_ATTENTION
+#endif // FA_CUDA_HAVE_ATTENTION
     *out = be;
     return FA_OK;
 }
@@ -427,7 +427,8 @@ extern "C" fa_status fa_cuda_backend_set_family(fa_backend *be, int family) {
         return FA_ERR_INVALID_ARG;
     Ctx *c = ctx_of(be->ctx);
     if (family != FA_CUDA_FAMILY_AUTO && family != FA_CUDA_FAMILY_MMA_SYNC)
-        return fail(c, FA_ERR_INVALID_ARG, "fa_cuda_backend_set_family: family %d is not a fa_cuda_family (0 auto, 1 mma_sync)",
+        return fail(c, FA_ERR_INVALID_ARG,
+                    "fa_cuda_backend_set_family: family %d is not a fa_cuda_family (0 auto, 1 mma_sync)",
                     family);
     c->family = family;
     set_family_caps(c);
@@ -442,5 +443,5 @@ extern "C" void fa_cuda_backend_destroy(fa_backend *be) {
         cudaFreeHost(c->err_host);
         cudaGetLastError();
     }
-    free(c);   // the context holds the fa_backend itself
+    free(c); // the context holds the fa_backend itself
 }

@@ -1256,33 +1256,40 @@ static void test_family(void)
 {
 #ifdef GT_GPU_IS_CPU
     return;
-#else   /* !GT_GPU_IS_CPU */
+#else /* !GT_GPU_IS_CPU */
     fa_backend *gpu = gt_gpu();
     const char *env = getenv("FA_GPU_FAMILY");
-    const int restore = env != NULL && strcmp(env, "mma_sync") == 0 ? FA_CUDA_FAMILY_MMA_SYNC : FA_CUDA_FAMILY_AUTO;
+    const int restore =
+        env != NULL && strcmp(env, "mma_sync") == 0 ? FA_CUDA_FAMILY_MMA_SYNC : FA_CUDA_FAMILY_AUTO;
     int i, d = -1, want;
     if (!gt_case("kernel family: fa_cuda_backend_set_family and the capability block")) return;
     for (i = 0; i < gpu->caps.num_dims; ++i)
         if (gpu->caps.dims[i].head_dim == 128) d = i;
     gt_expect_status(fa_cuda_backend_set_family(NULL, 0), FA_ERR_INVALID_ARG, NULL, "set_family(NULL)");
-    gt_expect_status(fa_cuda_backend_set_family(gt_cpu(), 0), FA_ERR_INVALID_ARG, NULL, "set_family(cpu backend)");
+    gt_expect_status(fa_cuda_backend_set_family(gt_cpu(), 0), FA_ERR_INVALID_ARG, NULL,
+                     "set_family(cpu backend)");
     gt_expect_status(fa_cuda_backend_set_family(gpu, 2), FA_ERR_INVALID_ARG, gpu, "set_family(2)");
     gt_expect_status(fa_cuda_backend_set_family(gpu, -1), FA_ERR_INVALID_ARG, gpu, "set_family(-1)");
     if (d >= 0) {
-        if (gt_expect_status(fa_cuda_backend_set_family(gpu, FA_CUDA_FAMILY_MMA_SYNC), FA_OK, gpu, "set mma_sync") &&
+        if (gt_expect_status(fa_cuda_backend_set_family(gpu, FA_CUDA_FAMILY_MMA_SYNC), FA_OK, gpu,
+                             "set mma_sync") &&
             gpu->caps.dims[d].prefill_family != FA_KERNEL_FAMILY_MMA_SYNC)
-            gt_fail("mma_sync: caps.dims[head 128].prefill_family = %d", (int)gpu->caps.dims[d].prefill_family);
-        want = FA_TEST_SM90_BUILT && gpu->info.cc_major == 9 ? FA_KERNEL_FAMILY_WGMMA : FA_KERNEL_FAMILY_MMA_SYNC;
+            gt_fail("mma_sync: caps.dims[head 128].prefill_family = %d",
+                    (int)gpu->caps.dims[d].prefill_family);
+        want = FA_TEST_SM90_BUILT && gpu->info.cc_major == 9 ? FA_KERNEL_FAMILY_WGMMA
+                                                             : FA_KERNEL_FAMILY_MMA_SYNC;
         if (gt_expect_status(fa_cuda_backend_set_family(gpu, FA_CUDA_FAMILY_AUTO), FA_OK, gpu, "set auto") &&
             gpu->caps.dims[d].prefill_family != want)
-            gt_fail("auto on cc %d.%d (sm_90a built: %d): caps.dims[head 128].prefill_family = %d, expected %d",
-                    (int)gpu->info.cc_major, (int)gpu->info.cc_minor, FA_TEST_SM90_BUILT,
-                    (int)gpu->caps.dims[d].prefill_family, want);
-        printf("#     head 128 prefill family under auto: %s\n", want == FA_KERNEL_FAMILY_WGMMA ? "wgmma" : "mma_sync");
+            gt_fail(
+                "auto on cc %d.%d (sm_90a built: %d): caps.dims[head 128].prefill_family = %d, expected %d",
+                (int)gpu->info.cc_major, (int)gpu->info.cc_minor, FA_TEST_SM90_BUILT,
+                (int)gpu->caps.dims[d].prefill_family, want);
+        printf("#     head 128 prefill family under auto: %s\n",
+               want == FA_KERNEL_FAMILY_WGMMA ? "wgmma" : "mma_sync");
     }
     gt_check(fa_cuda_backend_set_family(gpu, restore), gpu, "restore the family");
     gt_case_end();
-#endif  /* GT_GPU_IS_CPU */
+#endif /* GT_GPU_IS_CPU */
 }
 
 int main(int argc, char **argv)

@@ -453,8 +453,9 @@ fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err
             p.tile_filter = 1;
             FA_ATTN_DISPATCH_HEAD_DIM(
                 dim, DIM, FA_ATTN_DISPATCH_Q_DTYPE(a->q_dtype, QT, FA_ATTN_DISPATCH_KV_KIND(kv_kind, KV, {
-                    ce = fa_attn::launch_attention<DIM, QT, KV>(p, true, stream);
-                })))
+                                                       ce = fa_attn::launch_attention<DIM, QT, KV>(p, true,
+                                                                                                   stream);
+                                                   })))
             if (ce != cudaSuccess)
                 return fa_bu_fail(e, FA_ERR_BACKEND, "kernel launch: %s", cudaGetErrorString(ce));
         }

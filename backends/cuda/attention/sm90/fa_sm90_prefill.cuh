@@ -207,8 +207,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
             release(bar_ke + 8 * s);
             float a0, a1;
-            softmax_tile(sacc, tile_needs_mask(kbase), kbase + 2 * t4, 0, lim0, 0, lim1, sl2, 0.f, mrow0, mrow1, lrow0,
-                         lrow1, a0, a1);
+            softmax_tile(sacc, tile_needs_mask(kbase), kbase + 2 * t4, 0, lim0, 0, lim1, sl2, 0.f, mrow0,
+                         mrow1, lrow0, lrow1, a0, a1);
             rescale_o(o, a0, a1);
             pack_p(pa, sacc);
             wait_full(bar_vf + 8 * s, phase);
@@ -230,8 +230,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
             release(bar_ke);
             float a0, a1;
-            softmax_tile(sacc, tile_needs_mask(0), 2 * t4, 0, lim0, 0, lim1, sl2, 0.f, mrow0, mrow1, lrow0, lrow1, a0,
-                         a1);
+            softmax_tile(sacc, tile_needs_mask(0), 2 * t4, 0, lim0, 0, lim1, sl2, 0.f, mrow0, mrow1, lrow0,
+                         lrow1, a0, a1);
             pack_p(pa, sacc); // O is still 0: nothing to rescale
         }
         for (int i = 1; i < n_live; ++i) {
@@ -257,8 +257,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
             release(bar_ke + 8 * s);
             float a0, a1;
-            softmax_tile(sacc, tile_needs_mask(kbase), kbase + 2 * t4, 0, lim0, 0, lim1, sl2, 0.f, mrow0, mrow1, lrow0,
-                         lrow1, a0, a1);
+            softmax_tile(sacc, tile_needs_mask(kbase), kbase + 2 * t4, 0, lim0, 0, lim1, sl2, 0.f, mrow0,
+                         mrow1, lrow0, lrow1, a0, a1);
             wgmma_wait_group<0>(); // P(i-1) V(i-1) done: O and pa may be touched again
 #pragma unroll
             for (int x = 0; x < 64; ++x) reg_fence(o[x]);

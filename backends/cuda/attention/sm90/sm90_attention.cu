@@ -99,8 +99,8 @@ __device__ __forceinline__ void row_keys(int64_t dk, int Lk, int wl, int wr, int
 
 // The K / V element offset of key j of sequence row bt, or -1 when its block id is outside the
 // cache (the scalar fix-up skips it).
-__device__ __forceinline__ bool key_offsets(const AttnParams &p, const int32_t *bt, int j, int hkv, int64_t &ok,
-                                            int64_t &ov) {
+__device__ __forceinline__ bool key_offsets(const AttnParams &p, const int32_t *bt, int j, int hkv,
+                                            int64_t &ok, int64_t &ov) {
     const int bi = p.block_shift >= 0 ? (j >> p.block_shift) : (j / p.block_size);
     const int slot = j - bi * p.block_size;
     const int32_t id = bt[bi];
@@ -124,7 +124,8 @@ template <typename T> __device__ __forceinline__ float to_f32(T x) {
 
 template <typename T, bool Softcap>
 static __device__ __noinline__ float fix_nan_entry(const AttnParams &p, int q_tok, int h, int hkv,
-                                                   const int32_t *bt, int lo, int hi, int d, float m, float l) {
+                                                   const int32_t *bt, int lo, int hi, int d, float m,
+                                                   float l) {
     const T *qr = static_cast<const T *>(p.q) + q_tok * p.q_token_stride + h * p.q_head_stride;
     const T *kb = static_cast<const T *>(p.k), *vb = static_cast<const T *>(p.v);
     float acc = 0.f;
@@ -133,7 +134,8 @@ static __device__ __noinline__ float fix_nan_entry(const AttnParams &p, int q_to
         if (!key_offsets(p, bt, j, hkv, ok, ov)) continue;
         float s = 0.f;
         for (int x = 0; x < kHeadDim; ++x) s += to_f32(qr[x]) * to_f32(kb[ok + x]);
-        const float xl = Softcap ? __fmul_rn(p.scale_log2, tanh_approx(__fmul_rn(s, p.sc_cap))) : s * p.scale_log2;
+        const float xl =
+            Softcap ? __fmul_rn(p.scale_log2, tanh_approx(__fmul_rn(s, p.sc_cap))) : s * p.scale_log2;
         acc += ex2_approx(xl - m) * to_f32(vb[ov + d]);
     }
     return l > 0.f ? acc / l : 0.f;
@@ -150,7 +152,8 @@ __device__ __forceinline__ void zero_v_tail(uint32_t vb, int n, int rlog, int ti
     const int R = 1 << rlog;
     for (int x = tid; x < (kBlockN - n) * 16; x += 128) {
         const int r = n + (x >> 4), c = (x >> 3) & 1, chunk = x & 7;
-        const uint32_t a = vb + static_cast<uint32_t>(((r >> rlog) * 2 + c) * R * 128 + (r & (R - 1)) * 128 + chunk * 16);
+        const uint32_t a =
+            vb + static_cast<uint32_t>(((r >> rlog) * 2 + c) * R * 128 + (r & (R - 1)) * 128 + chunk * 16);
         asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(a), "r"(0u) : "memory");
     }
     fence_proxy_async_smem();
@@ -271,7 +274,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 mbar_arrive_expect_tx(bar_kf + 8 * s, L::kTileBytes);
             }
             __syncwarp();
-            if (active) tma_load_4d(sK + s * L::kTileBytes + off, &tmK, bar_kf + 8 * s, col * 64, row, hkv, blk);
+            if (active)
+                tma_load_4d(sK + s * L::kTileBytes + off, &tmK, bar_kf + 8 * s, col * 64, row, hkv, blk);
             if (lane == 0) {
                 mbar_wait(bar_ve + 8 * s, par);
                 mbar_arrive_expect_tx(bar_vf + 8 * s, L::kTileBytes);
@@ -282,8 +286,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int vblk = __shfl_sync(0xffffffffu, blk, (2 * lane) & 31);
             const int vrow = __shfl_sync(0xffffffffu, row, (2 * lane) & 31);
             if (lane < ppt)
-                tma_load_5d(sV + s * L::kTileBytes + lane * p.box_rows * 256, &tmV, bar_vf + 8 * s, 0, vrow, 0, hkv,
-                            vblk);
+                tma_load_5d(sV + s * L::kTileBytes + lane * p.box_rows * 256, &tmV, bar_vf + 8 * s, 0, vrow,
+                            0, hkv, vblk);
             blk = nblk;
             row = nrow;
         }
@@ -324,7 +328,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         sacc[i] = 0.f;
     }
     float mrow0 = -INFINITY, mrow1 = -INFINITY; // running max, log2 units
-    float lrow0 = 0.f, lrow1 = 0.f;              // this thread's part of the row sums
+    float lrow0 = 0.f, lrow1 = 0.f; // this thread's part of the row sums
     const uint32_t qb = sQ + cw * L::kQWgBytes;
     // V's pages of box_rows keys: LBO = the next 64-dim column block, SBO = the next 8 keys
     // (with 8-key pages the next page)
@@ -348,7 +352,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     if (n_tiles > 0) {
         wait_full(bar_q, 0);
-        {   // prologue: S(0), softmax(0), P(0)
+        { // prologue: S(0), softmax(0), P(0)
             wait_full(bar_kf, 0);
             turn_begin();
             issue_qk<kLibStages, T>(sacc, qb, sK);
@@ -371,8 +375,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             wait_full(bar_kf + 8 * s, phase);
             wait_full(bar_vf + 8 * sp, phase_p);
             turn_begin();
-            issue_qk<kLibStages, T>(sacc, qb, sK + s * L::kTileBytes);                        // S(i)
-            issue_pv<kLibStages, T>(o, pa, sV + sp * L::kTileBytes, v_lbo, v_sbo, p.box_log2); // P(i-1) V(i-1)
+            issue_qk<kLibStages, T>(sacc, qb, sK + s * L::kTileBytes); // S(i)
+            issue_pv<kLibStages, T>(o, pa, sV + sp * L::kTileBytes, v_lbo, v_sbo,
+                                    p.box_log2); // P(i-1) V(i-1)
             turn_end(false);
             wgmma_wait_group<1>(); // S(i) done (groups retire in order)
 #pragma unroll
@@ -391,7 +396,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         {
             const int i = n_tiles - 1, s = i % kLibStages;
             wait_full(bar_vf + 8 * s, static_cast<uint32_t>(i / kLibStages) & 1u);
-            if (tail_valid < kBlockN) zero_v_tail(sV + s * L::kTileBytes, tail_valid, p.box_log2, tid, 3 + cw);
+            if (tail_valid < kBlockN)
+                zero_v_tail(sV + s * L::kTileBytes, tail_valid, p.box_log2, tid, 3 + cw);
             turn_begin();
             issue_pv<kLibStages, T>(o, pa, sV + s * L::kTileBytes, v_lbo, v_sbo, p.box_log2);
             turn_end(true);
@@ -430,14 +436,15 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const float m = half ? mrow1 : mrow0, l = half ? lrow1 : lrow0;
                 for (int x = 0; x < 32; ++x)
                     if (is_nan(v[x]))
-                        v[x] = fix_nan_entry<T, Softcap>(p, q0 + r, h, hkv, bt, lo, hi, 8 * (x >> 1) + 2 * t4 + (x & 1),
-                                                         m, l);
+                        v[x] = fix_nan_entry<T, Softcap>(p, q0 + r, h, hkv, bt, lo, hi,
+                                                         8 * (x >> 1) + 2 * t4 + (x & 1), m, l);
             }
         }
         T *dst = static_cast<T *>(p.out) + static_cast<int64_t>(q0 + r) * p.out_token_stride +
                  static_cast<int64_t>(h) * p.out_head_stride + 2 * t4;
 #pragma unroll
-        for (int j = 0; j < 16; ++j) *reinterpret_cast<uint32_t *>(dst + 8 * j) = pack2<T>(v[2 * j], v[2 * j + 1]);
+        for (int j = 0; j < 16; ++j)
+            *reinterpret_cast<uint32_t *>(dst + 8 * j) = pack2<T>(v[2 * j], v[2 * j + 1]);
         if (p.lse != nullptr && t4 == 0) {
             const float l = half ? lrow1 : lrow0, m = half ? mrow1 : mrow0;
             p.lse[static_cast<int64_t>(h) * p.lse_head_stride + q0 + r] =
@@ -480,21 +487,32 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
     const int64_t bs = a->block_size;
     if ((a->q_dtype != FA_DTYPE_BF16 && a->q_dtype != FA_DTYPE_F16) || a->kv_dtype != a->q_dtype)
         w = "q / kv dtype (bf16 or f16, the same)";
-    else if (a->head_size != 128) w = "head_size not 128";
-    else if (!paged) w = "dense K/V";
-    else if (a->alibi_slopes != nullptr || a->sinks != nullptr) w = "ALiBi / sinks";
-    else if (a->num_splits > 1) w = "split-KV";
-    else if (a->q_head_group != 0 && a->q_head_group != a->num_heads_q) w = "query-head groups";
-    else if (!(a->softmax_scale > 0.f)) w = "softmax_scale <= 0";
-    else if (!(bs >= 8 && (ilog2_exact(bs) >= 0 || bs % 128 == 0))) w = "block size (a power of two >= 8 or a multiple of 128)";
-    else if (a->num_blocks < 1 || a->num_blocks >= (int64_t(1) << 31)) w = "num_blocks";
-    else if (a->num_heads_q > 65535) w = "num_heads_q";
+    else if (a->head_size != 128)
+        w = "head_size not 128";
+    else if (!paged)
+        w = "dense K/V";
+    else if (a->alibi_slopes != nullptr || a->sinks != nullptr)
+        w = "ALiBi / sinks";
+    else if (a->num_splits > 1)
+        w = "split-KV";
+    else if (a->q_head_group != 0 && a->q_head_group != a->num_heads_q)
+        w = "query-head groups";
+    else if (!(a->softmax_scale > 0.f))
+        w = "softmax_scale <= 0";
+    else if (!(bs >= 8 && (ilog2_exact(bs) >= 0 || bs % 128 == 0)))
+        w = "block size (a power of two >= 8 or a multiple of 128)";
+    else if (a->num_blocks < 1 || a->num_blocks >= (int64_t(1) << 31))
+        w = "num_blocks";
+    else if (a->num_heads_q > 65535)
+        w = "num_heads_q";
     else if (!stride_ok(a->q_token_stride) || !stride_ok(a->q_head_stride) || !stride_ok(a->k_block_stride) ||
              !stride_ok(a->k_row_stride) || !stride_ok(a->k_head_stride) || !stride_ok(a->v_block_stride) ||
              !stride_ok(a->v_row_stride) || !stride_ok(a->v_head_stride))
         w = "strides (TMA: multiples of 16 bytes below 2^40)";
     else if ((reinterpret_cast<uintptr_t>(a->q) | reinterpret_cast<uintptr_t>(a->k) |
-              reinterpret_cast<uintptr_t>(a->v) | reinterpret_cast<uintptr_t>(a->out)) % 16 != 0)
+              reinterpret_cast<uintptr_t>(a->v) | reinterpret_cast<uintptr_t>(a->out)) %
+                 16 !=
+             0)
         w = "alignment";
     if (why != nullptr) *why = w;
     return w == nullptr;
@@ -505,9 +523,9 @@ namespace {
 int encode(EncodeTiledFn fn, CUtensorMap *tm, CUtensorMapDataType dt, const void *base, int rank,
            const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box) {
     const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
-    return fn(tm, dt, static_cast<cuuint32_t>(rank), const_cast<void *>(base), dims,
-              strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS
+    return fn(tm, dt, static_cast<cuuint32_t>(rank), const_cast<void *>(base), dims, strides, box, estr,
+              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS
                ? 0
                : 1;
 }
@@ -521,7 +539,8 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
                           cudaStream_t stream, const fa_bu_err *e) {
     using namespace fa_sm90;
     EncodeTiledFn fn = reinterpret_cast<EncodeTiledFn>(encode_fn);
-    if (fn == nullptr) return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: cuTensorMapEncodeTiled unavailable");
+    if (fn == nullptr)
+        return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: cuTensorMapEncodeTiled unavailable");
     CUtensorMap tq, tk, tv;
     const int D = kHeadDim;
     const bool f16 = a->q_dtype == FA_DTYPE_F16;
@@ -594,17 +613,20 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     p.scale_log2 = softcap ? a->softcap * log2e : a->softmax_scale * log2e;
     p.sc_cap = softcap ? a->softmax_scale / a->softcap : 0.f;
     const int64_t tiles = static_cast<int64_t>(a->num_tokens) / kBlockM + a->num_seqs + 1;
-    if (tiles > 0x7fffffffLL) return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "sm90 family: %lld row blocks", (long long)tiles);
+    if (tiles > 0x7fffffffLL)
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "sm90 family: %lld row blocks", (long long)tiles);
     const int smem = static_cast<int>(L::kAlloc);
     auto kern = f16 ? (softcap ? sm90_attention_kernel<__half, true> : sm90_attention_kernel<__half, false>)
-                    : (softcap ? sm90_attention_kernel<__nv_bfloat16, true> : sm90_attention_kernel<__nv_bfloat16, false>);
+                    : (softcap ? sm90_attention_kernel<__nv_bfloat16, true>
+                               : sm90_attention_kernel<__nv_bfloat16, false>);
     cudaError_t ce = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (ce == cudaSuccess) {
-        kern<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(a->num_heads_q)), kThreads, smem, stream>>>(
-            tq, tk, tv, p);
+        kern<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(a->num_heads_q)), kThreads, smem,
+               stream>>>(tq, tk, tv, p);
         ce = cudaGetLastError();
     }
-    if (ce != cudaSuccess) return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 kernel launch: %s", cudaGetErrorString(ce));
+    if (ce != cudaSuccess)
+        return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 kernel launch: %s", cudaGetErrorString(ce));
     return FA_OK;
 }
 
@@ -613,7 +635,8 @@ void *fa_sm90__encode_fn(void) {
     void *p = nullptr;
     cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
 #if CUDART_VERSION >= 12050
-    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
+    const cudaError_t e =
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
 #else
     const cudaError_t e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p, cudaEnableDefault, &q);
 #endif
