@@ -1,6 +1,7 @@
 // fa_sm90_prefill.cuh - a Hopper-native (sm_90a) dense bf16 attention forward for head size 128:
-// the first building block of the sm90 kernel family. Standalone prototype: nothing in
-// the library includes it; tools/hopper_proto.cu tests and times it.
+// the prototype of the sm90 kernel family (the library's kernel is sm90_attention.cu; both use
+// sm90_tile.cuh). Nothing in the library includes this file; tools/hopper_proto.cu tests and
+// times it.
 //
 //   q   [B, Lq, H,   128] bf16, contiguous        out [B, Lq, H, 128] bf16, contiguous
 //   k,v [B, Lk, Hkv, 128] bf16, contiguous        lse [B, H, Lq] fp32, natural log (NULL-able)

@@ -1,4 +1,4 @@
-// sm90_ptx.cuh - small named inline-PTX wrappers for the Hopper (sm_90a) attention prototype:
+// sm90_ptx.cuh - small named inline-PTX wrappers for the Hopper (sm_90a) attention kernels:
 // mbarriers, the async-proxy fence, TMA (cp.async.bulk.tensor) and plain bulk copies into shared
 // memory, wgmma (HGMMA) with shared-memory matrix descriptors, setmaxnreg, and the host-side
 // creation of TMA descriptors (cuTensorMapEncodeTiled through the runtime's driver entry point,
@@ -8,8 +8,9 @@
 // 9.0 (CUDA 13); they move between ISA versions, so the anchor of the online document is given
 // too (https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#<anchor>).
 //
-// Standalone: used by fa_sm90_prefill.cuh and tools/hopper_proto.cu only; not part of the
-// library build. Device code needs sm_90a (wgmma and setmaxnreg are "a"-only features).
+// Used by sm90_tile.cuh, the library kernel (sm90_attention.cu) and the prototype
+// (fa_sm90_prefill.cuh, tools/hopper_proto.cu). Device code needs sm_90a (wgmma and setmaxnreg
+// are "a"-only features).
 #pragma once
 
 #include <cuda.h> // CUtensorMap and the CUtensorMap* enums only: no driver symbol is linked
