@@ -120,7 +120,9 @@ __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void *src, uint32_t
 // bulk-tensor), tile mode: the box of the tensor map `tmap` (address of a __grid_constant__
 // CUtensorMap kernel parameter) at element coordinates c0 (innermost) .. into shared `dst`
 // (1024-byte aligned for the 128-byte swizzle). Out-of-range elements are filled with zeros and
-// still count towards the transaction bytes.
+// still count towards the transaction bytes; so is a box wholly out of range (the library kernel
+// loads pages it must not read from a block coordinate past the map: its GPU tests, bad block
+// ids and tiles past the sequence's last page included, pass on the H200 without a hang).
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void *tmap, uint32_t bar, int32_t c0,
                                             int32_t c1) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
