@@ -22,7 +22,7 @@
 #include "gpu_test_util.h"
 
 
-#define MAXS 64
+#define MAXS 512
 
 typedef struct acase {
     fa_dtype qdt, kvdt;
@@ -982,6 +982,58 @@ static void test_nan_edges(void)
     }
 }
 
+/* Shapes aimed at the wgmma family's edges (and run by either family): blocks longer than the
+   128-key TMA box (256, 384), more sequences than the kernel's 384 threads (the binary steps of
+   its tile -> sequence search), a window that starts past the first tiles (pages wholly before
+   the window), f16 with softcap and a window, short and long queries in one batch. */
+static void test_family_edges(void)
+{
+    int v;
+    for (v = 0; v < 6; ++v) {
+        acase c = base_case(v == 3 ? FA_DTYPE_F16 : FA_DTYPE_BF16, 128, 16, 8, 2);
+        if (gt_quick() && v % 2) continue;
+        switch (v) {
+        case 0:
+        case 1: { /* blocks of 256 and 384 rows */
+            static const int ql[] = {300, 1, 129}, kl[] = {1000, 700, 129};
+            set_seqs(&c, 3, ql, kl);
+            c.bs = v == 0 ? 256 : 384;
+            c.causal = 1;
+        } break;
+        case 2: { /* 400 sequences of 5 queries (20 rows a KV head) */
+            int b;
+            c.nseq = 400;
+            for (b = 0; b < c.nseq; ++b) {
+                c.qlen[b] = 5;
+                c.klen[b] = 5 + (b * 37) % 200;
+            }
+            c.causal = 1;
+        } break;
+        case 3: { /* f16, softcap, a window */
+            static const int ql[] = {200, 77}, kl[] = {1500, 300};
+            set_seqs(&c, 2, ql, kl);
+            c.causal = 1;
+            c.softcap = 30.0f;
+            c.wl = 100;
+        } break;
+        case 4: { /* a window far past the first tiles, block 8 */
+            static const int ql[] = {150, 1}, kl[] = {3000, 2000};
+            set_seqs(&c, 2, ql, kl);
+            c.bs = 8;
+            c.causal = 1;
+            c.wl = 200;
+        } break;
+        default: { /* non-causal, Lq > Lk and a 1-key sequence, MHA */
+            static const int ql[] = {300, 200, 130}, kl[] = {100, 1, 700};
+            set_seqs(&c, 3, ql, kl);
+            c.hq = c.hkv = 4;
+            c.causal = 0;
+        } break;
+        }
+        run_named("family edges", &c);
+    }
+}
+
 /* num_splits <= 1: a sequence's output bits do not depend on the rest of the batch. */
 static void test_batch_invariance(void)
 {
@@ -1305,6 +1357,7 @@ int main(int argc, char **argv)
     test_edges();
     test_nan_edges();
     test_batch_invariance();
+    test_family_edges();
     test_large_cache();
     test_errors();
     test_family();
