@@ -449,6 +449,9 @@ fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err
     cudaError_t ce = cudaSuccess;
 #if FA_CUDA_HAVE_SM90
     if (pl.sm90) {
+        // the wgmma launch first: its tensor maps are encoded before anything runs, so that a
+        // failure there launches nothing
+        FA_BU_TRY(fa_sm90__launch(a, L->tmap_encode, pl.sm90_skip_rows, L->err_word, stream, e));
         if (pl.sm90_decode) {
             p.tile_filter = 1;
             FA_ATTN_DISPATCH_HEAD_DIM(
@@ -459,7 +462,7 @@ fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err
             if (ce != cudaSuccess)
                 return fa_bu_fail(e, FA_ERR_BACKEND, "kernel launch: %s", cudaGetErrorString(ce));
         }
-        return fa_sm90__launch(a, L->tmap_encode, pl.sm90_skip_rows, L->err_word, stream, e);
+        return FA_OK;
     }
 #endif
     FA_ATTN_DISPATCH_HEAD_DIM(
