@@ -39,8 +39,10 @@
 
 namespace fa_sm90 {
 
+#if FA_SM90_DEVICE_OK // (the kernel body is empty in the other architectures' code)
 constexpr int kLibProducerRegs = 40;   // 40 * 128 + 232 * 256 = 64512 <= 65536
 constexpr int kLibConsumerRegs = 232;
+#endif
 constexpr int kLibStages = 2;
 
 // Kernel parameters besides the three tensor maps.
