@@ -67,14 +67,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if FA_SM90_DEVICE_OK
     using L = Smem<Stages>;
     extern __shared__ uint8_t smem_raw[];
-    const uint32_t raw = smem_u32(smem_raw);
-    const uint32_t base = (raw + 1023u) & ~1023u;
-    const uint32_t sQ = base + L::kOffQ, sK = base + L::kOffK, sV = base + L::kOffV;
-    const uint32_t bar_q = base + L::kOffBar;
-    const uint32_t bar_kf = bar_q + 8;              // k_full[s]  = bar_kf + 8 s (TMA complete_tx)
-    const uint32_t bar_vf = bar_kf + 8 * Stages;    // v_full[s]
-    const uint32_t bar_ke = bar_vf + 8 * Stages;    // k_empty[s] (8 consumer warps arrive)
-    const uint32_t bar_ve = bar_ke + 8 * Stages;    // v_empty[s]
+    const Ring<Stages> ring(smem_raw);
+    const uint32_t sQ = ring.q, sK = ring.k, sV = ring.v;
+    const uint32_t bar_q = ring.bar_q, bar_kf = ring.kf, bar_vf = ring.vf, bar_ke = ring.ke, bar_ve = ring.ve;
 
     // causal: the longest row blocks (the last ones) start first
     const int mblk = Causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
@@ -89,17 +84,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int wg = static_cast<int>(threadIdx.x) / 128;
 
     if (threadIdx.x == 0) {
-        prefetch_tensormap(&tmQ);
-        prefetch_tensormap(&tmK);
-        prefetch_tensormap(&tmV);
-        mbar_init(bar_q, 1);
-        for (int s = 0; s < Stages; ++s) {
-            mbar_init(bar_kf + 8 * s, 1);
-            mbar_init(bar_vf + 8 * s, 1);
-            mbar_init(bar_ke + 8 * s, kConsumerWarps);
-            mbar_init(bar_ve + 8 * s, kConsumerWarps);
-        }
-        fence_mbarrier_init();
+        ring.init(&tmQ, &tmK, &tmV);
         fence_proxy_async_smem();
     }
     __syncthreads();
@@ -171,28 +156,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     auto tile_needs_mask = [&](int kbase) {
         return (kbase + kBlockN > p.Lk) || (Causal && kbase + kBlockN - 1 > row_lo + diag);
     };
-    // a full-barrier wait, then the warp reconverged before the .sync.aligned wgmma instructions
-    auto wait_full = [&](uint32_t bar, uint32_t phase) {
-        mbar_wait(bar, phase);
-        __syncwarp();
+    // ping-pong turns (sm90_tile.cuh), only in the ping-pong loop
+    auto turn_begin_pp = [&]() {
+        if constexpr (PingPong) turn_begin(cw);
     };
-    auto release = [&](uint32_t bar) {
-        __syncwarp();
-        if (lane == 0) mbar_arrive(bar);
-    };
-    // ping-pong turns: warpgroup cw waits on named barrier 1 + cw and hands over on 2 - cw; the
-    // upper warpgroup lets the lower one start and skips its last hand-over (every bar.sync then
-    // has exactly one matching bar.arrive). turns = n_tiles + 1 for both.
-    auto turn_begin = [&]() {
-        if constexpr (PingPong) named_bar_sync(1 + cw, 256);
-    };
-    auto turn_end = [&](bool last) {
-        if constexpr (PingPong) {
-            if (!(last && cw == 1)) named_bar_arrive(2 - cw, 256);
-        }
+    auto turn_end_pp = [&](bool last) {
+        if constexpr (PingPong) turn_end(cw, last);
     };
     if constexpr (PingPong) {
-        if (cw == 1 && n_tiles > 0) named_bar_arrive(1, 256);
+        turns_open(cw, n_tiles > 0);
     }
 
     if (n_live > 0) wait_full(bar_q, 0);
@@ -206,7 +178,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             wgmma_wait_group<0>();
 #pragma unroll
             for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
-            release(bar_ke + 8 * s);
+            release(bar_ke + 8 * s, lane);
             float a0, a1;
             softmax_tile(sacc, tile_needs_mask(kbase), kbase + 2 * t4, 0, lim0, 0, lim1, sl2, 0.f, mrow0,
                          mrow1, lrow0, lrow1, a0, a1);
@@ -217,19 +189,19 @@ __global__ void __launch_bounds__(kThreads, 1)
             wgmma_wait_group<0>();
 #pragma unroll
             for (int x = 0; x < 64; ++x) reg_fence(o[x]);
-            release(bar_ve + 8 * s);
+            release(bar_ve + 8 * s, lane);
         }
     } else if (n_live > 0) {
         // prologue: S(0), softmax(0), P(0)
         {
             wait_full(bar_kf, 0);
-            turn_begin();
+            turn_begin_pp();
             issue_qk<Stages>(sacc, qb, sK);
-            turn_end(false);
+            turn_end_pp(false);
             wgmma_wait_group<0>();
 #pragma unroll
             for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
-            release(bar_ke);
+            release(bar_ke, lane);
             float a0, a1;
             softmax_tile(sacc, tile_needs_mask(0), 2 * t4, 0, lim0, 0, lim1, sl2, 0.f, mrow0, mrow1, lrow0,
                          lrow1, a0, a1);
@@ -243,10 +215,10 @@ __global__ void __launch_bounds__(kThreads, 1)
             if constexpr (PingPong) { // both operands ready before taking the turn
                 wait_full(bar_kf + 8 * s, phase);
                 wait_full(bar_vf + 8 * sp, phase_p);
-                turn_begin();
+                turn_begin_pp();
                 issue_qk<Stages>(sacc, qb, sK + s * L::kTileBytes);
                 issue_pv<Stages>(o, pa, sV + sp * L::kTileBytes, p.v_lbo, p.v_sbo);
-                turn_end(false);
+                turn_end_pp(false);
             } else {
                 wait_full(bar_kf + 8 * s, phase);
                 issue_qk<Stages>(sacc, qb, sK + s * L::kTileBytes); // S(i)
@@ -256,27 +228,27 @@ __global__ void __launch_bounds__(kThreads, 1)
             wgmma_wait_group<1>(); // S(i) done (groups retire in order)
 #pragma unroll
             for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
-            release(bar_ke + 8 * s);
+            release(bar_ke + 8 * s, lane);
             float a0, a1;
             softmax_tile(sacc, tile_needs_mask(kbase), kbase + 2 * t4, 0, lim0, 0, lim1, sl2, 0.f, mrow0,
                          mrow1, lrow0, lrow1, a0, a1);
             wgmma_wait_group<0>(); // P(i-1) V(i-1) done: O and pa may be touched again
 #pragma unroll
             for (int x = 0; x < 64; ++x) reg_fence(o[x]);
-            release(bar_ve + 8 * sp);
+            release(bar_ve + 8 * sp, lane);
             rescale_o(o, a0, a1);
             pack_p(pa, sacc);
         }
         {
             const int i = n_live - 1, s = i % Stages;
             wait_full(bar_vf + 8 * s, static_cast<uint32_t>(i / Stages) & 1u);
-            turn_begin();
+            turn_begin_pp();
             issue_pv<Stages>(o, pa, sV + s * L::kTileBytes, p.v_lbo, p.v_sbo);
-            turn_end(true);
+            turn_end_pp(true);
             wgmma_wait_group<0>();
 #pragma unroll
             for (int x = 0; x < 64; ++x) reg_fence(o[x]);
-            release(bar_ve + 8 * s);
+            release(bar_ve + 8 * s, lane);
         }
     }
     // tiles with nothing for this warpgroup: wait for them (keeps the barrier phases in step: an
@@ -285,9 +257,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int s = i % Stages;
         const uint32_t phase = static_cast<uint32_t>(i / Stages) & 1u;
         wait_full(bar_kf + 8 * s, phase);
-        release(bar_ke + 8 * s);
+        release(bar_ke + 8 * s, lane);
         wait_full(bar_vf + 8 * s, phase);
-        release(bar_ve + 8 * s);
+        release(bar_ve + 8 * s, lane);
     }
 
     // ---------------- epilogue ----------------

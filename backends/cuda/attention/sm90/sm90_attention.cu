@@ -198,29 +198,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int tb = kmin / kBlockN;
     const int n_tiles = kmax > kmin ? (kmax + kBlockN - 1) / kBlockN - tb : 0;
 
-    const uint32_t raw = smem_u32(smem_raw);
-    const uint32_t base = (raw + 1023u) & ~1023u;
-    const uint32_t sQ = base + L::kOffQ, sK = base + L::kOffK, sV = base + L::kOffV;
-    const uint32_t bar_q = base + L::kOffBar;
-    const uint32_t bar_kf = bar_q + 8;                 // k_full[s] (TMA complete_tx)
-    const uint32_t bar_vf = bar_kf + 8 * kLibStages;   // v_full[s]
-    const uint32_t bar_ke = bar_vf + 8 * kLibStages;   // k_empty[s] (8 consumer warps arrive)
-    const uint32_t bar_ve = bar_ke + 8 * kLibStages;   // v_empty[s]
+    const Ring<kLibStages> ring(smem_raw);
+    const uint32_t sQ = ring.q, sK = ring.k, sV = ring.v;
+    const uint32_t bar_q = ring.bar_q, bar_kf = ring.kf, bar_vf = ring.vf, bar_ke = ring.ke, bar_ve = ring.ve;
     const int wg = static_cast<int>(threadIdx.x) / 128;
 
-    if (threadIdx.x == 0) {
-        prefetch_tensormap(&tmQ);
-        prefetch_tensormap(&tmK);
-        prefetch_tensormap(&tmV);
-        mbar_init(bar_q, 1);
-        for (int s = 0; s < kLibStages; ++s) {
-            mbar_init(bar_kf + 8 * s, 1);
-            mbar_init(bar_vf + 8 * s, 1);
-            mbar_init(bar_ke + 8 * s, kConsumerWarps);
-            mbar_init(bar_ve + 8 * s, kConsumerWarps);
-        }
-        fence_mbarrier_init();
-    }
+    if (threadIdx.x == 0) ring.init(&tmQ, &tmK, &tmV);
     __syncthreads();
 
     if (wg == 0) {
@@ -337,33 +320,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     // (with 8-key pages the next page)
     const uint32_t v_lbo = static_cast<uint32_t>(p.box_rows) * 128u;
     const uint32_t v_sbo = p.box_rows == 8 ? 2048u : 1024u;
-    auto wait_full = [&](uint32_t bar, uint32_t phase) {
-        mbar_wait(bar, phase);
-        __syncwarp();
-    };
-    auto release = [&](uint32_t bar) {
-        __syncwarp();
-        if (lane == 0) mbar_arrive(bar);
-    };
-    // ping-pong turns (as in fa_sm90_prefill.cuh): warpgroup cw waits on named barrier 1 + cw and
-    // hands over on 2 - cw; the upper one lets the lower one start and skips its last hand-over.
-    auto turn_begin = [&]() { named_bar_sync(1 + cw, 256); };
-    auto turn_end = [&](bool last) {
-        if (!(last && cw == 1)) named_bar_arrive(2 - cw, 256);
-    };
-    if (cw == 1 && n_tiles > 0) named_bar_arrive(1, 256);
+    turns_open(cw, n_tiles > 0);
 
     if (n_tiles > 0) {
         wait_full(bar_q, 0);
         { // prologue: S(0), softmax(0), P(0)
             wait_full(bar_kf, 0);
-            turn_begin();
+            turn_begin(cw);
             issue_qk<kLibStages, T>(sacc, qb, sK);
-            turn_end(false);
+            turn_end(cw, false);
             wgmma_wait_group<0>();
 #pragma unroll
             for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
-            release(bar_ke);
+            release(bar_ke, lane);
             float a0, a1;
             const int kbase = tb * kBlockN;
             softmax_tile<Softcap>(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0, lo1, hi1, sl2, p.sc_cap,
@@ -377,22 +346,22 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int kbase = (tb + i) * kBlockN;
             wait_full(bar_kf + 8 * s, phase);
             wait_full(bar_vf + 8 * sp, phase_p);
-            turn_begin();
+            turn_begin(cw);
             issue_qk<kLibStages, T>(sacc, qb, sK + s * L::kTileBytes); // S(i)
             issue_pv<kLibStages, T>(o, pa, sV + sp * L::kTileBytes, v_lbo, v_sbo,
                                     p.box_log2); // P(i-1) V(i-1)
-            turn_end(false);
+            turn_end(cw, false);
             wgmma_wait_group<1>(); // S(i) done (groups retire in order)
 #pragma unroll
             for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
-            release(bar_ke + 8 * s);
+            release(bar_ke + 8 * s, lane);
             float a0, a1;
             softmax_tile<Softcap>(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0, lo1, hi1, sl2, p.sc_cap,
                                   mrow0, mrow1, lrow0, lrow1, a0, a1);
             wgmma_wait_group<0>(); // P(i-1) V(i-1) done: O and pa may be touched again
 #pragma unroll
             for (int x = 0; x < 64; ++x) reg_fence(o[x]);
-            release(bar_ve + 8 * sp);
+            release(bar_ve + 8 * sp, lane);
             rescale_o(o, a0, a1);
             pack_p<T>(pa, sacc);
         }
@@ -401,13 +370,13 @@ __global__ void __launch_bounds__(kThreads, 1)
             wait_full(bar_vf + 8 * s, static_cast<uint32_t>(i / kLibStages) & 1u);
             if (tail_valid < kBlockN)
                 zero_v_tail(sV + s * L::kTileBytes, tail_valid, p.box_log2, tid, 3 + cw);
-            turn_begin();
+            turn_begin(cw);
             issue_pv<kLibStages, T>(o, pa, sV + s * L::kTileBytes, v_lbo, v_sbo, p.box_log2);
-            turn_end(true);
+            turn_end(cw, true);
             wgmma_wait_group<0>();
 #pragma unroll
             for (int x = 0; x < 64; ++x) reg_fence(o[x]);
-            release(bar_ve + 8 * s);
+            release(bar_ve + 8 * s, lane);
         }
     }
 

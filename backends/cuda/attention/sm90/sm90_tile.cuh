@@ -183,4 +183,63 @@ __device__ __forceinline__ void pack_p(uint32_t (&pa)[8][4], const float (&sacc)
     }
 }
 
+// The CTA's shared-memory ring (layout Smem<Stages>, from the dynamic base rounded up to 1024
+// bytes): the Q tile, the K and V stages and their mbarriers. full[s] (k_full, v_full): one
+// arrival (arrive.expect_tx) plus the TMA bytes; empty[s] (k_empty, v_empty): lane 0 of each of
+// the 8 consumer warps, K released after S = Q K^T, V after O += P V.
+template <int Stages> struct Ring {
+    uint32_t q, k, v;          // Q tile, K stages, V stages
+    uint32_t bar_q;            // Q landed
+    uint32_t kf, vf, ke, ve;   // k_full[s] = kf + 8 s, v_full, k_empty, v_empty
+    __device__ __forceinline__ explicit Ring(const void *smem_raw) {
+        using L = Smem<Stages>;
+        const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+        q = base + L::kOffQ;
+        k = base + L::kOffK;
+        v = base + L::kOffV;
+        bar_q = base + L::kOffBar;
+        kf = bar_q + 8;
+        vf = kf + 8 * Stages;
+        ke = vf + 8 * Stages;
+        ve = ke + 8 * Stages;
+    }
+    // thread 0: prefetch the three tensor maps and initialise the barriers (the caller then
+    // synchronises the CTA)
+    __device__ __forceinline__ void init(const void *tmQ, const void *tmK, const void *tmV) const {
+        prefetch_tensormap(tmQ);
+        prefetch_tensormap(tmK);
+        prefetch_tensormap(tmV);
+        mbar_init(bar_q, 1);
+        for (int s = 0; s < Stages; ++s) {
+            mbar_init(kf + 8 * s, 1);
+            mbar_init(vf + 8 * s, 1);
+            mbar_init(ke + 8 * s, kConsumerWarps);
+            mbar_init(ve + 8 * s, kConsumerWarps);
+        }
+        fence_mbarrier_init();
+    }
+};
+
+// A consumer warp's full-barrier wait, then the warp reconverged before the .sync.aligned
+// wgmma instructions; its release of a stage (lane 0 arrives for the warp).
+__device__ __forceinline__ void wait_full(uint32_t bar, uint32_t phase) {
+    mbar_wait(bar, phase);
+    __syncwarp();
+}
+__device__ __forceinline__ void release(uint32_t bar, int lane) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar);
+}
+
+// Ping-pong turns of consumer warpgroup cw (0 / 1): it waits on named barrier 1 + cw and hands
+// over on 2 - cw; the upper warpgroup lets the lower one start (turns_open) and skips its last
+// hand-over, so every bar.sync has exactly one matching bar.arrive (turns = tiles + 1 each).
+__device__ __forceinline__ void turns_open(int cw, bool any_tile) {
+    if (cw == 1 && any_tile) named_bar_arrive(1, 256);
+}
+__device__ __forceinline__ void turn_begin(int cw) { named_bar_sync(1 + cw, 256); }
+__device__ __forceinline__ void turn_end(int cw, bool last) {
+    if (!(last && cw == 1)) named_bar_arrive(2 - cw, 256);
+}
+
 } // namespace fa_sm90
