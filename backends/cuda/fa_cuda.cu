@@ -119,12 +119,15 @@ Ctx *ctx_of(void *ctx) { return static_cast<Ctx *>(ctx); }
     } \
     cudaGetLastError();
 
+// Whether calls the sm_90a family accepts run there (built, 9.x device, family auto).
+bool wgmma_on(const Ctx *c) { return c->sm90_ok && c->family == FA_CUDA_FAMILY_AUTO; }
+
 FaLaunch launch_of(Ctx *c) {
     FaLaunch L;
     L.stream = c->stream;
     L.info = &c->be.info;
     L.err_word = c->err_dev;
-    L.sm90 = c->sm90_ok && c->family == FA_CUDA_FAMILY_AUTO ? 1 : 0;
+    L.sm90 = wgmma_on(c) ? 1 : 0;
     L.tmap_encode = c->tmap_encode;
     return L;
 }
@@ -133,7 +136,7 @@ FaLaunch launch_of(Ctx *c) {
 // wgmma family (head 128 when it is in use).
 void set_family_caps(Ctx *c) {
     fa_backend_caps *caps = &c->be.caps;
-    const bool wgmma = c->sm90_ok && c->family == FA_CUDA_FAMILY_AUTO;
+    const bool wgmma = wgmma_on(c);
     for (int i = 0; i < caps->num_dims; ++i)
         caps->dims[i].prefill_family =
             wgmma && caps->dims[i].head_dim == 128 ? FA_KERNEL_FAMILY_WGMMA : FA_KERNEL_FAMILY_MMA_SYNC;
