@@ -13,6 +13,11 @@
 #   blocks  bench_gpu --quick --only prefill,mixed at block sizes 8, 16, 32, 64, 128 (auto)
 #   peers   bench/run_perf.sh --skip-build --quick --only prefill,mixed --no-flex (cuDNN SDPA on
 #           the same shapes)
+#   experimental  the paths built but not yet run on a GPU (sm90_attention.cu: heads 64 / 256,
+#           blocks longer than a tile): a second build (build-gpu-x, -DFA_SM90_EXPERIMENTAL) runs
+#           test_gpu_attention and test_gpu_checks (whole sets), memcheck on the "family edges"
+#           group, then bench_gpu's paged prefill rows at heads 64 / 256 with --family auto and
+#           mma_sync
 #
 #   tools/gpu_sm90.sh [JOB...]     default: build smoke suite
 #
@@ -104,6 +109,33 @@ if want blocks; then
         grep -E '^(prefill-paged|mixed) ' "$work/blocks_$bs.txt" | tee -a "$work/summary.txt"
     done
     sum "blocks: $(($(date +%s) - s)) s"
+fi
+if want experimental; then
+    s=$(date +%s)
+    bx=build-gpu-x
+    if [ ! -f "$bx/build.ninja" ]; then
+        meson setup "$bx" -Dcuda=enabled -Dtests=false -Dgpu_arch=sm_90a \
+            --buildtype=release "-Dcuda_args=['-DFA_SM90_EXPERIMENTAL']" > "$work/x_setup.log" 2>&1
+    fi
+    timeout 300 ninja -C "$bx" > "$work/x_build.log" 2>&1
+    sum "experimental build: rc $?, $(($(date +%s) - s)) s"
+    timeout 60 "$bx/tests/gpu/test_gpu_attention" "family edges" > "$work/x_smoke.log" 2>&1
+    sum "experimental smoke (family edges): rc $?, $(tail -n 1 "$work/x_smoke.log")"
+    grep -E '^not ok|family' "$work/x_smoke.log" | head -20
+    for prog in test_gpu_attention test_gpu_checks; do
+        timeout 200 "$bx/tests/gpu/$prog" > "$work/x_$prog.log" 2>&1
+        sum "experimental $prog: rc $?, $(tail -n 1 "$work/x_$prog.log")"
+        grep -E '^not ok' "$work/x_$prog.log" | head -10
+    done
+    timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$bx/tests/gpu/test_gpu_attention" \
+        "family edges" > "$work/x_memcheck.log" 2>&1
+    sum "experimental memcheck (family edges): rc $?, $(grep -E 'ERROR SUMMARY' "$work/x_memcheck.log" | tail -n 1)"
+    for fam in auto mma_sync; do
+        timeout 100 "$bx/bench/bench_gpu" --only prefill --filter prefill-paged --family $fam \
+            --csv "$work/x_bench_$fam.csv" > "$work/x_bench_$fam.txt" 2>&1 || echo "x bench $fam rc $?"
+        grep -E '^prefill-paged' "$work/x_bench_$fam.txt" | sed "s/^/$fam /" | tee -a "$work/summary.txt"
+    done
+    sum "experimental: $(($(date +%s) - s)) s"
 fi
 if want peers; then
     s=$(date +%s)

@@ -133,13 +133,18 @@ FaLaunch launch_of(Ctx *c) {
 }
 
 // The families' part of the capability block: the widths whose prefill calls may run in the
-// wgmma family (head 128 when it is in use).
+// wgmma family (when it is in use: head 128; 64 and 256 too in an FA_SM90_EXPERIMENTAL build).
 void set_family_caps(Ctx *c) {
     fa_backend_caps *caps = &c->be.caps;
     const bool wgmma = wgmma_on(c);
-    for (int i = 0; i < caps->num_dims; ++i)
-        caps->dims[i].prefill_family =
-            wgmma && caps->dims[i].head_dim == 128 ? FA_KERNEL_FAMILY_WGMMA : FA_KERNEL_FAMILY_MMA_SYNC;
+    for (int i = 0; i < caps->num_dims; ++i) {
+#if FA_CUDA_HAVE_SM90
+        const bool served = wgmma && fa_sm90__serves_head(caps->dims[i].head_dim);
+#else
+        const bool served = wgmma && false; // no sm_90a family in this build
+#endif
+        caps->dims[i].prefill_family = served ? FA_KERNEL_FAMILY_WGMMA : FA_KERNEL_FAMILY_MMA_SYNC;
+    }
 }
 
 fa_status op_reshape_and_cache(void *ctx, const fa_cache_write_args *a) {

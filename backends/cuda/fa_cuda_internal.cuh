@@ -69,6 +69,8 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why);
 fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows, FaDevErr *err_word,
                           cudaStream_t stream, const fa_bu_err *e);
 void *fa_sm90__encode_fn(void);
+// Whether this build's sm_90a family serves head size d (fa_kernel_dim.prefill_family).
+bool fa_sm90__serves_head(int d);
 // The attention part of the capability block: compiled widths with their tile facts
 // (decode_ctas_per_sm from the occupancy calculator on the current device).
 void fa_cuda__attention_caps(fa_backend_caps *caps);

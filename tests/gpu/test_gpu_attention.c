@@ -985,7 +985,9 @@ static void test_nan_edges(void)
 /* Shapes aimed at the wgmma family's edges (and run by either family): blocks longer than the
    128-key TMA box (256, 384), more sequences than the kernel's 384 threads (the binary steps of
    its tile -> sequence search), a window that starts past the first tiles (pages wholly before
-   the window), f16 with softcap and a window, short and long queries in one batch. */
+   the window), f16 with softcap and a window, short and long queries in one batch; heads 64
+   and 256 (their wgmma kernels run in an FA_SM90_EXPERIMENTAL build, tools/gpu_sm90.sh
+   experimental). */
 static void test_family_edges(void)
 {
     int v;
@@ -1028,6 +1030,41 @@ static void test_family_edges(void)
             set_seqs(&c, 3, ql, kl);
             c.hq = c.hkv = 4;
             c.causal = 0;
+        } break;
+        }
+        run_named("family edges", &c);
+    }
+    /* heads 64 and 256 (head 256 tiles 64 keys: its block 128 starts a TMA box inside a block) */
+    for (v = 0; v < 8; ++v) {
+        acase c = base_case(v % 4 == 1 ? FA_DTYPE_F16 : FA_DTYPE_BF16, v < 4 ? 64 : 256, 16, 8, 2);
+        if (gt_quick() && v % 2) continue;
+        switch (v % 4) {
+        case 0: { /* causal, three lengths */
+            static const int ql[] = {300, 1, 129}, kl[] = {1000, 700, 129};
+            set_seqs(&c, 3, ql, kl);
+            c.causal = 1;
+        } break;
+        case 1: { /* f16, softcap, a window, block 8 */
+            static const int ql[] = {200, 77}, kl[] = {1500, 300};
+            set_seqs(&c, 2, ql, kl);
+            c.bs = 8;
+            c.causal = 1;
+            c.softcap = 30.0f;
+            c.wl = 100;
+        } break;
+        case 2: { /* non-causal, Lq > Lk and a 1-key sequence, MHA, block 128 */
+            static const int ql[] = {300, 200, 130}, kl[] = {100, 1, 700};
+            set_seqs(&c, 3, ql, kl);
+            c.hq = c.hkv = 4;
+            c.bs = 128;
+            c.causal = 0;
+        } break;
+        default: { /* a window far past the first tiles, block 64 */
+            static const int ql[] = {150, 1}, kl[] = {3000, 2000};
+            set_seqs(&c, 2, ql, kl);
+            c.bs = 64;
+            c.causal = 1;
+            c.wl = 200;
         } break;
         }
         run_named("family edges", &c);

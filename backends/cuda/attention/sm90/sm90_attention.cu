@@ -1,25 +1,29 @@
 // sm90_attention.cu - the sm_90a attention kernel family of the CUDA backend: paged varlen
-// prefill for bf16 and f16, head size 128, with wgmma (HGMMA) for both GEMMs, TMA loads of Q and of every
+// prefill for bf16 and f16, with wgmma (HGMMA) for both GEMMs, TMA loads of Q and of every
 // K/V page into a 2-stage shared-memory ring guarded by mbarriers, and warp specialisation
 // (a producer warp, two consumer warpgroups in ping-pong). Compiled only when gpu_arch has
 // sm_90a (meson sets FA_CUDA_HAVE_SM90); attention.cu calls fa_sm90__launch for the calls
 // fa_sm90__accepts takes and runs everything else in the mma.sync family.
 //
 // What a call may have here: q / k / v / out all bf16 or all f16, head size 128, a paged cache
-// whose block size is a power of two in [8, 128] (the kernel also handles multiples of 128
-// above that, not yet enabled: not yet run on a GPU), bottom-right causal and windows
-// (left, right), softcap, LSE out, a split plan whose entries are 0 (skip the sequence) or 1; no
+// whose block size is a power of two in [8, 128], bottom-right causal and windows (left,
+// right), softcap, LSE out, a split plan whose entries are 0 (skip the sequence) or 1; no
 // ALiBi, sinks, fp8, split-KV or query-head groups (those calls stay in the mma.sync family).
+// Built as well, taken only in an FA_SM90_EXPERIMENTAL build until they have run on a GPU
+// (tools/gpu_sm90.sh experimental): head sizes 64 and 256 (Dims<D>: 128-key tiles at 64, 64-key
+// tiles at 256), and blocks longer than a tile (a TMA box of BN rows at a row offset inside the
+// block; block sizes that are multiples of BN).
 //
 // CTA = 3 warpgroups (384 threads): one (sequence, 128-token row block, query head).
 //   producer warp (warpgroup 0, warp 0): setmaxnreg.dec 40. Lane 0 loads the Q tile (TMA, once);
-//     per 128-key tile the lanes read the tile's block-table entries (a tile ahead) and issue one
+//     per BN-key tile the lanes read the tile's block-table entries (a tile ahead) and issue one
 //     TMA box per (page, 64-dim column block) into the K and V stages. A block id outside
 //     [0, num_blocks) is loaded from coordinate num_blocks: past the tensor map, so TMA reads
 //     nothing and fills zeros; the first one is recorded in the error word. Pages with no key
 //     of the CTA's range (past the sequence, before a window) load zeros the same way.
-//   consumers (warpgroups 1, 2): setmaxnreg.inc 232; 64 query rows each. S = Q K^T (8 wgmma SS),
-//     mask, online softmax (sm90_tile.cuh), O += P V (8 wgmma RS), FA3's intra-warpgroup overlap
+//   consumers (warpgroups 1, 2): setmaxnreg.inc 232; 64 query rows each. S = Q K^T (D / 16
+//     wgmma SS), mask, online softmax (sm90_tile.cuh), O += P V (BN / 16 wgmma RS; two per
+//     k-step at head 256), FA3's intra-warpgroup overlap
 //     (S(i) and P(i-1) V(i-1) in flight together) and ping-pong turns between the two
 //     warpgroups (named barriers 1, 2). The last tile's V rows at or past the sequence's end
 //     (the rest of its last page: stale, may hold NaN; P = 0 there, and 0 x NaN is NaN) are
@@ -31,6 +35,7 @@
 #include "../../fa_cuda_internal.cuh"
 #define FA_ATTN_DECLS_ONLY
 #include "../attention_kernel.cuh"
+#include "../dispatch_generated.h" // FA_ATTN_HD_<d>: the compiled widths
 #include "sm90_tile.cuh"
 
 #include <limits.h>
@@ -69,8 +74,6 @@ struct AttnParams {
     float scale_log2; // softmax scale * log2(e); with a softcap: softcap * log2(e)
     float sc_cap;     // softmax scale / softcap (softcap only)
 };
-
-using L = Smem<kLibStages>;
 
 // Sequence b of flat row-block tile `tile`: the last b with tile_off(b) = cu_q[b] / 128 + b <=
 // tile (strictly increasing; sequence b owns tiles [tile_off(b), tile_off(b + 1)), at least its
@@ -125,7 +128,7 @@ template <typename T> __device__ __forceinline__ float to_f32(T x) {
     }
 }
 
-template <typename T, bool Softcap>
+template <typename T, bool Softcap, int D>
 static __device__ __noinline__ float fix_nan_entry(const AttnParams &p, int q_tok, int h, int hkv,
                                                    const int32_t *bt, int lo, int hi, int d, float m,
                                                    float l) {
@@ -136,7 +139,7 @@ static __device__ __noinline__ float fix_nan_entry(const AttnParams &p, int q_to
         int64_t ok, ov;
         if (!key_offsets(p, bt, j, hkv, ok, ov)) continue;
         float s = 0.f;
-        for (int x = 0; x < kHeadDim; ++x) s += to_f32(qr[x]) * to_f32(kb[ok + x]);
+        for (int x = 0; x < D; ++x) s += to_f32(qr[x]) * to_f32(kb[ok + x]);
         const float xl =
             Softcap ? __fmul_rn(p.scale_log2, tanh_approx(__fmul_rn(s, p.sc_cap))) : s * p.scale_log2;
         acc += ex2_approx(xl - m) * to_f32(vb[ov + d]);
@@ -146,28 +149,32 @@ static __device__ __noinline__ float fix_nan_entry(const AttnParams &p, int q_to
 
 __device__ __forceinline__ bool is_nan(float x) { return x != x; }
 
-// Zero V rows [n, 128) of a stage laid out in pages of R = 2^rlog keys ([page][64-dim column
-// block][R][64]; a swizzle moves 16-byte chunks within a 128-byte row only, so key r's half c
-// is the 128 bytes at page (r / R), block c, row r % R), by the 128 threads of one consumer
-// warpgroup, then make the writes visible to wgmma (async proxy) and wait for the warpgroup
-// (named barrier bar_id).
+// Zero V rows [n, BN) of a stage laid out in pages of R = 2^rlog keys ([page][64-dim column
+// block][R][64]; a swizzle moves 16-byte chunks within a 128-byte row only, so key r's column
+// block c is the 128 bytes at page (r / R), block c, row r % R), by the 128 threads of one
+// consumer warpgroup, then make the writes visible to wgmma (async proxy) and wait for the
+// warpgroup (named barrier bar_id).
+template <int D>
 __device__ __forceinline__ void zero_v_tail(uint32_t vb, int n, int rlog, int tid, uint32_t bar_id) {
+    constexpr int kCols = Dims<D>::kCols, kShift = 3 + Dims<D>::kColsLog2; // 8 kCols 16-byte chunks a key
     const int R = 1 << rlog;
-    for (int x = tid; x < (kBlockN - n) * 16; x += 128) {
-        const int r = n + (x >> 4), c = (x >> 3) & 1, chunk = x & 7;
-        const uint32_t a =
-            vb + static_cast<uint32_t>(((r >> rlog) * 2 + c) * R * 128 + (r & (R - 1)) * 128 + chunk * 16);
+    for (int x = tid; x < (Dims<D>::kBN - n) << kShift; x += 128) {
+        const int r = n + (x >> kShift), c = (x >> 3) & (kCols - 1), chunk = x & 7;
+        const uint32_t a = vb + static_cast<uint32_t>(((r >> rlog) * kCols + c) * R * 128 +
+                                                      (r & (R - 1)) * 128 + chunk * 16);
         asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(a), "r"(0u) : "memory");
     }
     fence_proxy_async_smem();
     named_bar_sync(bar_id, 128);
 }
 
-template <typename T, bool Softcap>
+template <typename T, bool Softcap, int D>
 __global__ void __launch_bounds__(kThreads, 1)
     sm90_attention_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                           const __grid_constant__ CUtensorMap tmV, const __grid_constant__ AttnParams p) {
 #if FA_SM90_DEVICE_OK
+    using L = Smem<kLibStages, D>;
+    constexpr int BN = Dims<D>::kBN, kCols = Dims<D>::kCols;
     extern __shared__ uint8_t smem_raw[];
     // ---- the CTA's tile: causal / windowed long row blocks first (reversed order)
     const int64_t tile = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
@@ -195,10 +202,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         kmin = lo_a;
         kmax = max(hi_b, kmin);
     }
-    const int tb = kmin / kBlockN;
-    const int n_tiles = kmax > kmin ? (kmax + kBlockN - 1) / kBlockN - tb : 0;
+    const int tb = kmin / BN;
+    const int n_tiles = kmax > kmin ? (kmax + BN - 1) / BN - tb : 0;
 
-    const Ring<kLibStages> ring(smem_raw);
+    const Ring<kLibStages, D> ring(smem_raw);
     const uint32_t sQ = ring.q, sK = ring.k, sV = ring.v;
     const uint32_t bar_q = ring.bar_q, bar_kf = ring.kf, bar_vf = ring.vf, bar_ke = ring.ke, bar_ve = ring.ve;
     const int wg = static_cast<int>(threadIdx.x) / 128;
@@ -217,14 +224,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                 // a box wholly past the sequence's rows (the upper warpgroup of a short last row
                 // block) re-reads the lower rows: never stored
                 const int qrow = q0 + (m0 + w * kWgRows < Lq ? m0 + w * kWgRows : m0);
-                for (int c = 0; c < 2; ++c)
+                for (int c = 0; c < kCols; ++c)
                     tma_load_3d(sQ + w * L::kQWgBytes + c * L::kQColBytes, &tmQ, bar_q, c * 64, h, qrow);
             }
         }
-        // lane l < 2 * pages_per_tile issues page l / 2, column block l % 2 of each tile
+        // lane l < kCols * pages_per_tile issues page l / kCols, column block l % kCols of each tile
         const int ppt = p.pages_per_tile;
-        const bool active = lane < 2 * ppt;
-        const int page = lane >> 1, col = lane & 1;
+        const bool active = lane < kCols * ppt;
+        const int page = lane >> Dims<D>::kColsLog2, col = lane & (kCols - 1);
         bool bad = false;
         int bad_id = 0, bad_col = 0;
         // block coordinate and row-in-page of this lane's box of tile i. A box with no key of
@@ -232,7 +239,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         // load from coordinate num_blocks: wholly past the tensor map, so TMA reads nothing,
         // fills zeros and still counts the box's bytes.
         auto coords = [&](int i, int &blk, int &row) {
-            const int j = (tb + i) * kBlockN + page * p.box_rows;
+            const int j = (tb + i) * BN + page * p.box_rows;
             blk = p.num_blocks;
             row = 0;
             if (j >= kmax || j + p.box_rows <= kmin) return;
@@ -254,7 +261,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             const uint32_t par = (static_cast<uint32_t>(i / kLibStages) & 1u) ^ 1u;
             int nblk = 0, nrow = 0;
             if (active && i + 1 < n_tiles) coords(i + 1, nblk, nrow); // a tile ahead
-            const uint32_t off = page * p.box_rows * 128 + col * L::kKvColBytes; // K: [column block][128][64]
+            const uint32_t off = page * p.box_rows * 128 + col * L::kKvColBytes; // K: [column block][BN][64]
             if (lane == 0) {
                 mbar_wait(bar_ke + 8 * s, par);
                 mbar_arrive_expect_tx(bar_kf + 8 * s, L::kTileBytes);
@@ -267,13 +274,13 @@ __global__ void __launch_bounds__(kThreads, 1)
                 mbar_arrive_expect_tx(bar_vf + 8 * s, L::kTileBytes);
             }
             __syncwarp();
-            // V: [page][column block][box_rows][64], both column blocks in one 5-D box a page:
-            // lane l < ppt takes page l's coordinates from lane 2 l (its K box of column block 0)
-            const int vblk = __shfl_sync(0xffffffffu, blk, (2 * lane) & 31);
-            const int vrow = __shfl_sync(0xffffffffu, row, (2 * lane) & 31);
+            // V: [page][column block][box_rows][64], every column block in one 5-D box a page:
+            // lane l < ppt takes page l's coordinates from lane kCols l (its K box of column block 0)
+            const int vblk = __shfl_sync(0xffffffffu, blk, (kCols * lane) & 31);
+            const int vrow = __shfl_sync(0xffffffffu, row, (kCols * lane) & 31);
             if (lane < ppt)
-                tma_load_5d(sV + s * L::kTileBytes + lane * p.box_rows * 256, &tmV, bar_vf + 8 * s, 0, vrow,
-                            0, hkv, vblk);
+                tma_load_5d(sV + s * L::kTileBytes + lane * p.box_rows * 128 * kCols, &tmV, bar_vf + 8 * s, 0,
+                            vrow, 0, hkv, vblk);
             blk = nblk;
             row = nrow;
         }
@@ -300,26 +307,25 @@ __global__ void __launch_bounds__(kThreads, 1)
         row_keys(static_cast<int64_t>(min(row_lo + kWgRows, Lq) - 1) + diag, Lk, wl, wr, full_lo, a);
         row_keys(static_cast<int64_t>(row_lo) + diag, Lk, wl, wr, c, full_hi);
     }
-    auto needs_mask = [&](int kbase) { return kbase < full_lo || kbase + kBlockN > full_hi; };
+    auto needs_mask = [&](int kbase) { return kbase < full_lo || kbase + BN > full_hi; };
     // the last tile holds keys at or past Lk: its V rows from there on are zeroed
-    const int last_kbase = (tb + n_tiles - 1) * kBlockN;
-    const int tail_valid = Lk - last_kbase; // < 128: zero rows [tail_valid, 128)
+    const int last_kbase = (tb + n_tiles - 1) * BN;
+    const int tail_valid = Lk - last_kbase; // < BN: zero rows [tail_valid, BN)
 
-    float o[64];
-    float sacc[64];
-    uint32_t pa[8][4];
+    float o[Dims<D>::kORegs];
+    float sacc[Dims<D>::kSRegs];
+    uint32_t pa[BN / 16][4];
 #pragma unroll
-    for (int i = 0; i < 64; ++i) {
-        o[i] = 0.f;
-        sacc[i] = 0.f;
-    }
+    for (int i = 0; i < Dims<D>::kORegs; ++i) o[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < Dims<D>::kSRegs; ++i) sacc[i] = 0.f;
     float mrow0 = -INFINITY, mrow1 = -INFINITY; // running max, log2 units
     float lrow0 = 0.f, lrow1 = 0.f; // this thread's part of the row sums
     const uint32_t qb = sQ + cw * L::kQWgBytes;
     // V's pages of box_rows keys: LBO = the next 64-dim column block, SBO = the next 8 keys
-    // (with 8-key pages the next page)
+    // (with 8-key pages the next page, kCols column blocks further)
     const uint32_t v_lbo = static_cast<uint32_t>(p.box_rows) * 128u;
-    const uint32_t v_sbo = p.box_rows == 8 ? 2048u : 1024u;
+    const uint32_t v_sbo = p.box_rows == 8 ? 1024u * kCols : 1024u;
     turns_open(cw, n_tiles > 0);
 
     if (n_tiles > 0) {
@@ -327,14 +333,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         { // prologue: S(0), softmax(0), P(0)
             wait_full(bar_kf, 0);
             turn_begin(cw);
-            issue_qk<kLibStages, T>(sacc, qb, sK);
+            issue_qk<kLibStages, T, D>(sacc, qb, sK);
             turn_end(cw, false);
             wgmma_wait_group<0>();
 #pragma unroll
-            for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
+            for (int x = 0; x < Dims<D>::kSRegs; ++x) reg_fence(sacc[x]);
             release(bar_ke, lane);
             float a0, a1;
-            const int kbase = tb * kBlockN;
+            const int kbase = tb * BN;
             softmax_tile<Softcap>(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0, lo1, hi1, sl2, p.sc_cap,
                                   mrow0, mrow1, lrow0, lrow1, a0, a1);
             pack_p<T>(pa, sacc); // O is still 0: nothing to rescale
@@ -343,24 +349,24 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int s = i % kLibStages, sp = (i - 1) % kLibStages;
             const uint32_t phase = static_cast<uint32_t>(i / kLibStages) & 1u;
             const uint32_t phase_p = static_cast<uint32_t>((i - 1) / kLibStages) & 1u;
-            const int kbase = (tb + i) * kBlockN;
+            const int kbase = (tb + i) * BN;
             wait_full(bar_kf + 8 * s, phase);
             wait_full(bar_vf + 8 * sp, phase_p);
             turn_begin(cw);
-            issue_qk<kLibStages, T>(sacc, qb, sK + s * L::kTileBytes); // S(i)
-            issue_pv<kLibStages, T>(o, pa, sV + sp * L::kTileBytes, v_lbo, v_sbo,
-                                    p.box_log2); // P(i-1) V(i-1)
+            issue_qk<kLibStages, T, D>(sacc, qb, sK + s * L::kTileBytes); // S(i)
+            issue_pv<kLibStages, T, D>(o, pa, sV + sp * L::kTileBytes, v_lbo, v_sbo,
+                                       p.box_log2); // P(i-1) V(i-1)
             turn_end(cw, false);
             wgmma_wait_group<1>(); // S(i) done (groups retire in order)
 #pragma unroll
-            for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
+            for (int x = 0; x < Dims<D>::kSRegs; ++x) reg_fence(sacc[x]);
             release(bar_ke + 8 * s, lane);
             float a0, a1;
             softmax_tile<Softcap>(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0, lo1, hi1, sl2, p.sc_cap,
                                   mrow0, mrow1, lrow0, lrow1, a0, a1);
             wgmma_wait_group<0>(); // P(i-1) V(i-1) done: O and pa may be touched again
 #pragma unroll
-            for (int x = 0; x < 64; ++x) reg_fence(o[x]);
+            for (int x = 0; x < Dims<D>::kORegs; ++x) reg_fence(o[x]);
             release(bar_ve + 8 * sp, lane);
             rescale_o(o, a0, a1);
             pack_p<T>(pa, sacc);
@@ -368,14 +374,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         {
             const int i = n_tiles - 1, s = i % kLibStages;
             wait_full(bar_vf + 8 * s, static_cast<uint32_t>(i / kLibStages) & 1u);
-            if (tail_valid < kBlockN)
-                zero_v_tail(sV + s * L::kTileBytes, tail_valid, p.box_log2, tid, 3 + cw);
+            if (tail_valid < BN) zero_v_tail<D>(sV + s * L::kTileBytes, tail_valid, p.box_log2, tid, 3 + cw);
             turn_begin(cw);
-            issue_pv<kLibStages, T>(o, pa, sV + s * L::kTileBytes, v_lbo, v_sbo, p.box_log2);
+            issue_pv<kLibStages, T, D>(o, pa, sV + s * L::kTileBytes, v_lbo, v_sbo, p.box_log2);
             turn_end(cw, true);
             wgmma_wait_group<0>();
 #pragma unroll
-            for (int x = 0; x < 64; ++x) reg_fence(o[x]);
+            for (int x = 0; x < Dims<D>::kORegs; ++x) reg_fence(o[x]);
             release(bar_ve + 8 * s, lane);
         }
     }
@@ -393,29 +398,29 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int r = half ? r1 : r0;
         if (r >= Lq) continue;
         const float inv = half ? inv1 : inv0;
-        float v[32];
+        float v[D / 4];
 #pragma unroll
-        for (int j = 0; j < 16; ++j) {
+        for (int j = 0; j < D / 8; ++j) {
             v[2 * j] = o[4 * j + 2 * half] * inv;
             v[2 * j + 1] = o[4 * j + 2 * half + 1] * inv;
         }
         if (edge) {
             bool any = false;
 #pragma unroll
-            for (int x = 0; x < 32; ++x) any |= is_nan(v[x]);
+            for (int x = 0; x < D / 4; ++x) any |= is_nan(v[x]);
             if (__builtin_expect(any, 0)) {
                 const int lo = half ? lo1 : lo0, hi = half ? hi1 : hi0;
                 const float m = half ? mrow1 : mrow0, l = half ? lrow1 : lrow0;
-                for (int x = 0; x < 32; ++x)
+                for (int x = 0; x < D / 4; ++x)
                     if (is_nan(v[x]))
-                        v[x] = fix_nan_entry<T, Softcap>(p, q0 + r, h, hkv, bt, lo, hi,
-                                                         8 * (x >> 1) + 2 * t4 + (x & 1), m, l);
+                        v[x] = fix_nan_entry<T, Softcap, D>(p, q0 + r, h, hkv, bt, lo, hi,
+                                                            8 * (x >> 1) + 2 * t4 + (x & 1), m, l);
             }
         }
         T *dst = static_cast<T *>(p.out) + static_cast<int64_t>(q0 + r) * p.out_token_stride +
                  static_cast<int64_t>(h) * p.out_head_stride + 2 * t4;
 #pragma unroll
-        for (int j = 0; j < 16; ++j)
+        for (int j = 0; j < D / 8; ++j)
             *reinterpret_cast<uint32_t *>(dst + 8 * j) = pack2<T>(v[2 * j], v[2 * j + 1]);
         if (p.lse != nullptr && t4 == 0) {
             const float l = half ? lrow1 : lrow0, m = half ? mrow1 : mrow0;
@@ -449,7 +454,45 @@ int ilog2_exact(int64_t x) {
 
 bool stride_ok(int64_t elems) { return elems > 0 && (elems * 2) % 16 == 0 && elems * 2 < (int64_t(1) << 40); }
 
+// Paths built but not yet run on a GPU (heads 64 and 256; blocks longer than a tile, where a TMA
+// box starts inside the block) are taken only in a build with -DFA_SM90_EXPERIMENTAL (the GPU
+// scripts' test builds, tools/gpu_sm90.sh experimental); every other build runs those calls in
+// the mma.sync family.
+#ifdef FA_SM90_EXPERIMENTAL
+constexpr bool kUntested = true;
+#else
+constexpr bool kUntested = false;
+#endif
+
+// The head sizes whose kernels this build has: 128 (run on the H200), 64 and 256 (untested).
+bool head_on(int d) {
+    switch (d) {
+#ifdef FA_ATTN_HD_64
+    case 64: return kUntested;
+#endif
+#ifdef FA_ATTN_HD_128
+    case 128: return true;
+#endif
+#ifdef FA_ATTN_HD_256
+    case 256: return kUntested;
+#endif
+    default: return false;
+    }
+}
+
+// Keys per tile at head size d, and the block sizes the producer's TMA boxes serve: a power of
+// two in [8, BN] (a box per page, BN / block pages a tile), or a multiple of BN (a box of BN
+// rows at a row offset inside the block; untested).
+int tile_keys(int d) { return d > 128 ? 64 : 128; }
+bool block_on(int64_t bs, int d) {
+    const int bn = tile_keys(d);
+    if (bs >= 8 && bs <= bn && ilog2_exact(bs) >= 0) return d == 128 || kUntested;
+    return kUntested && bs > bn && bs % bn == 0;
+}
+
 } // namespace
+
+bool fa_sm90__serves_head(int d) { return head_on(d); }
 
 // Whether this family runs the call (every condition in one place: the op and its check use it);
 // *why names the first unmet condition (for the dispatch's reports and tests).
@@ -459,8 +502,8 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
     const int64_t bs = a->block_size;
     if ((a->q_dtype != FA_DTYPE_BF16 && a->q_dtype != FA_DTYPE_F16) || a->kv_dtype != a->q_dtype)
         w = "q / kv dtype (bf16 or f16, the same)";
-    else if (a->head_size != 128)
-        w = "head_size not 128";
+    else if (!head_on(a->head_size))
+        w = kUntested ? "head_size (64, 128 or 256, compiled)" : "head_size not 128";
     else if (!paged)
         w = "dense K/V";
     else if (a->alibi_slopes != nullptr || a->sinks != nullptr)
@@ -471,11 +514,9 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
         w = "query-head groups";
     else if (!(a->softmax_scale > 0.f))
         w = "softmax_scale <= 0";
-    // blocks longer than the 128-key box (a box at a row offset inside the block) are built but
-    // not yet run on a GPU: they stay in mma.sync until test_gpu_attention's "family edges"
-    // cases (blocks 256, 384) have passed with this family
-    else if (!(bs >= 8 && bs <= 128 && ilog2_exact(bs) >= 0))
-        w = "block size (a power of two in [8, 128])";
+    else if (!block_on(bs, a->head_size))
+        w = kUntested ? "block size (a power of two in [8, BN] or a multiple of BN)"
+                      : "block size (a power of two in [8, 128])";
     else if (a->num_blocks < 1 || a->num_blocks >= (int64_t(1) << 31))
         w = "num_blocks";
     else if (a->num_heads_q > 65535)
@@ -507,6 +548,21 @@ int encode(EncodeTiledFn fn, CUtensorMap *tm, CUtensorMapDataType dt, const void
 
 } // namespace
 
+namespace {
+
+using KernelFn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, fa_sm90::AttnParams);
+
+// The kernel of head size D for the call's dtype and softcap, and its shared memory.
+template <int D> KernelFn pick_kernel(bool f16, bool softcap, int &smem) {
+    using namespace fa_sm90;
+    smem = static_cast<int>(Smem<kLibStages, D>::kAlloc);
+    return f16 ? (softcap ? sm90_attention_kernel<__half, true, D> : sm90_attention_kernel<__half, false, D>)
+               : (softcap ? sm90_attention_kernel<__nv_bfloat16, true, D>
+                          : sm90_attention_kernel<__nv_bfloat16, false, D>);
+}
+
+} // namespace
+
 // Launches the family for a call fa_sm90__accepts took. skip_rows: sequences with Lq * G at or
 // below it are left to the decode tile. encode_fn: cuTensorMapEncodeTiled (the backend resolves
 // it once). Returns FA_OK or fails with the CUDA / driver error.
@@ -517,11 +573,11 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     if (fn == nullptr)
         return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: cuTensorMapEncodeTiled unavailable");
     CUtensorMap tq, tk, tv;
-    const int D = kHeadDim;
+    const int D = a->head_size, cols = D / 64, bn = tile_keys(D);
     const bool f16 = a->q_dtype == FA_DTYPE_F16;
     const bool softcap = a->softcap > 0.f;
     const CUtensorMapDataType dt = f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    const int box_rows = a->block_size < 128 ? a->block_size : 128;
+    const int box_rows = a->block_size < bn ? a->block_size : bn;
     {
         const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)a->num_heads_q, (cuuint64_t)a->num_tokens};
         const cuuint64_t str[2] = {(cuuint64_t)a->q_head_stride * 2, (cuuint64_t)a->q_token_stride * 2};
@@ -539,12 +595,13 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of k failed to encode");
     }
     {
-        // V as [blocks][heads][2 column blocks][rows][64]: one box holds a page's both halves
-        const cuuint64_t dims[5] = {64, (cuuint64_t)a->block_size, 2, (cuuint64_t)a->num_heads_kv,
-                                    (cuuint64_t)a->num_blocks};
+        // V as [blocks][heads][D / 64 column blocks][rows][64]: one box holds all of a page's
+        // column blocks
+        const cuuint64_t dims[5] = {64, (cuuint64_t)a->block_size, (cuuint64_t)cols,
+                                    (cuuint64_t)a->num_heads_kv, (cuuint64_t)a->num_blocks};
         const cuuint64_t str[4] = {(cuuint64_t)a->v_row_stride * 2, 128, (cuuint64_t)a->v_head_stride * 2,
                                    (cuuint64_t)a->v_block_stride * 2};
-        const cuuint32_t box[5] = {64, (cuuint32_t)box_rows, 2, 1, 1};
+        const cuuint32_t box[5] = {64, (cuuint32_t)box_rows, (cuuint32_t)cols, 1, 1};
         if (encode(fn, &tv, dt, a->v, 5, dims, str, box))
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of v failed to encode");
     }
@@ -579,8 +636,8 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     p.block_size = a->block_size;
     p.block_shift = ilog2_exact(a->block_size);
     p.box_rows = box_rows;
-    p.pages_per_tile = kBlockN / box_rows;
-    p.box_log2 = ilog2_exact(box_rows); // box_rows: a power of two in [8, 128] (fa_sm90__accepts)
+    p.pages_per_tile = bn / box_rows;
+    p.box_log2 = ilog2_exact(box_rows); // box_rows: a power of two in [8, bn] (fa_sm90__accepts)
     p.window_left = a->window_left < 0 ? -1 : a->window_left;
     p.window_right = a->causal ? 0 : (a->window_right < 0 ? -1 : a->window_right);
     p.skip_rows = skip_rows;
@@ -590,10 +647,21 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     const int64_t tiles = static_cast<int64_t>(a->num_tokens) / kBlockM + a->num_seqs + 1;
     if (tiles > 0x7fffffffLL)
         return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "sm90 family: %lld row blocks", (long long)tiles);
-    const int smem = static_cast<int>(L::kAlloc);
-    auto kern = f16 ? (softcap ? sm90_attention_kernel<__half, true> : sm90_attention_kernel<__half, false>)
-                    : (softcap ? sm90_attention_kernel<__nv_bfloat16, true>
-                               : sm90_attention_kernel<__nv_bfloat16, false>);
+    KernelFn kern = nullptr;
+    int smem = 0;
+    switch (D) {
+#ifdef FA_ATTN_HD_64
+    case 64: kern = pick_kernel<64>(f16, softcap, smem); break;
+#endif
+#ifdef FA_ATTN_HD_128
+    case 128: kern = pick_kernel<128>(f16, softcap, smem); break;
+#endif
+#ifdef FA_ATTN_HD_256
+    case 256: kern = pick_kernel<256>(f16, softcap, smem); break;
+#endif
+    default: break;
+    }
+    if (kern == nullptr) return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "sm90 family: head_size %d not built", D);
     cudaError_t ce = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (ce == cudaSuccess) {
         kern<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(a->num_heads_q)), kThreads, smem,

@@ -307,6 +307,56 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const uint32
         FA_SM90_WGMMA_RS("bf16");
     }
 }
+// The same two forms at N = 64 (PTX ISA 9.7.15.5.2, m64n64k16): D[64x64], d[32] with the layout
+// above for n8 blocks j = 0..7. Head 64's O += P V and head 256's S = Q K^T (64-key tiles).
+#define FA_SM90_WGMMA_SS64(TY) \
+    asm volatile( \
+        "{\n\t.reg .pred p;\n\t" \
+        "setp.ne.b32 p, %34, 0;\n\t" \
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " \
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
+        "%32, %33, p, 1, 1, 0, %35;\n\t}" \
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TransB));
+
+template <int TransB, typename T = __nv_bfloat16>
+__device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int scale_d)
+{
+    if constexpr (std::is_same<T, __half>::value) {
+        FA_SM90_WGMMA_SS64("f16");
+    } else {
+        FA_SM90_WGMMA_SS64("bf16");
+    }
+}
+
+#define FA_SM90_WGMMA_RS64(TY) \
+    asm volatile( \
+        "{\n\t.reg .pred p;\n\t" \
+        "setp.ne.b32 p, %37, 0;\n\t" \
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " \
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
+        "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n\t}" \
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TransB));
+
+template <int TransB, typename T = __nv_bfloat16>
+__device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
+                                                   int scale_d)
+{
+    if constexpr (std::is_same<T, __half>::value) {
+        FA_SM90_WGMMA_RS64("f16");
+    } else {
+        FA_SM90_WGMMA_RS64("bf16");
+    }
+}
 // clang-format on
 
 // ---------------------------------------------------------------------------------------------

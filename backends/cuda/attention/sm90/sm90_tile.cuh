@@ -1,8 +1,9 @@
 // sm90_tile.cuh - the consumer steps of the sm_90a attention kernels (one warpgroup of 64
-// query rows against a 128-key tile, head size 128, bf16): the shared-memory layout constants,
-// S = Q K^T and O += P V by wgmma, the masked online softmax, the rescale of O and the packing
-// of P into wgmma A fragments. Used by the library kernel (sm90_attention.cu) and by the dense
-// prototype (fa_sm90_prefill.cuh, tools/hopper_proto.cu).
+// query rows against a tile of keys, bf16 or f16): the shared-memory layout constants, S = Q K^T
+// and O += P V by wgmma, the masked online softmax, the rescale of O and the packing of P into
+// wgmma A fragments, for head sizes 64, 128 and 256 (Dims<D>). Used by the library kernel
+// (sm90_attention.cu) and by the dense head-128 prototype (fa_sm90_prefill.cuh,
+// tools/hopper_proto.cu), which uses the defaults (D = 128).
 #pragma once
 
 #include "sm90_ptx.cuh"
@@ -11,19 +12,33 @@
 
 namespace fa_sm90 {
 
-constexpr int kHeadDim = 128;
+constexpr int kHeadDim = 128;      // the prototype's head size
 constexpr int kBlockM = 128;       // query rows per CTA
-constexpr int kBlockN = 128;       // keys per K/V tile
+constexpr int kBlockN = 128;       // keys per K/V tile at head 128 (the prototype's)
 constexpr int kWgRows = 64;        // query rows per consumer warpgroup
 constexpr int kConsumerWarps = 8;  // arrivals on an empty barrier (lane 0 of each consumer warp)
 constexpr int kThreads = 384;      // producer warpgroup + 2 consumer warpgroups
 
-template <int Stages> struct Smem {
-    static constexpr uint32_t kQWgBytes = kWgRows * kHeadDim * 2;   // 16384
-    static constexpr uint32_t kQBytes = kBlockM * kHeadDim * 2;     // 32768
-    static constexpr uint32_t kTileBytes = kBlockN * kHeadDim * 2;  // 32768 (K or V tile)
-    static constexpr uint32_t kQColBytes = kWgRows * 128;           // one 64-dim column block of Q (8192)
-    static constexpr uint32_t kKvColBytes = kBlockN * 128; // one 64-dim column block of K/V (16384)
+// Tile shape per head size D: keys per tile BN (64 at head 256, where two 128-key stages of K
+// and V would not fit beside Q in shared memory), 64-dim column blocks (128-byte swizzled rows),
+// the floats a thread holds of S (BN / 2) and of O (D / 2).
+template <int D> struct Dims {
+    static_assert(D == 64 || D == 128 || D == 256, "sm90 family: head size 64, 128 or 256");
+    static constexpr int kD = D;
+    static constexpr int kBN = D > 128 ? 64 : 128;
+    static constexpr int kCols = D / 64;
+    static constexpr int kColsLog2 = D == 64 ? 0 : (D == 128 ? 1 : 2);
+    static constexpr int kSRegs = kBN / 2;
+    static constexpr int kORegs = D / 2;
+};
+
+template <int Stages, int D = kHeadDim> struct Smem {
+    static constexpr int kBN = Dims<D>::kBN;
+    static constexpr uint32_t kQWgBytes = kWgRows * D * 2;  // one warpgroup's Q rows (16384 at D 128)
+    static constexpr uint32_t kQBytes = kBlockM * D * 2;    // 32768 at D 128
+    static constexpr uint32_t kTileBytes = kBN * D * 2;     // a K or V tile (32768 at D 128)
+    static constexpr uint32_t kQColBytes = kWgRows * 128;   // one 64-dim column block of Q (8192)
+    static constexpr uint32_t kKvColBytes = kBN * 128; // one 64-dim column block of K/V (16384 at BN 128)
     static constexpr uint32_t kOffQ = 0;
     static constexpr uint32_t kOffK = kOffQ + kQBytes;
     static constexpr uint32_t kOffV = kOffK + Stages * kTileBytes;
@@ -45,50 +60,66 @@ template <int Stages> struct Smem {
 // wgmma_m64n128k16_ss. Rows r0 = 16 warp + g and r1 = r0 + 8 of the warpgroup's 64.
 // ---------------------------------------------------------------------------------------------
 
-// S = Q K^T, issued and committed (not waited for): A = Q (K-major SW128, 2 column blocks of 64
-// dims at 8192 bytes), B = the K tile (K-major SW128: N = 128 keys, K = dims; column blocks at
-// 16384). k-step kk: column block kk / 4, 32 bytes (16 dims) further per step inside it.
-template <int Stages, typename T = __nv_bfloat16>
-__device__ __forceinline__ void issue_qk(float (&sacc)[64], uint32_t qb, uint32_t kb) {
-    using L = Smem<Stages>;
+// S = Q K^T, issued and committed (not waited for): A = Q (K-major SW128, D / 64 column blocks
+// of 64 dims at 8192 bytes), B = the K tile (K-major SW128: N = BN keys, K = dims; column blocks
+// at BN * 128 bytes). k-step kk: column block kk / 4, 32 bytes (16 dims) further per step in it.
+template <int Stages, typename T = __nv_bfloat16, int D = kHeadDim>
+__device__ __forceinline__ void issue_qk(float (&sacc)[Dims<D>::kSRegs], uint32_t qb, uint32_t kb) {
+    using L = Smem<Stages, D>;
 #pragma unroll
-    for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
+    for (int x = 0; x < Dims<D>::kSRegs; ++x) reg_fence(sacc[x]);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
+    for (int kk = 0; kk < D / 16; ++kk) {
         const uint64_t da =
             make_smem_desc(qb + (kk >> 2) * L::kQColBytes + (kk & 3) * 32, 16, 1024, kSwizzle128B);
         const uint64_t db =
             make_smem_desc(kb + (kk >> 2) * L::kKvColBytes + (kk & 3) * 32, 16, 1024, kSwizzle128B);
-        wgmma_m64n128k16_ss<0, T>(sacc, da, db, kk > 0 ? 1 : 0);
+        if constexpr (Dims<D>::kBN == 128) {
+            wgmma_m64n128k16_ss<0, T>(sacc, da, db, kk > 0 ? 1 : 0);
+        } else {
+            wgmma_m64n64k16_ss<0, T>(sacc, da, db, kk > 0 ? 1 : 0);
+        }
     }
     wgmma_commit_group();
 }
 
 // O += P V, issued and committed: A = P from registers, B = the V tile, MN-major SW128 (the
-// GEMM's K = keys, 128-byte rows of 64 dims): for the dense tile LBO = 16384 (the next 64-dim
+// GEMM's K = keys, 128-byte rows of 64 dims): for the dense tile LBO = BN * 128 (the next 64-dim
 // column block), SBO = 1024 (the next 8 keys), k-step kk = 16 keys = 2048 bytes; a tile laid
 // out in pages of R = 2^page_log2 keys ([page][column block][R][64], one TMA box a page) has
-// LBO = 128 R, SBO = 1024 (R = 8: 2048, the next page) and k-step starts from the page.
-template <int Stages, typename T = __nv_bfloat16>
-__device__ __forceinline__ void issue_pv(float (&o)[64], uint32_t (&pa)[8][4], uint32_t vb, uint32_t lbo,
-                                         uint32_t sbo, int page_log2 = 7) {
-    using L = Smem<Stages>;
+// LBO = 128 R, SBO = 1024 (R = 8: 2048, the next page) and k-step starts from the page. At head
+// 256 each k-step is two N = 128 instructions, dims [0, 128) and [128, 256) (2 LBO further).
+template <int Stages, typename T = __nv_bfloat16, int D = kHeadDim>
+__device__ __forceinline__ void issue_pv(float (&o)[Dims<D>::kORegs], uint32_t (&pa)[Dims<D>::kBN / 16][4],
+                                         uint32_t vb, uint32_t lbo, uint32_t sbo,
+                                         int page_log2 = Dims<D>::kBN == 128 ? 7 : 6) {
+    constexpr int kCols = Dims<D>::kCols, kSteps = Dims<D>::kBN / 16;
 #pragma unroll
-    for (int x = 0; x < 64; ++x) reg_fence(o[x]);
+    for (int x = 0; x < Dims<D>::kORegs; ++x) reg_fence(o[x]);
 #pragma unroll
-    for (int kk = 0; kk < 8; ++kk)
+    for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
         for (int x = 0; x < 4; ++x) reg_fence(pa[kk][x]);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
+    for (int kk = 0; kk < kSteps; ++kk) {
         // keys [16 kk, 16 kk + 16): in pages of 2^page_log2 keys laid out [page][64-dim column
-        // block][key][64] (page_log2 = 7: one page, the 128-key tile, k-step = 2048 bytes)
+        // block][key][64] (one page = the whole tile: k-step = 2048 bytes)
         const uint32_t key = 16u * kk, rows = 1u << page_log2;
-        const uint32_t start = vb + (key >> page_log2) * rows * 256u + (key & (rows - 1u)) * 128u;
+        const uint32_t start = vb + (key >> page_log2) * rows * (128u * kCols) + (key & (rows - 1u)) * 128u;
         const uint64_t dv = make_smem_desc(start, lbo, sbo, kSwizzle128B);
-        wgmma_m64n128k16_rs<1, T>(o, pa[kk], dv, 1);
+        if constexpr (D == 64) {
+            wgmma_m64n64k16_rs<1, T>(o, pa[kk], dv, 1);
+        } else if constexpr (D == 128) {
+            wgmma_m64n128k16_rs<1, T>(o, pa[kk], dv, 1);
+        } else {
+            float(&o_lo)[64] = *reinterpret_cast<float(*)[64]>(&o[0]);
+            float(&o_hi)[64] = *reinterpret_cast<float(*)[64]>(&o[64]);
+            wgmma_m64n128k16_rs<1, T>(o_lo, pa[kk], dv, 1);
+            wgmma_m64n128k16_rs<1, T>(o_hi, pa[kk], make_smem_desc(start + 2u * lbo, lbo, sbo, kSwizzle128B),
+                                      1);
+        }
     }
     wgmma_commit_group();
 }
@@ -106,13 +137,13 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], uint32_t (&pa)[8][4], u
 // m_new) <= 1, 0 while the old max is -inf.
 // Softcap: x = fl(sl2 * tanh(fl(s * sc_cap))) with sl2 = softcap * log2 e and sc_cap = scale /
 // softcap (the mma.sync family's order of operations).
-template <bool Softcap = false>
-__device__ __forceinline__ void softmax_tile(float (&sacc)[64], bool need_mask, int key0, int lo0, int hi0,
+template <bool Softcap = false, int N = 64>
+__device__ __forceinline__ void softmax_tile(float (&sacc)[N], bool need_mask, int key0, int lo0, int hi0,
                                              int lo1, int hi1, float sl2, float sc_cap, float &mrow0,
                                              float &mrow1, float &lrow0, float &lrow1, float &alpha0,
                                              float &alpha1) {
 #pragma unroll
-    for (int x = 0; x < 64; ++x) {
+    for (int x = 0; x < N; ++x) {
         if constexpr (Softcap) {
             sacc[x] = __fmul_rn(sl2, tanh_approx(__fmul_rn(sacc[x], sc_cap)));
         } else {
@@ -121,7 +152,7 @@ __device__ __forceinline__ void softmax_tile(float (&sacc)[64], bool need_mask, 
     }
     if (need_mask) {
 #pragma unroll
-        for (int j = 0; j < 16; ++j)
+        for (int j = 0; j < N / 4; ++j)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int key = key0 + 8 * j + e;
@@ -129,10 +160,10 @@ __device__ __forceinline__ void softmax_tile(float (&sacc)[64], bool need_mask, 
                 if (key < lo1 || key >= hi1) sacc[4 * j + 2 + e] = -INFINITY;
             }
     }
-    // a row's 128 keys live in the 4 threads of a quad
+    // a row's keys (2 N of them) live in the 4 threads of a quad
     float mx0 = mrow0, mx1 = mrow1;
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < N / 4; ++j) {
         mx0 = fmaxf(mx0, fmaxf(sacc[4 * j], sacc[4 * j + 1]));
         mx1 = fmaxf(mx1, fmaxf(sacc[4 * j + 2], sacc[4 * j + 3]));
     }
@@ -148,7 +179,7 @@ __device__ __forceinline__ void softmax_tile(float (&sacc)[64], bool need_mask, 
     mrow1 = mx1;
     float sum0 = 0.f, sum1 = 0.f;
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < N / 4; ++j) {
         sacc[4 * j + 0] = ex2_approx(sacc[4 * j + 0] - ms0);
         sacc[4 * j + 1] = ex2_approx(sacc[4 * j + 1] - ms0);
         sacc[4 * j + 2] = ex2_approx(sacc[4 * j + 2] - ms1);
@@ -160,9 +191,9 @@ __device__ __forceinline__ void softmax_tile(float (&sacc)[64], bool need_mask, 
     lrow1 = lrow1 * alpha1 + sum1;
 }
 
-__device__ __forceinline__ void rescale_o(float (&o)[64], float alpha0, float alpha1) {
+template <int N> __device__ __forceinline__ void rescale_o(float (&o)[N], float alpha0, float alpha1) {
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < N / 4; ++j) {
         o[4 * j + 0] *= alpha0;
         o[4 * j + 1] *= alpha0;
         o[4 * j + 2] *= alpha1;
@@ -172,10 +203,10 @@ __device__ __forceinline__ void rescale_o(float (&o)[64], float alpha0, float al
 
 // P as the A operand of P V: k-step kk covers keys [16kk, 16kk + 16) = the n8 blocks 2kk and
 // 2kk + 1 of S, i.e. sacc[8kk .. 8kk + 7] (the same register shape as mma.sync's m16n8k16 A)
-template <typename T = __nv_bfloat16>
-__device__ __forceinline__ void pack_p(uint32_t (&pa)[8][4], const float (&sacc)[64]) {
+template <typename T = __nv_bfloat16, int K = 8>
+__device__ __forceinline__ void pack_p(uint32_t (&pa)[K][4], const float (&sacc)[8 * K]) {
 #pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
+    for (int kk = 0; kk < K; ++kk) {
         pa[kk][0] = pack2<T>(sacc[8 * kk + 0], sacc[8 * kk + 1]);
         pa[kk][1] = pack2<T>(sacc[8 * kk + 2], sacc[8 * kk + 3]);
         pa[kk][2] = pack2<T>(sacc[8 * kk + 4], sacc[8 * kk + 5]);
@@ -183,16 +214,16 @@ __device__ __forceinline__ void pack_p(uint32_t (&pa)[8][4], const float (&sacc)
     }
 }
 
-// The CTA's shared-memory ring (layout Smem<Stages>, from the dynamic base rounded up to 1024
+// The CTA's shared-memory ring (layout Smem<Stages, D>, from the dynamic base rounded up to 1024
 // bytes): the Q tile, the K and V stages and their mbarriers. full[s] (k_full, v_full): one
 // arrival (arrive.expect_tx) plus the TMA bytes; empty[s] (k_empty, v_empty): lane 0 of each of
 // the 8 consumer warps, K released after S = Q K^T, V after O += P V.
-template <int Stages> struct Ring {
-    uint32_t q, k, v;          // Q tile, K stages, V stages
-    uint32_t bar_q;            // Q landed
-    uint32_t kf, vf, ke, ve;   // k_full[s] = kf + 8 s, v_full, k_empty, v_empty
+template <int Stages, int D = kHeadDim> struct Ring {
+    uint32_t q, k, v; // Q tile, K stages, V stages
+    uint32_t bar_q; // Q landed
+    uint32_t kf, vf, ke, ve; // k_full[s] = kf + 8 s, v_full, k_empty, v_empty
     __device__ __forceinline__ explicit Ring(const void *smem_raw) {
-        using L = Smem<Stages>;
+        using L = Smem<Stages, D>;
         const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
         q = base + L::kOffQ;
         k = base + L::kOffK;
