@@ -986,8 +986,8 @@ static void test_nan_edges(void)
    128-key TMA box (256, 384), more sequences than the kernel's 384 threads (the binary steps of
    its tile -> sequence search), a window that starts past the first tiles (pages wholly before
    the window), f16 with softcap and a window, short and long queries in one batch; heads 64
-   and 256 (their wgmma kernels run in an FA_SM90_EXPERIMENTAL build, tools/gpu_sm90.sh
-   experimental). */
+   and 256, split-KV (their wgmma kernels run in an FA_SM90_EXPERIMENTAL build,
+   tools/gpu_sm90.sh experimental). */
 static void test_family_edges(void)
 {
     int v;
@@ -1066,6 +1066,27 @@ static void test_family_edges(void)
             c.causal = 1;
             c.wl = 200;
         } break;
+        }
+        run_named("family edges", &c);
+    }
+    /* split-KV (plans of 3 / 1 / 2 / 0 splits, or none: every sequence 3): heads 128, 64, 256,
+       f16 with softcap and a window */
+    for (v = 0; v < 4; ++v) {
+        static const int ql[] = {300, 129, 1, 200}, kl[] = {5000, 1200, 700, 200};
+        acase c =
+            base_case(v == 3 ? FA_DTYPE_F16 : FA_DTYPE_BF16, v == 1 ? 64 : (v == 2 ? 256 : 128), 16, 8, 2);
+        if (gt_quick() && v % 2) continue;
+        set_seqs(&c, 4, ql, kl);
+        c.causal = 1;
+        c.splits = 3;
+        c.use_plan = v != 2;
+        c.plan[0] = 3;
+        c.plan[1] = 1;
+        c.plan[2] = 2;
+        c.plan[3] = 0; /* untouched */
+        if (v == 3) {
+            c.softcap = 30.0f;
+            c.wl = 500;
         }
         run_named("family edges", &c);
     }

@@ -462,22 +462,28 @@ fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err
             if (ce != cudaSuccess)
                 return fa_bu_fail(e, FA_ERR_BACKEND, "kernel launch: %s", cudaGetErrorString(ce));
         }
-        return FA_OK;
     }
+    const bool sm90_ran = pl.sm90;
+#else
+    const bool sm90_ran = false;
 #endif
-    FA_ATTN_DISPATCH_HEAD_DIM(
-        dim, DIM,
-        FA_ATTN_DISPATCH_Q_DTYPE(a->q_dtype, QT, FA_ATTN_DISPATCH_KV_KIND(kv_kind, KV, {
-                                     if (pl.mixed) {
-                                         p.tile_filter = 1;
-                                         ce = fa_attn::launch_attention<DIM, QT, KV>(p, true, stream);
-                                         p.tile_filter = 2;
-                                     }
-                                     if (ce == cudaSuccess)
-                                         ce = fa_attn::launch_attention<DIM, QT, KV>(p, pl.decode, stream);
-                                 })))
-    if (ce != cudaSuccess) return fa_bu_fail(e, FA_ERR_BACKEND, "kernel launch: %s", cudaGetErrorString(ce));
-
+    if (!sm90_ran) {
+        FA_ATTN_DISPATCH_HEAD_DIM(
+            dim, DIM,
+            FA_ATTN_DISPATCH_Q_DTYPE(a->q_dtype, QT, FA_ATTN_DISPATCH_KV_KIND(kv_kind, KV, {
+                                         if (pl.mixed) {
+                                             p.tile_filter = 1;
+                                             ce = fa_attn::launch_attention<DIM, QT, KV>(p, true, stream);
+                                             p.tile_filter = 2;
+                                         }
+                                         if (ce == cudaSuccess)
+                                             ce =
+                                                 fa_attn::launch_attention<DIM, QT, KV>(p, pl.decode, stream);
+                                     })))
+        if (ce != cudaSuccess)
+            return fa_bu_fail(e, FA_ERR_BACKEND, "kernel launch: %s", cudaGetErrorString(ce));
+    }
+    // the split combine (either family's partials: the same [S, T, Hq, D] / [S, Hq, T] layout)
     if (p.num_splits > 1) {
         const int64_t blocks = (static_cast<int64_t>(a->num_tokens) * a->num_heads_q + 3) / 4;
         if (a->q_dtype == FA_DTYPE_F16)

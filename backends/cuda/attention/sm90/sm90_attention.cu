@@ -11,8 +11,10 @@
 // ALiBi, sinks, fp8, split-KV or query-head groups (those calls stay in the mma.sync family).
 // Built as well, taken only in an FA_SM90_EXPERIMENTAL build until they have run on a GPU
 // (tools/gpu_sm90.sh experimental): head sizes 64 and 256 (Dims<D>: 128-key tiles at 64, 64-key
-// tiles at 256), and blocks longer than a tile (a TMA box of BN rows at a row offset inside the
-// block; block sizes that are multiples of BN).
+// tiles at 256), blocks longer than a tile (a TMA box of BN rows at a row offset inside the
+// block; block sizes that are multiples of BN), and split-KV (the Split kernels: grid z = S, a
+// CTA takes its split's share of the key tiles and writes float partials and LSEs for the
+// combine kernel, in the mma.sync family's workspace layout).
 //
 // CTA = 3 warpgroups (384 threads): one (sequence, 128-token row block, query head).
 //   producer warp (warpgroup 0, warp 0): setmaxnreg.dec 40. Lane 0 loads the Q tile (TMA, once);
@@ -73,6 +75,10 @@ struct AttnParams {
     int32_t skip_rows; // sequences with Lq * group <= skip_rows run in the decode tile (skipped)
     float scale_log2; // softmax scale * log2(e); with a softcap: softcap * log2(e)
     float sc_cap;     // softmax scale / softcap (softcap only)
+    // split-KV (the Split kernels): S, and the float partials [S, T, Hq, D] / LSEs [S, Hq, T]
+    // of the sequences whose plan entry is above 1 (the combine kernel merges them)
+    int32_t num_splits, num_tokens;
+    float *split_out, *split_lse;
 };
 
 // Sequence b of flat row-block tile `tile`: the last b with tile_off(b) = cu_q[b] / 128 + b <=
@@ -168,7 +174,7 @@ __device__ __forceinline__ void zero_v_tail(uint32_t vb, int n, int rlog, int ti
     named_bar_sync(bar_id, 128);
 }
 
-template <typename T, bool Softcap, int D>
+template <typename T, bool Softcap, int D, bool Split>
 __global__ void __launch_bounds__(kThreads, 1)
     sm90_attention_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                           const __grid_constant__ CUtensorMap tmV, const __grid_constant__ AttnParams p) {
@@ -186,6 +192,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (mblk < 0 || mblk * kBlockM >= Lq) return;
     if (static_cast<int64_t>(Lq) * p.group <= p.skip_rows) return; // the decode tile's
     if (p.split_plan != nullptr && p.split_plan[1 + b] == 0) return; // the sequence does no work
+    // split-KV: CTA z of the sequence's nsplit (its plan entry, at most S) takes the z-th share
+    // of the key tiles; with nsplit 1 it writes out directly
+    int split = 0, nsplit = 1;
+    if constexpr (Split) {
+        split = static_cast<int>(blockIdx.z);
+        nsplit = p.split_plan != nullptr ? min(p.split_plan[1 + b], p.num_splits) : p.num_splits;
+        if (split >= nsplit) return;
+    }
     const int m0 = static_cast<int>(mblk) * kBlockM;
     const int hkv = h / p.group;
     const int Lk = p.seqused_k[b];
@@ -202,8 +216,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         kmin = lo_a;
         kmax = max(hi_b, kmin);
     }
-    const int tb = kmin / BN;
-    const int n_tiles = kmax > kmin ? (kmax + BN - 1) / BN - tb : 0;
+    int tb = kmin / BN;
+    int n_tiles = kmax > kmin ? (kmax + BN - 1) / BN - tb : 0;
+    if constexpr (Split) {
+        const int t0 = static_cast<int>(static_cast<int64_t>(n_tiles) * split / nsplit);
+        const int t1 = static_cast<int>(static_cast<int64_t>(n_tiles) * (split + 1) / nsplit);
+        tb += t0;
+        n_tiles = t1 - t0;
+    }
 
     const Ring<kLibStages, D> ring(smem_raw);
     const uint32_t sQ = ring.q, sK = ring.k, sV = ring.v;
@@ -409,13 +429,31 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
             for (int x = 0; x < D / 4; ++x) any |= is_nan(v[x]);
             if (__builtin_expect(any, 0)) {
-                const int lo = half ? lo1 : lo0, hi = half ? hi1 : hi0;
+                int lo = half ? lo1 : lo0, hi = half ? hi1 : hi0;
+                if constexpr (Split) { // this split's keys only
+                    lo = max(lo, tb * BN);
+                    hi = min(hi, (tb + n_tiles) * BN);
+                }
                 const float m = half ? mrow1 : mrow0, l = half ? lrow1 : lrow0;
                 for (int x = 0; x < D / 4; ++x)
                     if (is_nan(v[x]))
                         v[x] = fix_nan_entry<T, Softcap, D>(p, q0 + r, h, hkv, bt, lo, hi,
                                                             8 * (x >> 1) + 2 * t4 + (x & 1), m, l);
             }
+        }
+        if (Split && nsplit > 1) { // a partial: float O / l and the split's LSE
+            float *dst = p.split_out +
+                         ((static_cast<int64_t>(split) * p.num_tokens + q0 + r) * p.num_heads_q + h) * D +
+                         2 * t4;
+#pragma unroll
+            for (int j = 0; j < D / 8; ++j)
+                *reinterpret_cast<float2 *>(dst + 8 * j) = make_float2(v[2 * j], v[2 * j + 1]);
+            if (t4 == 0) {
+                const float l = half ? lrow1 : lrow0, m = half ? mrow1 : mrow0;
+                p.split_lse[(static_cast<int64_t>(split) * p.num_heads_q + h) * p.num_tokens + q0 + r] =
+                    l > 0.f ? (m + __log2f(l)) * 0.693147180559945309f : -INFINITY;
+            }
+            continue;
         }
         T *dst = static_cast<T *>(p.out) + static_cast<int64_t>(q0 + r) * p.out_token_stride +
                  static_cast<int64_t>(h) * p.out_head_stride + 2 * t4;
@@ -455,7 +493,7 @@ int ilog2_exact(int64_t x) {
 bool stride_ok(int64_t elems) { return elems > 0 && (elems * 2) % 16 == 0 && elems * 2 < (int64_t(1) << 40); }
 
 // Paths built but not yet run on a GPU (heads 64 and 256; blocks longer than a tile, where a TMA
-// box starts inside the block) are taken only in a build with -DFA_SM90_EXPERIMENTAL (the GPU
+// box starts inside the block; split-KV) are taken only in a build with -DFA_SM90_EXPERIMENTAL (the GPU
 // scripts' test builds, tools/gpu_sm90.sh experimental); every other build runs those calls in
 // the mma.sync family.
 #ifdef FA_SM90_EXPERIMENTAL
@@ -508,7 +546,7 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
         w = "dense K/V";
     else if (a->alibi_slopes != nullptr || a->sinks != nullptr)
         w = "ALiBi / sinks";
-    else if (a->num_splits > 1)
+    else if (a->num_splits > 1 && !(kUntested && a->split_out != nullptr && a->split_lse != nullptr))
         w = "split-KV";
     else if (a->q_head_group != 0 && a->q_head_group != a->num_heads_q)
         w = "query-head groups";
@@ -552,13 +590,17 @@ namespace {
 
 using KernelFn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, fa_sm90::AttnParams);
 
-// The kernel of head size D for the call's dtype and softcap, and its shared memory.
-template <int D> KernelFn pick_kernel(bool f16, bool softcap, int &smem) {
+// The kernel of head size D for the call's dtype, softcap and split-KV, and its shared memory.
+template <int D, bool Split> KernelFn pick_kernel(bool f16, bool softcap, int &smem) {
     using namespace fa_sm90;
     smem = static_cast<int>(Smem<kLibStages, D>::kAlloc);
-    return f16 ? (softcap ? sm90_attention_kernel<__half, true, D> : sm90_attention_kernel<__half, false, D>)
-               : (softcap ? sm90_attention_kernel<__nv_bfloat16, true, D>
-                          : sm90_attention_kernel<__nv_bfloat16, false, D>);
+    return f16 ? (softcap ? sm90_attention_kernel<__half, true, D, Split>
+                          : sm90_attention_kernel<__half, false, D, Split>)
+               : (softcap ? sm90_attention_kernel<__nv_bfloat16, true, D, Split>
+                          : sm90_attention_kernel<__nv_bfloat16, false, D, Split>);
+}
+template <int D> KernelFn pick_kernel(bool f16, bool softcap, bool split, int &smem) {
+    return split ? pick_kernel<D, true>(f16, softcap, smem) : pick_kernel<D, false>(f16, softcap, smem);
 }
 
 } // namespace
@@ -641,6 +683,11 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     p.window_left = a->window_left < 0 ? -1 : a->window_left;
     p.window_right = a->causal ? 0 : (a->window_right < 0 ? -1 : a->window_right);
     p.skip_rows = skip_rows;
+    const bool split = a->num_splits > 1;
+    p.num_splits = split ? a->num_splits : 1;
+    p.num_tokens = a->num_tokens;
+    p.split_out = split ? a->split_out : nullptr;
+    p.split_lse = split ? a->split_lse : nullptr;
     const float log2e = 1.44269504088896340736f;
     p.scale_log2 = softcap ? a->softcap * log2e : a->softmax_scale * log2e;
     p.sc_cap = softcap ? a->softmax_scale / a->softcap : 0.f;
@@ -651,21 +698,22 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     int smem = 0;
     switch (D) {
 #ifdef FA_ATTN_HD_64
-    case 64: kern = pick_kernel<64>(f16, softcap, smem); break;
+    case 64: kern = pick_kernel<64>(f16, softcap, split, smem); break;
 #endif
 #ifdef FA_ATTN_HD_128
-    case 128: kern = pick_kernel<128>(f16, softcap, smem); break;
+    case 128: kern = pick_kernel<128>(f16, softcap, split, smem); break;
 #endif
 #ifdef FA_ATTN_HD_256
-    case 256: kern = pick_kernel<256>(f16, softcap, smem); break;
+    case 256: kern = pick_kernel<256>(f16, softcap, split, smem); break;
 #endif
     default: break;
     }
     if (kern == nullptr) return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "sm90 family: head_size %d not built", D);
     cudaError_t ce = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (ce == cudaSuccess) {
-        kern<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(a->num_heads_q)), kThreads, smem,
-               stream>>>(tq, tk, tv, p);
+        kern<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(a->num_heads_q),
+                    static_cast<unsigned>(split ? a->num_splits : 1)),
+               kThreads, smem, stream>>>(tq, tk, tv, p);
         ce = cudaGetLastError();
     }
     if (ce != cudaSuccess)
