@@ -15,6 +15,8 @@
      prefill-dense  causal varlen, 16k tokens as 1x16384, 4x4096, 16x1024, 32/8, bf16, head
                     size {64,128,256}: attention op with cu_seqlens_k = cu_seqlens_q, causal = 1
      prefill-paged  the same through fa_forward (decoder prefill over a block-16 cache)
+     prefill-paged-nc  the same with the step's causal mask off (FA_CAUSAL_OFF; FLOPs of every
+                    query x every key; --quick: 1x16384 and 4x4096 at head 128)
      mixed          64 decodes at 8k context + one chunked-prefill chunk of 2048 tokens whose
                     sequence is 8192 long (6144 cached + 2048 new), fa_forward, 32/8, head 128
      cascade        shared prefix P {1k,16k} x {64,256} decodes (and 1k x {8,16}, where the
@@ -32,7 +34,7 @@
      cache      key + value read (bf16) + slot_mapping (8 B / token) + key + value written
      merge      two partial outputs (bf16) + two LSEs (f32) read + one output written
    FLOPs: 4 * sum over sequences of Lq * Lk_avg * Hq * D, Lk_avg = context + (Lq + 1) / 2 (causal;
-   decode: Lk_avg = seq_len).
+   decode and prefill-paged-nc: Lk_avg = seq_len).
 
    Timing (PERF.md method 3): CUDA events around each repetition, warm-up first, the median of
    >= 20 repetitions (default 30). Inputs are ROTATED, not flushed: each row allocates n copies
@@ -141,6 +143,9 @@ static fa_backend *g_be, *g_cpu;
 static double g_copy_gbs, g_gemm_tfs;  /* ceilings (0 = not measured) */
 static char g_err[1024];               /* reason of the last failure */
 static int g_dead;                     /* a sticky CUDA error: no further GPU work */
+static int g_noncausal;                /* the paged world being built is bidirectional (the
+                                          prefill-paged-nc rows): step causal OFF, full FLOPs,
+                                          the reference non-causal */
 static FILE *g_csv;
 static uint64_t g_rng;
 static double g_t0;
@@ -729,7 +734,7 @@ static int cpu_ref(const uint16_t *q, const void *k, const void *v, fa_dtype kvd
     a.num_heads_kv = 1;
     a.head_size = D;
     a.softmax_scale = scale;
-    a.causal = 1;
+    a.causal = !g_noncausal;
     a.window_left = -1;
     a.window_right = -1;
     a.k_scale = ks;
@@ -842,7 +847,7 @@ static void batch_counts(int nreq, const int32_t *qlen, const int32_t *seq, int 
         double lq = qlen[i], lk = seq[i];
         kv_tokens += lk - P;
         T += lq;
-        fl += 4.0 * lq * ((lk - lq) + (lq + 1.0) / 2.0) * hq * D;
+        fl += 4.0 * lq * (g_noncausal ? lk : (lk - lq) + (lq + 1.0) / 2.0) * hq * D;
     }
     *bytes = 2.0 * kv_tokens * hkv * D * (double)es + 2.0 * T * hq * D * 2.0;
     *flops = fl;
@@ -977,7 +982,7 @@ static int pworld_setup(pworld *w, int nreq, const int32_t *qlen, const int32_t 
     w->batch.block_table = w->bt_dev;
     w->batch.block_table_stride = w->max_nb;
     w->batch.max_blocks = w->max_nb;
-    w->batch.causal = 1;
+    w->batch.causal = g_noncausal ? FA_CAUSAL_OFF : FA_CAUSAL_ON;
     w->md = (fa_metadata *)xmalloc(sizeof(fa_metadata) * (size_t)w->ncopies);
     w->qt = (fa_tensor *)xmalloc(sizeof(fa_tensor) * (size_t)w->ncopies);
     w->ot = (fa_tensor *)xmalloc(sizeof(fa_tensor) * (size_t)w->ncopies);
@@ -1613,6 +1618,35 @@ static void bench_prefill_paged(int nseq, int L, int D)
     creq[0] = nseq - 1;
     cm[0] = 4;
     bench_paged_rows(&r, nseq, ql, sl, hq, hkv, D, creq, cm, 1);
+    free(ql);
+    free(sl);
+}
+
+/* The same rows with the step's causal mask off (FA_CAUSAL_OFF: every query sees every key). */
+static void bench_prefill_paged_nc(int nseq, int L, int D)
+{
+    const int hq = 32, hkv = 8;
+    row r;
+    int32_t *ql, *sl;
+    int i, creq[1], cm[1];
+    row_init(&r, "prefill-paged-nc");
+    snprintf(r.name, sizeof r.name, "prefill-paged-nc %dx%d h=%d/%d d=%d%s", nseq, L, hq, hkv, D,
+             block_tag());
+    r.batch = nseq;
+    r.ctx = L;
+    r.hq = hq;
+    r.hkv = hkv;
+    r.d = D;
+    snprintf(r.kv, sizeof r.kv, "bf16");
+    if (!row_selected(&r, C_PREFILL)) return;
+    ql = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)nseq);
+    sl = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)nseq);
+    for (i = 0; i < nseq; ++i) ql[i] = sl[i] = L;
+    creq[0] = nseq - 1;
+    cm[0] = 4;
+    g_noncausal = 1;
+    bench_paged_rows(&r, nseq, ql, sl, hq, hkv, D, creq, cm, 1);
+    g_noncausal = 0;
     free(ql);
     free(sl);
 }
@@ -2423,6 +2457,7 @@ static void run_all(void)
         for (s = 0; s < 3; ++s) {
             bench_prefill_dense(pre[s][0], pre[s][1], dims[d]);
             bench_prefill_paged(pre[s][0], pre[s][1], dims[d]);
+            if (!O.quick || s < 2) bench_prefill_paged_nc(pre[s][0], pre[s][1], dims[d]);
         }
     }
     bench_mixed();

@@ -16,6 +16,7 @@ What the peers run, and how it differs from ours:
                            bytes that must move, so such a peer pays for its expansion). No fp8 KV
                            cache in SDPA or Flex: fp8 rows are ours only.
   prefill                  dense causal [nseq, H, L, D] (equal lengths, so no varlen needed).
+  prefill-nc               the same without a mask, beside our prefill-paged-nc rows (non-causal).
   mixed                    two calls: the 64 decodes, then the 2048-token chunk against its 8192 keys
                            with a bottom-right causal mask (causal_lower_right / Flex mask_mod).
   cascade                  the peers run the plain batch (every request's whole context, prefix
@@ -94,6 +95,9 @@ def default_shapes(quick):
         for n, L in ((1, 16384), (4, 4096), (16, 1024)):
             sh.append(dict(category="prefill", batch=n, ctx=L, hq=32, hkv=8, d=d, kv="bf16",
                            name="prefill-dense %dx%d h=32/8 d=%d" % (n, L, d)))
+            if not quick or n < 16:
+                sh.append(dict(category="prefill-nc", batch=n, ctx=L, hq=32, hkv=8, d=d, kv="bf16",
+                               name="prefill-paged-nc %dx%d h=32/8 d=%d" % (n, L, d)))
     sh.append(dict(category="mixed", batch=64, ctx=8192, hq=32, hkv=8, d=128, kv="bf16",
                    name="mixed 64x1+1x2048 ctx=8192 h=32/8 d=128"))
     for P in (1024, 16384):
@@ -118,7 +122,8 @@ def default_shapes(quick):
 
 def shapes_from_ours(ours):
     sh, seen = [], set()
-    catmap = {"decode": "decode", "prefill-dense": "prefill", "mixed": "mixed", "cascade-plain": "cascade",
+    catmap = {"decode": "decode", "prefill-dense": "prefill", "prefill-paged-nc": "prefill-nc", "mixed": "mixed",
+              "cascade-plain": "cascade",
               "cache": "cache", "merge": "merge"}
     for r in ours:
         c = catmap.get(r.get("category", ""))
@@ -135,18 +140,20 @@ def counts(s):
     c, B, ctx, hq, hkv, D = s["category"], s["batch"], s["ctx"], s["hq"], s["hkv"], s["d"]
     es = 1 if s["kv"] == "fp8" else 2
 
-    def attn(qlens, seqs, P=0):
+    def attn(qlens, seqs, P=0, causal=True):
         kv_tokens, T, fl = P, 0, 0.0
         for lq, lk in zip(qlens, seqs):
             kv_tokens += lk - P
             T += lq
-            fl += 4.0 * lq * ((lk - lq) + (lq + 1.0) / 2.0) * hq * D
+            fl += 4.0 * lq * (((lk - lq) + (lq + 1.0) / 2.0) if causal else lk) * hq * D
         return 2.0 * kv_tokens * hkv * D * es + 2.0 * T * hq * D * 2.0, fl
 
     if c == "decode":
         return attn([1] * B, [ctx] * B)
     if c == "prefill":
         return attn([ctx] * B, [ctx] * B)
+    if c == "prefill-nc":
+        return attn([ctx] * B, [ctx] * B, causal=False)
     if c == "mixed":
         return attn([1] * 64 + [2048], [8192] * 65)
     if c == "cascade":
@@ -343,9 +350,10 @@ class Bench:
             if kvb > self.args.max_gb * 1e9:
                 return None, kvb
             return [(gen(B, hq, 1, D), gen(B, hkv, L, D), gen(B, hkv, L, D), None, 0)], kvb
-        if c == "prefill":
+        if c in ("prefill", "prefill-nc"):
             kvb = 2.0 * B * ctx * hkv * D * 2
-            return [(gen(B, hq, ctx, D), gen(B, hkv, ctx, D), gen(B, hkv, ctx, D), "causal", 0)], kvb
+            mk = "causal" if c == "prefill" else None
+            return [(gen(B, hq, ctx, D), gen(B, hkv, ctx, D), gen(B, hkv, ctx, D), mk, 0)], kvb
         if c == "mixed":
             kvb = 2.0 * 65 * 8192 * hkv * D * 2
             return [(gen(64, hq, 1, D), gen(64, hkv, 8192, D), gen(64, hkv, 8192, D), None, 0),
@@ -480,7 +488,7 @@ def cross_check(res):
 
 
 def metric_kind(cat):
-    return "tflops" if cat in ("prefill",) else "frac"
+    return "tflops" if cat in ("prefill", "prefill-nc") else "frac"
 
 
 def fmt_cell(us, frac, tfs, kind):
@@ -601,6 +609,9 @@ def build_tables(ours, peer_rows, out_dir, info):
         return s
     section("Prefill, causal, 16k tokens, 32/8 bf16: TFLOP/s (ours = dense op)", pf, PEERS_ATTN, "tflops",
             lambda n: n[14:], [("ours paged (fa_forward)", paged_col)])
+    section("Prefill, non-causal, 32/8 bf16: TFLOP/s (ours = paged, fa_forward with FA_CAUSAL_OFF)",
+            [r["name"] for r in ours if r["category"] == "prefill-paged-nc"] or names("prefill-nc"), PEERS_ATTN,
+            "tflops", lambda n: n[17:])
     section("Mixed batch: 64 decodes at 8k + 2048-token chunk (6144 cached)", names("mixed"), PEERS_ATTN, "frac")
     cp = [r["name"] for r in ours if r["category"] == "cascade-plain"] or names("cascade")
 
@@ -787,6 +798,8 @@ def main():
             pass  # our CSV already reflects --quick
         if args.only:
             want = set(args.only.split(","))
+            if "prefill" in want:
+                want.add("prefill-nc")  # bench_gpu's prefill category holds the non-causal rows too
             shapes = [s for s in shapes if s["category"] in want]
         t0 = time.time()
         try:
@@ -815,7 +828,7 @@ def main():
             by, fl = counts(s)
             c = s["category"]
             try:
-                if c in ("decode", "prefill", "mixed", "cascade"):
+                if c in ("decode", "prefill", "prefill-nc", "mixed", "cascade"):
                     if s["kv"] == "fp8":
                         res = {p: (None, "no fp8 KV-cache attention in SDPA/Flex", None) for p in PEERS_ATTN}
                     else:
