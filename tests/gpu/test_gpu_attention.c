@@ -986,7 +986,7 @@ static void test_nan_edges(void)
    128-key TMA box (256, 384), more sequences than the kernel's 384 threads (the binary steps of
    its tile -> sequence search), a window that starts past the first tiles (pages wholly before
    the window), f16 with softcap and a window, short and long queries in one batch; heads 64
-   and 256, split-KV (their wgmma kernels run in an FA_SM90_EXPERIMENTAL build,
+   and 256, split-KV, ALiBi and sinks (their wgmma kernels run in an FA_SM90_EXPERIMENTAL build,
    tools/gpu_sm90.sh experimental). */
 static void test_family_edges(void)
 {
@@ -1087,6 +1087,26 @@ static void test_family_edges(void)
         if (v == 3) {
             c.softcap = 30.0f;
             c.wl = 500;
+        }
+        run_named("family edges", &c);
+    }
+    /* ALiBi and sinks: [Hq] slopes with moderate sinks (head 128), [B, Hq] slopes with a window
+       and softcap (f16, head 64), dominant sinks with split-KV (head 256) */
+    for (v = 0; v < 3; ++v) {
+        static const int ql[] = {300, 1, 129}, kl[] = {1000, 700, 129};
+        acase c =
+            base_case(v == 1 ? FA_DTYPE_F16 : FA_DTYPE_BF16, v == 0 ? 128 : (v == 1 ? 64 : 256), 16, 8, 2);
+        if (gt_quick() && v == 1) continue;
+        set_seqs(&c, 3, ql, kl);
+        c.causal = 1;
+        c.alibi = v == 2 ? 0 : v + 1;
+        c.sinks = v == 2 ? 2 : 1;
+        if (v == 1) {
+            c.wl = 150;
+            c.softcap = 30.0f;
+        }
+        if (v == 2) {
+            c.splits = 3;
         }
         run_named("family edges", &c);
     }

@@ -12,9 +12,11 @@
 // Built as well, taken only in an FA_SM90_EXPERIMENTAL build until they have run on a GPU
 // (tools/gpu_sm90.sh experimental): head sizes 64 and 256 (Dims<D>: 128-key tiles at 64, 64-key
 // tiles at 256), blocks longer than a tile (a TMA box of BN rows at a row offset inside the
-// block; block sizes that are multiples of BN), and split-KV (the Split kernels: grid z = S, a
+// block; block sizes that are multiples of BN), split-KV (the Split kernels: grid z = S, a
 // CTA takes its split's share of the key tiles and writes float partials and LSEs for the
-// combine kernel, in the mma.sync family's workspace layout).
+// combine kernel, in the mma.sync family's workspace layout), and ALiBi and sinks (the Extra
+// kernels: x = fma(slope, |td - j|, x) after the scale / softcap, the sink as the initial
+// state m = z, l = 1 of split 0, as the mma.sync family does).
 //
 // CTA = 3 warpgroups (384 threads): one (sequence, 128-token row block, query head).
 //   producer warp (warpgroup 0, warp 0): setmaxnreg.dec 40. Lane 0 loads the Q tile (TMA, once);
@@ -79,6 +81,10 @@ struct AttnParams {
     // of the sequences whose plan entry is above 1 (the combine kernel merges them)
     int32_t num_splits, num_tokens;
     float *split_out, *split_lse;
+    // ALiBi and sinks (the Extra kernels)
+    const float *alibi_slopes; // NULL-able [Hq] / [B, Hq]
+    int64_t alibi_batch_stride;
+    const float *sinks; // NULL-able [Hq]
 };
 
 // Sequence b of flat row-block tile `tile`: the last b with tile_off(b) = cu_q[b] / 128 + b <=
@@ -134,10 +140,10 @@ template <typename T> __device__ __forceinline__ float to_f32(T x) {
     }
 }
 
-template <typename T, bool Softcap, int D>
-static __device__ __noinline__ float fix_nan_entry(const AttnParams &p, int q_tok, int h, int hkv,
-                                                   const int32_t *bt, int lo, int hi, int d, float m,
-                                                   float l) {
+template <typename T, bool Softcap, int D, bool Alibi>
+__device__ __forceinline__ float fix_nan_core(const AttnParams &p, int q_tok, int h, int hkv,
+                                              const int32_t *bt, int lo, int hi, int d, float m, float l,
+                                              float slope, int td) {
     const T *qr = static_cast<const T *>(p.q) + q_tok * p.q_token_stride + h * p.q_head_stride;
     const T *kb = static_cast<const T *>(p.k), *vb = static_cast<const T *>(p.v);
     float acc = 0.f;
@@ -146,11 +152,24 @@ static __device__ __noinline__ float fix_nan_entry(const AttnParams &p, int q_to
         if (!key_offsets(p, bt, j, hkv, ok, ov)) continue;
         float s = 0.f;
         for (int x = 0; x < D; ++x) s += to_f32(qr[x]) * to_f32(kb[ok + x]);
-        const float xl =
-            Softcap ? __fmul_rn(p.scale_log2, tanh_approx(__fmul_rn(s, p.sc_cap))) : s * p.scale_log2;
+        float xl = Softcap ? __fmul_rn(p.scale_log2, tanh_approx(__fmul_rn(s, p.sc_cap))) : s * p.scale_log2;
+        if constexpr (Alibi) xl = __fmaf_rn(slope, fabsf(static_cast<float>(td - j)), xl);
         acc += ex2_approx(xl - m) * to_f32(vb[ov + d]);
     }
     return l > 0.f ? acc / l : 0.f;
+}
+template <typename T, bool Softcap, int D>
+static __device__ __noinline__ float fix_nan_entry(const AttnParams &p, int q_tok, int h, int hkv,
+                                                   const int32_t *bt, int lo, int hi, int d, float m,
+                                                   float l) {
+    return fix_nan_core<T, Softcap, D, false>(p, q_tok, h, hkv, bt, lo, hi, d, m, l, 0.f, 0);
+}
+// The same with the ALiBi bias (the Extra kernels; slope in log2 units, td the row's diagonal key).
+template <typename T, bool Softcap, int D>
+static __device__ __noinline__ float fix_nan_entry_alibi(const AttnParams &p, int q_tok, int h, int hkv,
+                                                         const int32_t *bt, int lo, int hi, int d, float m,
+                                                         float l, float slope, int td) {
+    return fix_nan_core<T, Softcap, D, true>(p, q_tok, h, hkv, bt, lo, hi, d, m, l, slope, td);
 }
 
 __device__ __forceinline__ bool is_nan(float x) { return x != x; }
@@ -174,7 +193,7 @@ __device__ __forceinline__ void zero_v_tail(uint32_t vb, int n, int rlog, int ti
     named_bar_sync(bar_id, 128);
 }
 
-template <typename T, bool Softcap, int D, bool Split>
+template <typename T, bool Softcap, int D, bool Split, bool Extra>
 __global__ void __launch_bounds__(kThreads, 1)
     sm90_attention_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                           const __grid_constant__ CUtensorMap tmV, const __grid_constant__ AttnParams p) {
@@ -341,6 +360,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < Dims<D>::kSRegs; ++i) sacc[i] = 0.f;
     float mrow0 = -INFINITY, mrow1 = -INFINITY; // running max, log2 units
     float lrow0 = 0.f, lrow1 = 0.f; // this thread's part of the row sums
+    float slope = 0.f; // ALiBi, log2 units (Extra kernels; 0 without slopes)
+    if constexpr (Extra) {
+        constexpr float kLog2e = 1.44269504088896340736f;
+        if (p.alibi_slopes != nullptr)
+            slope = -kLog2e * p.alibi_slopes[static_cast<int64_t>(b) * p.alibi_batch_stride + h];
+        if (p.sinks != nullptr && split == 0) { // the sink as the initial state (m = z, l = 1)
+            mrow0 = mrow1 = p.sinks[h] * kLog2e;
+            lrow0 = lrow1 = t4 == 0 ? 1.f : 0.f; // l is a per-thread partial sum
+        }
+    }
     const uint32_t qb = sQ + cw * L::kQWgBytes;
     // V's pages of box_rows keys: LBO = the next 64-dim column block, SBO = the next 8 keys
     // (with 8-key pages the next page, kCols column blocks further)
@@ -361,8 +390,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             release(bar_ke, lane);
             float a0, a1;
             const int kbase = tb * BN;
-            softmax_tile<Softcap>(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0, lo1, hi1, sl2, p.sc_cap,
-                                  mrow0, mrow1, lrow0, lrow1, a0, a1);
+            softmax_tile<Softcap, Dims<D>::kSRegs, Extra>(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0,
+                                                          lo1, hi1, sl2, p.sc_cap, mrow0, mrow1, lrow0, lrow1,
+                                                          a0, a1, slope, r0 + diag, r1 + diag);
             pack_p<T>(pa, sacc); // O is still 0: nothing to rescale
         }
         for (int i = 1; i < n_tiles; ++i) {
@@ -382,8 +412,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int x = 0; x < Dims<D>::kSRegs; ++x) reg_fence(sacc[x]);
             release(bar_ke + 8 * s, lane);
             float a0, a1;
-            softmax_tile<Softcap>(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0, lo1, hi1, sl2, p.sc_cap,
-                                  mrow0, mrow1, lrow0, lrow1, a0, a1);
+            softmax_tile<Softcap, Dims<D>::kSRegs, Extra>(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0,
+                                                          lo1, hi1, sl2, p.sc_cap, mrow0, mrow1, lrow0, lrow1,
+                                                          a0, a1, slope, r0 + diag, r1 + diag);
             wgmma_wait_group<0>(); // P(i-1) V(i-1) done: O and pa may be touched again
 #pragma unroll
             for (int x = 0; x < Dims<D>::kORegs; ++x) reg_fence(o[x]);
@@ -436,9 +467,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                 }
                 const float m = half ? mrow1 : mrow0, l = half ? lrow1 : lrow0;
                 for (int x = 0; x < D / 4; ++x)
-                    if (is_nan(v[x]))
-                        v[x] = fix_nan_entry<T, Softcap, D>(p, q0 + r, h, hkv, bt, lo, hi,
-                                                            8 * (x >> 1) + 2 * t4 + (x & 1), m, l);
+                    if (is_nan(v[x])) {
+                        const int d = 8 * (x >> 1) + 2 * t4 + (x & 1);
+                        if constexpr (Extra)
+                            v[x] = fix_nan_entry_alibi<T, Softcap, D>(p, q0 + r, h, hkv, bt, lo, hi, d, m, l,
+                                                                      slope, r + diag);
+                        else
+                            v[x] = fix_nan_entry<T, Softcap, D>(p, q0 + r, h, hkv, bt, lo, hi, d, m, l);
+                    }
             }
         }
         if (Split && nsplit > 1) { // a partial: float O / l and the split's LSE
@@ -493,7 +529,7 @@ int ilog2_exact(int64_t x) {
 bool stride_ok(int64_t elems) { return elems > 0 && (elems * 2) % 16 == 0 && elems * 2 < (int64_t(1) << 40); }
 
 // Paths built but not yet run on a GPU (heads 64 and 256; blocks longer than a tile, where a TMA
-// box starts inside the block; split-KV) are taken only in a build with -DFA_SM90_EXPERIMENTAL (the GPU
+// box starts inside the block; split-KV; ALiBi and sinks) are taken only in a build with -DFA_SM90_EXPERIMENTAL (the GPU
 // scripts' test builds, tools/gpu_sm90.sh experimental); every other build runs those calls in
 // the mma.sync family.
 #ifdef FA_SM90_EXPERIMENTAL
@@ -544,7 +580,7 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
         w = kUntested ? "head_size (64, 128 or 256, compiled)" : "head_size not 128";
     else if (!paged)
         w = "dense K/V";
-    else if (a->alibi_slopes != nullptr || a->sinks != nullptr)
+    else if ((a->alibi_slopes != nullptr || a->sinks != nullptr) && !kUntested)
         w = "ALiBi / sinks";
     else if (a->num_splits > 1 && !(kUntested && a->split_out != nullptr && a->split_lse != nullptr))
         w = "split-KV";
@@ -590,17 +626,22 @@ namespace {
 
 using KernelFn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, fa_sm90::AttnParams);
 
-// The kernel of head size D for the call's dtype, softcap and split-KV, and its shared memory.
-template <int D, bool Split> KernelFn pick_kernel(bool f16, bool softcap, int &smem) {
+// The kernel of head size D for the call's dtype, softcap, split-KV and ALiBi / sinks (extra),
+// and its shared memory.
+template <int D, bool Split, bool Extra> KernelFn pick_kernel(bool f16, bool softcap, int &smem) {
     using namespace fa_sm90;
     smem = static_cast<int>(Smem<kLibStages, D>::kAlloc);
-    return f16 ? (softcap ? sm90_attention_kernel<__half, true, D, Split>
-                          : sm90_attention_kernel<__half, false, D, Split>)
-               : (softcap ? sm90_attention_kernel<__nv_bfloat16, true, D, Split>
-                          : sm90_attention_kernel<__nv_bfloat16, false, D, Split>);
+    return f16 ? (softcap ? sm90_attention_kernel<__half, true, D, Split, Extra>
+                          : sm90_attention_kernel<__half, false, D, Split, Extra>)
+               : (softcap ? sm90_attention_kernel<__nv_bfloat16, true, D, Split, Extra>
+                          : sm90_attention_kernel<__nv_bfloat16, false, D, Split, Extra>);
 }
-template <int D> KernelFn pick_kernel(bool f16, bool softcap, bool split, int &smem) {
-    return split ? pick_kernel<D, true>(f16, softcap, smem) : pick_kernel<D, false>(f16, softcap, smem);
+template <int D> KernelFn pick_kernel(bool f16, bool softcap, bool split, bool extra, int &smem) {
+    if (extra)
+        return split ? pick_kernel<D, true, true>(f16, softcap, smem)
+                     : pick_kernel<D, false, true>(f16, softcap, smem);
+    return split ? pick_kernel<D, true, false>(f16, softcap, smem)
+                 : pick_kernel<D, false, false>(f16, softcap, smem);
 }
 
 } // namespace
@@ -688,6 +729,10 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     p.num_tokens = a->num_tokens;
     p.split_out = split ? a->split_out : nullptr;
     p.split_lse = split ? a->split_lse : nullptr;
+    const bool extra = a->alibi_slopes != nullptr || a->sinks != nullptr;
+    p.alibi_slopes = a->alibi_slopes;
+    p.alibi_batch_stride = a->alibi_batch_stride;
+    p.sinks = a->sinks;
     const float log2e = 1.44269504088896340736f;
     p.scale_log2 = softcap ? a->softcap * log2e : a->softmax_scale * log2e;
     p.sc_cap = softcap ? a->softmax_scale / a->softcap : 0.f;
@@ -698,13 +743,13 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     int smem = 0;
     switch (D) {
 #ifdef FA_ATTN_HD_64
-    case 64: kern = pick_kernel<64>(f16, softcap, split, smem); break;
+    case 64: kern = pick_kernel<64>(f16, softcap, split, extra, smem); break;
 #endif
 #ifdef FA_ATTN_HD_128
-    case 128: kern = pick_kernel<128>(f16, softcap, split, smem); break;
+    case 128: kern = pick_kernel<128>(f16, softcap, split, extra, smem); break;
 #endif
 #ifdef FA_ATTN_HD_256
-    case 256: kern = pick_kernel<256>(f16, softcap, split, smem); break;
+    case 256: kern = pick_kernel<256>(f16, softcap, split, extra, smem); break;
 #endif
     default: break;
     }

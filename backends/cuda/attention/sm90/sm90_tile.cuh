@@ -136,12 +136,14 @@ __device__ __forceinline__ void issue_pv(float (&o)[Dims<D>::kORegs], uint32_t (
 // allowed yet (max -inf) uses offset 0, so that every p is 0, never NaN; alpha = 2^(m_old -
 // m_new) <= 1, 0 while the old max is -inf.
 // Softcap: x = fl(sl2 * tanh(fl(s * sc_cap))) with sl2 = softcap * log2 e and sc_cap = scale /
-// softcap (the mma.sync family's order of operations).
-template <bool Softcap = false, int N = 64>
+// softcap (the mma.sync family's order of operations). Alibi: then x = fma(slope, |td - j|, x)
+// for key j of the row whose diagonal key is td (td0, td1), slope = -log2 e * the head's slope
+// (0 leaves x as it is).
+template <bool Softcap = false, int N = 64, bool Alibi = false>
 __device__ __forceinline__ void softmax_tile(float (&sacc)[N], bool need_mask, int key0, int lo0, int hi0,
                                              int lo1, int hi1, float sl2, float sc_cap, float &mrow0,
                                              float &mrow1, float &lrow0, float &lrow1, float &alpha0,
-                                             float &alpha1) {
+                                             float &alpha1, float slope = 0.f, int td0 = 0, int td1 = 0) {
 #pragma unroll
     for (int x = 0; x < N; ++x) {
         if constexpr (Softcap) {
@@ -149,6 +151,17 @@ __device__ __forceinline__ void softmax_tile(float (&sacc)[N], bool need_mask, i
         } else {
             sacc[x] *= sl2;
         }
+    }
+    if constexpr (Alibi) {
+#pragma unroll
+        for (int j = 0; j < N / 4; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int key = key0 + 8 * j + e;
+                sacc[4 * j + e] = __fmaf_rn(slope, fabsf(static_cast<float>(td0 - key)), sacc[4 * j + e]);
+                sacc[4 * j + 2 + e] =
+                    __fmaf_rn(slope, fabsf(static_cast<float>(td1 - key)), sacc[4 * j + 2 + e]);
+            }
     }
     if (need_mask) {
 #pragma unroll
