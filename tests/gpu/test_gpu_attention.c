@@ -986,8 +986,8 @@ static void test_nan_edges(void)
    128-key TMA box (256, 384), more sequences than the kernel's 384 threads (the binary steps of
    its tile -> sequence search), a window that starts past the first tiles (pages wholly before
    the window), f16 with softcap and a window, short and long queries in one batch; heads 64
-   and 256, split-KV, ALiBi and sinks (their wgmma kernels run in an FA_SM90_EXPERIMENTAL build,
-   tools/gpu_sm90.sh experimental). */
+   and 256, split-KV, ALiBi and sinks, query-head groups (their wgmma kernels run in an
+   FA_SM90_EXPERIMENTAL build, tools/gpu_sm90.sh experimental). */
 static void test_family_edges(void)
 {
     int v;
@@ -1108,6 +1108,18 @@ static void test_family_edges(void)
         if (v == 2) {
             c.splits = 3;
         }
+        run_named("family edges", &c);
+    }
+    /* query-head groups (two groups with a gap, DCP's gathered queries): head 128 causal with
+       sinks, head 64 f16 with a window */
+    for (v = 0; v < 2; ++v) {
+        static const int ql[] = {300, 1, 129}, kl[] = {1000, 700, 129};
+        acase c = base_case(v ? FA_DTYPE_F16 : FA_DTYPE_BF16, v ? 64 : 128, 16, 8, 2);
+        set_seqs(&c, 3, ql, kl);
+        c.causal = 1;
+        c.q_strided = 1;
+        c.sinks = v ? 0 : 1;
+        c.wl = v ? 100 : -1;
         run_named("family edges", &c);
     }
 }

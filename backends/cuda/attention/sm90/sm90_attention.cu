@@ -529,7 +529,7 @@ int ilog2_exact(int64_t x) {
 bool stride_ok(int64_t elems) { return elems > 0 && (elems * 2) % 16 == 0 && elems * 2 < (int64_t(1) << 40); }
 
 // Paths built but not yet run on a GPU (heads 64 and 256; blocks longer than a tile, where a TMA
-// box starts inside the block; split-KV; ALiBi and sinks) are taken only in a build with -DFA_SM90_EXPERIMENTAL (the GPU
+// box starts inside the block; split-KV; ALiBi and sinks; query-head groups) are taken only in a build with -DFA_SM90_EXPERIMENTAL (the GPU
 // scripts' test builds, tools/gpu_sm90.sh experimental); every other build runs those calls in
 // the mma.sync family.
 #ifdef FA_SM90_EXPERIMENTAL
@@ -558,6 +558,9 @@ bool head_on(int d) {
 // two in [8, BN] (a box per page, BN / block pages a tile), or a multiple of BN (a box of BN
 // rows at a row offset inside the block; untested).
 int tile_keys(int d) { return d > 128 ? 64 : 128; }
+
+// Query-head groups a call may have here (one launch and one q tensor map each).
+constexpr int kMaxQGroups = 16;
 bool block_on(int64_t bs, int d) {
     const int bn = tile_keys(d);
     if (bs >= 8 && bs <= bn && ilog2_exact(bs) >= 0) return d == 128 || kUntested;
@@ -584,8 +587,11 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
         w = "ALiBi / sinks";
     else if (a->num_splits > 1 && !(kUntested && a->split_out != nullptr && a->split_lse != nullptr))
         w = "split-KV";
-    else if (a->q_head_group != 0 && a->q_head_group != a->num_heads_q)
-        w = "query-head groups";
+    else if (a->q_head_group != 0 && a->q_head_group != a->num_heads_q &&
+             !(kUntested && a->num_splits <= 1 && a->num_heads_q / a->q_head_group <= kMaxQGroups &&
+               stride_ok(a->q_group_stride)))
+        w = kUntested ? "query-head groups (with split-KV, more than 16, or a group stride TMA cannot take)"
+                      : "query-head groups";
     else if (!(a->softmax_scale > 0.f))
         w = "softmax_scale <= 0";
     else if (!block_on(bs, a->head_size))
@@ -655,17 +661,22 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     EncodeTiledFn fn = reinterpret_cast<EncodeTiledFn>(encode_fn);
     if (fn == nullptr)
         return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: cuTensorMapEncodeTiled unavailable");
-    CUtensorMap tq, tk, tv;
+    CUtensorMap tq[kMaxQGroups], tk, tv;
     const int D = a->head_size, cols = D / 64, bn = tile_keys(D);
+    // query-head groups (DCP): one launch per group of qg heads, its q / out / LSE / slopes /
+    // sinks from the group's first head (every group reads the same KV heads)
+    const int qg = a->q_head_group > 0 ? a->q_head_group : a->num_heads_q;
+    const int ngroups = a->num_heads_q / qg;
     const bool f16 = a->q_dtype == FA_DTYPE_F16;
     const bool softcap = a->softcap > 0.f;
     const CUtensorMapDataType dt = f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     const int box_rows = a->block_size < bn ? a->block_size : bn;
-    {
-        const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)a->num_heads_q, (cuuint64_t)a->num_tokens};
+    for (int gi = 0; gi < ngroups; ++gi) {
+        const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)qg, (cuuint64_t)a->num_tokens};
         const cuuint64_t str[2] = {(cuuint64_t)a->q_head_stride * 2, (cuuint64_t)a->q_token_stride * 2};
         const cuuint32_t box[3] = {64, 1, (cuuint32_t)kWgRows};
-        if (encode(fn, &tq, dt, a->q, 3, dims, str, box))
+        const void *qbase = static_cast<const char *>(a->q) + gi * a->q_group_stride * 2;
+        if (encode(fn, &tq[gi], dt, qbase, 3, dims, str, box))
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of q failed to encode");
     }
     const cuuint64_t kdims[4] = {(cuuint64_t)D, (cuuint64_t)a->block_size, (cuuint64_t)a->num_heads_kv,
@@ -714,8 +725,8 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     p.v_head_stride = a->v_head_stride;
     p.num_blocks = static_cast<int32_t>(a->num_blocks);
     p.num_seqs = a->num_seqs;
-    p.num_heads_q = a->num_heads_q;
-    p.group = a->num_heads_q / a->num_heads_kv;
+    p.num_heads_q = qg;
+    p.group = qg / a->num_heads_kv;
     p.block_size = a->block_size;
     p.block_shift = ilog2_exact(a->block_size);
     p.box_rows = box_rows;
@@ -755,10 +766,17 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     }
     if (kern == nullptr) return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "sm90 family: head_size %d not built", D);
     cudaError_t ce = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (ce == cudaSuccess) {
-        kern<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(a->num_heads_q),
+    for (int gi = 0; gi < ngroups && ce == cudaSuccess; ++gi) {
+        AttnParams pg = p;
+        const int64_t h0 = static_cast<int64_t>(gi) * qg;
+        pg.out = static_cast<char *>(a->out) + h0 * a->out_head_stride * 2;
+        pg.lse = a->lse != nullptr ? a->lse + h0 * a->lse_head_stride : nullptr;
+        pg.q = static_cast<const char *>(a->q) + gi * a->q_group_stride * 2;
+        pg.alibi_slopes = a->alibi_slopes != nullptr ? a->alibi_slopes + h0 : nullptr;
+        pg.sinks = a->sinks != nullptr ? a->sinks + h0 : nullptr;
+        kern<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(qg),
                     static_cast<unsigned>(split ? a->num_splits : 1)),
-               kThreads, smem, stream>>>(tq, tk, tv, p);
+               kThreads, smem, stream>>>(tq[gi], tk, tv, pg);
         ce = cudaGetLastError();
     }
     if (ce != cudaSuccess)
