@@ -11,12 +11,13 @@
 // ALiBi, sinks, fp8, split-KV or query-head groups (those calls stay in the mma.sync family).
 // Built as well, taken only in an FA_SM90_EXPERIMENTAL build until they have run on a GPU
 // (tools/gpu_sm90.sh experimental): head sizes 64 and 256 (Dims<D>: 128-key tiles at 64, 64-key
-// tiles at 256), blocks longer than a tile (a TMA box of BN rows at a row offset inside the
-// block; block sizes that are multiples of BN), split-KV (the Split kernels: grid z = S, a
-// CTA takes its split's share of the key tiles and writes float partials and LSEs for the
-// combine kernel, in the mma.sync family's workspace layout), and ALiBi and sinks (the Extra
-// kernels: x = fma(slope, |td - j|, x) after the scale / softcap, the sink as the initial
-// state m = z, l = 1 of split 0, as the mma.sync family does).
+// tiles at 256); blocks longer than a tile (a TMA box of BN rows at a row offset inside the
+// block; block sizes that are multiples of BN); query-head groups (one launch per group); and,
+// in the General kernels (the plain ones keep the validated code), split-KV (grid z = S, a CTA
+// takes its split's share of the key tiles and writes float partials and LSEs for the combine
+// kernel, in the mma.sync family's workspace layout), ALiBi (x = fma(slope, |td - j|, x) after
+// the scale / softcap) and sinks (the initial state m = z, l = 1 of split 0), as the mma.sync
+// family computes them.
 //
 // CTA = 3 warpgroups (384 threads): one (sequence, 128-token row block, query head).
 //   producer warp (warpgroup 0, warp 0): setmaxnreg.dec 40. Lane 0 loads the Q tile (TMA, once);
@@ -77,11 +78,11 @@ struct AttnParams {
     int32_t skip_rows; // sequences with Lq * group <= skip_rows run in the decode tile (skipped)
     float scale_log2; // softmax scale * log2(e); with a softcap: softcap * log2(e)
     float sc_cap;     // softmax scale / softcap (softcap only)
-    // split-KV (the Split kernels): S, and the float partials [S, T, Hq, D] / LSEs [S, Hq, T]
+    // split-KV (the General kernels): S, and the float partials [S, T, Hq, D] / LSEs [S, Hq, T]
     // of the sequences whose plan entry is above 1 (the combine kernel merges them)
     int32_t num_splits, num_tokens;
     float *split_out, *split_lse;
-    // ALiBi and sinks (the Extra kernels)
+    // ALiBi and sinks (the General kernels)
     const float *alibi_slopes; // NULL-able [Hq] / [B, Hq]
     int64_t alibi_batch_stride;
     const float *sinks; // NULL-able [Hq]
@@ -164,7 +165,7 @@ static __device__ __noinline__ float fix_nan_entry(const AttnParams &p, int q_to
                                                    float l) {
     return fix_nan_core<T, Softcap, D, false>(p, q_tok, h, hkv, bt, lo, hi, d, m, l, 0.f, 0);
 }
-// The same with the ALiBi bias (the Extra kernels; slope in log2 units, td the row's diagonal key).
+// The same with the ALiBi bias (the General kernels; slope in log2 units, td the row's diagonal key).
 template <typename T, bool Softcap, int D>
 static __device__ __noinline__ float fix_nan_entry_alibi(const AttnParams &p, int q_tok, int h, int hkv,
                                                          const int32_t *bt, int lo, int hi, int d, float m,
@@ -193,7 +194,7 @@ __device__ __forceinline__ void zero_v_tail(uint32_t vb, int n, int rlog, int ti
     named_bar_sync(bar_id, 128);
 }
 
-template <typename T, bool Softcap, int D, bool Split, bool Extra>
+template <typename T, bool Softcap, int D, bool General>
 __global__ void __launch_bounds__(kThreads, 1)
     sm90_attention_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                           const __grid_constant__ CUtensorMap tmV, const __grid_constant__ AttnParams p) {
@@ -214,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // split-KV: CTA z of the sequence's nsplit (its plan entry, at most S) takes the z-th share
     // of the key tiles; with nsplit 1 it writes out directly
     int split = 0, nsplit = 1;
-    if constexpr (Split) {
+    if constexpr (General) {
         split = static_cast<int>(blockIdx.z);
         nsplit = p.split_plan != nullptr ? min(p.split_plan[1 + b], p.num_splits) : p.num_splits;
         if (split >= nsplit) return;
@@ -237,7 +238,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     int tb = kmin / BN;
     int n_tiles = kmax > kmin ? (kmax + BN - 1) / BN - tb : 0;
-    if constexpr (Split) {
+    if constexpr (General) {
         const int t0 = static_cast<int>(static_cast<int64_t>(n_tiles) * split / nsplit);
         const int t1 = static_cast<int>(static_cast<int64_t>(n_tiles) * (split + 1) / nsplit);
         tb += t0;
@@ -360,8 +361,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < Dims<D>::kSRegs; ++i) sacc[i] = 0.f;
     float mrow0 = -INFINITY, mrow1 = -INFINITY; // running max, log2 units
     float lrow0 = 0.f, lrow1 = 0.f; // this thread's part of the row sums
-    float slope = 0.f; // ALiBi, log2 units (Extra kernels; 0 without slopes)
-    if constexpr (Extra) {
+    float slope = 0.f; // ALiBi, log2 units (General kernels; 0 without slopes)
+    if constexpr (General) {
         constexpr float kLog2e = 1.44269504088896340736f;
         if (p.alibi_slopes != nullptr)
             slope = -kLog2e * p.alibi_slopes[static_cast<int64_t>(b) * p.alibi_batch_stride + h];
@@ -390,9 +391,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             release(bar_ke, lane);
             float a0, a1;
             const int kbase = tb * BN;
-            softmax_tile<Softcap, Dims<D>::kSRegs, Extra>(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0,
-                                                          lo1, hi1, sl2, p.sc_cap, mrow0, mrow1, lrow0, lrow1,
-                                                          a0, a1, slope, r0 + diag, r1 + diag);
+            softmax_tile<Softcap, Dims<D>::kSRegs, General>(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0,
+                                                            lo1, hi1, sl2, p.sc_cap, mrow0, mrow1, lrow0,
+                                                            lrow1, a0, a1, slope, r0 + diag, r1 + diag);
             pack_p<T>(pa, sacc); // O is still 0: nothing to rescale
         }
         for (int i = 1; i < n_tiles; ++i) {
@@ -412,9 +413,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int x = 0; x < Dims<D>::kSRegs; ++x) reg_fence(sacc[x]);
             release(bar_ke + 8 * s, lane);
             float a0, a1;
-            softmax_tile<Softcap, Dims<D>::kSRegs, Extra>(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0,
-                                                          lo1, hi1, sl2, p.sc_cap, mrow0, mrow1, lrow0, lrow1,
-                                                          a0, a1, slope, r0 + diag, r1 + diag);
+            softmax_tile<Softcap, Dims<D>::kSRegs, General>(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0,
+                                                            lo1, hi1, sl2, p.sc_cap, mrow0, mrow1, lrow0,
+                                                            lrow1, a0, a1, slope, r0 + diag, r1 + diag);
             wgmma_wait_group<0>(); // P(i-1) V(i-1) done: O and pa may be touched again
 #pragma unroll
             for (int x = 0; x < Dims<D>::kORegs; ++x) reg_fence(o[x]);
@@ -461,7 +462,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int x = 0; x < D / 4; ++x) any |= is_nan(v[x]);
             if (__builtin_expect(any, 0)) {
                 int lo = half ? lo1 : lo0, hi = half ? hi1 : hi0;
-                if constexpr (Split) { // this split's keys only
+                if constexpr (General) { // this split's keys only
                     lo = max(lo, tb * BN);
                     hi = min(hi, (tb + n_tiles) * BN);
                 }
@@ -469,7 +470,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 for (int x = 0; x < D / 4; ++x)
                     if (is_nan(v[x])) {
                         const int d = 8 * (x >> 1) + 2 * t4 + (x & 1);
-                        if constexpr (Extra)
+                        if constexpr (General)
                             v[x] = fix_nan_entry_alibi<T, Softcap, D>(p, q0 + r, h, hkv, bt, lo, hi, d, m, l,
                                                                       slope, r + diag);
                         else
@@ -477,7 +478,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     }
             }
         }
-        if (Split && nsplit > 1) { // a partial: float O / l and the split's LSE
+        if (General && nsplit > 1) { // a partial: float O / l and the split's LSE
             float *dst = p.split_out +
                          ((static_cast<int64_t>(split) * p.num_tokens + q0 + r) * p.num_heads_q + h) * D +
                          2 * t4;
@@ -632,22 +633,18 @@ namespace {
 
 using KernelFn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, fa_sm90::AttnParams);
 
-// The kernel of head size D for the call's dtype, softcap, split-KV and ALiBi / sinks (extra),
-// and its shared memory.
-template <int D, bool Split, bool Extra> KernelFn pick_kernel(bool f16, bool softcap, int &smem) {
+// The kernel of head size D for the call's dtype and softcap, plain or general (split-KV, ALiBi
+// or sinks), and its shared memory.
+template <int D, bool General> KernelFn pick_kernel(bool f16, bool softcap, int &smem) {
     using namespace fa_sm90;
     smem = static_cast<int>(Smem<kLibStages, D>::kAlloc);
-    return f16 ? (softcap ? sm90_attention_kernel<__half, true, D, Split, Extra>
-                          : sm90_attention_kernel<__half, false, D, Split, Extra>)
-               : (softcap ? sm90_attention_kernel<__nv_bfloat16, true, D, Split, Extra>
-                          : sm90_attention_kernel<__nv_bfloat16, false, D, Split, Extra>);
+    return f16 ? (softcap ? sm90_attention_kernel<__half, true, D, General>
+                          : sm90_attention_kernel<__half, false, D, General>)
+               : (softcap ? sm90_attention_kernel<__nv_bfloat16, true, D, General>
+                          : sm90_attention_kernel<__nv_bfloat16, false, D, General>);
 }
-template <int D> KernelFn pick_kernel(bool f16, bool softcap, bool split, bool extra, int &smem) {
-    if (extra)
-        return split ? pick_kernel<D, true, true>(f16, softcap, smem)
-                     : pick_kernel<D, false, true>(f16, softcap, smem);
-    return split ? pick_kernel<D, true, false>(f16, softcap, smem)
-                 : pick_kernel<D, false, false>(f16, softcap, smem);
+template <int D> KernelFn pick_kernel(bool f16, bool softcap, bool general, int &smem) {
+    return general ? pick_kernel<D, true>(f16, softcap, smem) : pick_kernel<D, false>(f16, softcap, smem);
 }
 
 } // namespace
@@ -754,13 +751,13 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     int smem = 0;
     switch (D) {
 #ifdef FA_ATTN_HD_64
-    case 64: kern = pick_kernel<64>(f16, softcap, split, extra, smem); break;
+    case 64: kern = pick_kernel<64>(f16, softcap, split || extra, smem); break;
 #endif
 #ifdef FA_ATTN_HD_128
-    case 128: kern = pick_kernel<128>(f16, softcap, split, extra, smem); break;
+    case 128: kern = pick_kernel<128>(f16, softcap, split || extra, smem); break;
 #endif
 #ifdef FA_ATTN_HD_256
-    case 256: kern = pick_kernel<256>(f16, softcap, split, extra, smem); break;
+    case 256: kern = pick_kernel<256>(f16, softcap, split || extra, smem); break;
 #endif
     default: break;
     }
