@@ -1111,11 +1111,12 @@ static void test_family_edges(void)
         run_named("family edges", &c);
     }
     /* query-head groups (two groups with a gap, DCP's gathered queries): head 128 causal with
-       sinks, head 64 f16 with a window */
+       sinks, head 64 f16 with a window; the 5-query sequence has Lq x G = 20 rows a KV head (past
+       the decode tile's 16) but 10 within a group */
     for (v = 0; v < 2; ++v) {
-        static const int ql[] = {300, 1, 129}, kl[] = {1000, 700, 129};
+        static const int ql[] = {300, 1, 129, 5}, kl[] = {1000, 700, 129, 60};
         acase c = base_case(v ? FA_DTYPE_F16 : FA_DTYPE_BF16, v ? 64 : 128, 16, 8, 2);
-        set_seqs(&c, 3, ql, kl);
+        set_seqs(&c, 4, ql, kl);
         c.causal = 1;
         c.q_strided = 1;
         c.sinks = v ? 0 : 1;

@@ -771,6 +771,9 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
         pg.q = static_cast<const char *>(a->q) + gi * a->q_group_stride * 2;
         pg.alibi_slopes = a->alibi_slopes != nullptr ? a->alibi_slopes + h0 : nullptr;
         pg.sinks = a->sinks != nullptr ? a->sinks + h0 : nullptr;
+        // the decode tile routes by Lq * (Hq / Hkv) <= skip_rows; here G is qg / Hkv = (Hq / Hkv) /
+        // ngroups, and Lq * G * ngroups <= skip_rows exactly when Lq * G <= skip_rows / ngroups
+        pg.skip_rows = skip_rows / ngroups;
         kern<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(qg),
                     static_cast<unsigned>(split ? a->num_splits : 1)),
                kThreads, smem, stream>>>(tq[gi], tk, tv, pg);
