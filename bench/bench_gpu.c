@@ -15,6 +15,8 @@
      prefill-dense  causal varlen, 16k tokens as 1x16384, 4x4096, 16x1024, 32/8, bf16, head
                     size {64,128,256}: attention op with cu_seqlens_k = cu_seqlens_q, causal = 1
      prefill-paged  the same through fa_forward (decoder prefill over a block-16 cache)
+     prefill-paged ... kv=fp8  the paged rows over an e4m3 cache (bf16 query; --quick: 1x16384
+                    at head 128)
      prefill-paged-nc  the same with the step's causal mask off (FA_CAUSAL_OFF; FLOPs of every
                     query x every key; --quick: 1x16384 and 4x4096 at head 128)
      mixed          64 decodes at 8k context + one chunked-prefill chunk of 2048 tokens whose
@@ -1568,18 +1570,18 @@ out:
 
 /* Generic fa_forward row over a paged world: decode-free shapes (prefill-paged, mixed). */
 static void bench_paged_rows(row *r, int nreq, const int32_t *ql, const int32_t *sl, int hq, int hkv, int D,
-                             const int *check_reqs, const int *check_m, int nchecks)
+                             int fp8, const int *check_reqs, const int *check_m, int nchecks)
 {
     pworld w;
     ref_sample ref[4];
     int i, nref = 0;
     memset(ref, 0, sizeof ref);
-    batch_counts(nreq, ql, sl, 0, hq, hkv, D, 2, &r->bytes, &r->flops);
+    batch_counts(nreq, ql, sl, 0, hq, hkv, D, fp8 ? 1 : 2, &r->bytes, &r->flops);
     if (g_dead) {
         emit_na(r, "CUDA context lost earlier");
         return;
     }
-    if (pworld_setup(&w, nreq, ql, sl, 0, hq, hkv, D, 0) || pworld_build(&w, 0)) {
+    if (pworld_setup(&w, nreq, ql, sl, 0, hq, hkv, D, fp8) || pworld_build(&w, 0)) {
         emit_na(r, g_err);
         pworld_free(&w);
         return;
@@ -1597,27 +1599,29 @@ static void bench_paged_rows(row *r, int nreq, const int32_t *ql, const int32_t 
     pworld_free(&w);
 }
 
-static void bench_prefill_paged(int nseq, int L, int D)
+/* fp8: an e4m3 cache (rows named "kv=fp8"), the bf16 query */
+static void bench_prefill_paged(int nseq, int L, int D, int fp8)
 {
     const int hq = 32, hkv = 8;
     row r;
     int32_t *ql, *sl;
     int i, creq[1], cm[1];
     row_init(&r, "prefill-paged");
-    snprintf(r.name, sizeof r.name, "prefill-paged %dx%d h=%d/%d d=%d%s", nseq, L, hq, hkv, D, block_tag());
+    snprintf(r.name, sizeof r.name, "prefill-paged %dx%d h=%d/%d d=%d%s%s", nseq, L, hq, hkv, D, block_tag(),
+             fp8 ? " kv=fp8" : "");
     r.batch = nseq;
     r.ctx = L;
     r.hq = hq;
     r.hkv = hkv;
     r.d = D;
-    snprintf(r.kv, sizeof r.kv, "bf16");
+    snprintf(r.kv, sizeof r.kv, fp8 ? "fp8" : "bf16");
     if (!row_selected(&r, C_PREFILL)) return;
     ql = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)nseq);
     sl = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)nseq);
     for (i = 0; i < nseq; ++i) ql[i] = sl[i] = L;
     creq[0] = nseq - 1;
     cm[0] = 4;
-    bench_paged_rows(&r, nseq, ql, sl, hq, hkv, D, creq, cm, 1);
+    bench_paged_rows(&r, nseq, ql, sl, hq, hkv, D, fp8, creq, cm, 1);
     free(ql);
     free(sl);
 }
@@ -1645,7 +1649,7 @@ static void bench_prefill_paged_nc(int nseq, int L, int D)
     creq[0] = nseq - 1;
     cm[0] = 4;
     g_noncausal = 1;
-    bench_paged_rows(&r, nseq, ql, sl, hq, hkv, D, creq, cm, 1);
+    bench_paged_rows(&r, nseq, ql, sl, hq, hkv, D, 0, creq, cm, 1);
     g_noncausal = 0;
     free(ql);
     free(sl);
@@ -1677,7 +1681,7 @@ static void bench_mixed(void)
     creq[1] = ndec;
     cm[1] = 4;
     snprintf(r.extra, sizeof r.extra, "64 decodes (seq 8192) + chunk of 2048 on 6144 cached; attention only");
-    bench_paged_rows(&r, ndec + 1, ql, sl, hq, hkv, D, creq, cm, 2);
+    bench_paged_rows(&r, ndec + 1, ql, sl, hq, hkv, D, 0, creq, cm, 2);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -2456,8 +2460,9 @@ static void run_all(void)
         if (O.quick && dims[d] != 128) continue;
         for (s = 0; s < 3; ++s) {
             bench_prefill_dense(pre[s][0], pre[s][1], dims[d]);
-            bench_prefill_paged(pre[s][0], pre[s][1], dims[d]);
+            bench_prefill_paged(pre[s][0], pre[s][1], dims[d], 0);
             if (!O.quick || s < 2) bench_prefill_paged_nc(pre[s][0], pre[s][1], dims[d]);
+            if (!O.quick || s == 0) bench_prefill_paged(pre[s][0], pre[s][1], dims[d], 1);
         }
     }
     bench_mixed();
