@@ -16,7 +16,7 @@
 #   experimental  the paths built but not yet run on a GPU (sm90_attention.cu: heads 64 / 256,
 #           blocks longer than a tile): a second build (build-gpu-x, -DFA_SM90_EXPERIMENTAL) runs
 #           test_gpu_attention and test_gpu_checks (whole sets), memcheck on the "family edges"
-#           group, then bench_gpu's paged prefill rows at heads 64 / 256 with --family auto and
+#           group, then bench_gpu's prefill rows at heads 64 / 256 with --family auto and
 #           mma_sync
 #
 #   tools/gpu_sm90.sh [JOB...]     default: build smoke suite
@@ -131,9 +131,9 @@ if want experimental; then
         "family edges" > "$work/x_memcheck.log" 2>&1
     sum "experimental memcheck (family edges): rc $?, $(grep -E 'ERROR SUMMARY' "$work/x_memcheck.log" | tail -n 1)"
     for fam in auto mma_sync; do
-        timeout 100 "$bx/bench/bench_gpu" --only prefill --filter prefill-paged --family $fam \
+        timeout 150 "$bx/bench/bench_gpu" --only prefill --filter d=64 --filter d=256 --family $fam \
             --csv "$work/x_bench_$fam.csv" > "$work/x_bench_$fam.txt" 2>&1 || echo "x bench $fam rc $?"
-        grep -E '^prefill-paged' "$work/x_bench_$fam.txt" | sed "s/^/$fam /" | tee -a "$work/summary.txt"
+        grep -E '^prefill-' "$work/x_bench_$fam.txt" | sed "s/^/$fam /" | tee -a "$work/summary.txt"
     done
     sum "experimental: $(($(date +%s) - s)) s"
 fi
