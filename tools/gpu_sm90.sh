@@ -14,7 +14,7 @@
 #   peers   bench/run_perf.sh --skip-build --quick --only prefill,mixed --no-flex (cuDNN SDPA on
 #           the same shapes)
 #   experimental  the paths built but not yet run on a GPU (sm90_attention.cu: heads 64 / 256,
-#           blocks longer than a tile): a second build (build-gpu-x, -DFA_SM90_EXPERIMENTAL) runs
+#           blocks longer than a tile, split-KV, ALiBi, sinks, query-head groups): a second build (build-gpu-x, -DFA_SM90_EXPERIMENTAL) runs
 #           test_gpu_attention and test_gpu_checks (whole sets), memcheck on the "family edges"
 #           group, then bench_gpu's prefill rows at heads 64 / 256 with --family auto and
 #           mma_sync
