@@ -9,7 +9,7 @@
 // whose block size is a power of two in [8, 128], bottom-right causal and windows (left,
 // right), softcap, LSE out, a split plan whose entries are 0 (skip the sequence) or 1; no
 // ALiBi, sinks, fp8, split-KV or query-head groups (those calls stay in the mma.sync family).
-// Built as well, taken only in an FA_SM90_EXPERIMENTAL build until they have run on a GPU
+// Written too, compiled and taken only in an FA_SM90_EXPERIMENTAL build until they have run on a GPU
 // (tools/gpu_sm90.sh experimental): head sizes 64 and 256 (Dims<D>: 128-key tiles at 64, 64-key
 // tiles at 256); blocks longer than a tile (a TMA box of BN rows at a row offset inside the
 // block; block sizes that are multiples of BN); query-head groups (one launch per group); and,
@@ -529,10 +529,10 @@ int ilog2_exact(int64_t x) {
 
 bool stride_ok(int64_t elems) { return elems > 0 && (elems * 2) % 16 == 0 && elems * 2 < (int64_t(1) << 40); }
 
-// Paths built but not yet run on a GPU (heads 64 and 256; blocks longer than a tile, where a TMA
-// box starts inside the block; split-KV; ALiBi and sinks; query-head groups) are taken only in a build with -DFA_SM90_EXPERIMENTAL (the GPU
-// scripts' test builds, tools/gpu_sm90.sh experimental); every other build runs those calls in
-// the mma.sync family.
+// Paths written but not yet run on a GPU (heads 64 and 256; blocks longer than a tile, where a
+// TMA box starts inside the block; split-KV; ALiBi and sinks; query-head groups) are compiled
+// and taken only in a build with -DFA_SM90_EXPERIMENTAL (tools/gpu_sm90.sh experimental); every
+// other build runs those calls in the mma.sync family.
 #ifdef FA_SM90_EXPERIMENTAL
 constexpr bool kUntested = true;
 #else
@@ -643,8 +643,13 @@ template <int D, bool General> KernelFn pick_kernel(bool f16, bool softcap, int 
                : (softcap ? sm90_attention_kernel<__nv_bfloat16, true, D, General>
                           : sm90_attention_kernel<__nv_bfloat16, false, D, General>);
 }
+// The general kernels, like heads 64 and 256, are instantiated only in an FA_SM90_EXPERIMENTAL
+// build (elsewhere they could not be taken: the build stays the four plain head-128 kernels).
 template <int D> KernelFn pick_kernel(bool f16, bool softcap, bool general, int &smem) {
-    return general ? pick_kernel<D, true>(f16, softcap, smem) : pick_kernel<D, false>(f16, softcap, smem);
+    if constexpr (kUntested) {
+        if (general) return pick_kernel<D, true>(f16, softcap, smem);
+    }
+    return general ? nullptr : pick_kernel<D, false>(f16, softcap, smem);
 }
 
 } // namespace
@@ -750,18 +755,20 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     KernelFn kern = nullptr;
     int smem = 0;
     switch (D) {
-#ifdef FA_ATTN_HD_64
+#if defined(FA_ATTN_HD_64) && defined(FA_SM90_EXPERIMENTAL)
     case 64: kern = pick_kernel<64>(f16, softcap, split || extra, smem); break;
 #endif
 #ifdef FA_ATTN_HD_128
     case 128: kern = pick_kernel<128>(f16, softcap, split || extra, smem); break;
 #endif
-#ifdef FA_ATTN_HD_256
+#if defined(FA_ATTN_HD_256) && defined(FA_SM90_EXPERIMENTAL)
     case 256: kern = pick_kernel<256>(f16, softcap, split || extra, smem); break;
 #endif
     default: break;
     }
-    if (kern == nullptr) return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "sm90 family: head_size %d not built", D);
+    if (kern == nullptr)
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "sm90 family: no kernel built for head_size %d%s", D,
+                          split || extra ? " with split-KV / ALiBi / sinks" : "");
     cudaError_t ce = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     for (int gi = 0; gi < ngroups && ce == cudaSuccess; ++gi) {
         AttnParams pg = p;
