@@ -15,6 +15,10 @@ What the peers run, and how it differs from ours:
                            K/V expanded to Hq heads beforehand (noted; the bytes counted stay the Hkv
                            bytes that must move, so such a peer pays for its expansion). No fp8 KV
                            cache in SDPA or Flex: fp8 rows are ours only.
+                           Decode rows also run triton-paged (bench/triton_decode.py): a Triton
+                           paged decode over a block-16 cache built from the same K/V (blocks in
+                           order), split over the keys and merged, as serving engines' Triton
+                           decode kernels work.
   prefill                  dense causal [nseq, H, L, D] (equal lengths, so no varlen needed).
   prefill-nc               the same without a mask, beside our prefill-paged-nc rows (non-causal).
   mixed                    two calls: the 64 decodes, then the 2048-token chunk against its 8192 keys
@@ -44,6 +48,7 @@ import traceback
 import warnings
 
 PEERS_ATTN = ["sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "flex"]
+PEER_PAGED = "triton-paged"   # decode rows only: bench/triton_decode.py over a block-16 paged cache
 PEERS_OPS = ["torch-eager", "torch-compile"]
 CATS = ["decode", "prefill", "mixed", "cascade", "cache", "merge"]
 KSCALE_FP8 = 0.03125
@@ -263,6 +268,23 @@ class Bench:
         for peer in peers:
             note = ""
             try:
+                if peer == PEER_PAGED:
+                    q, k, v, mk, off = calls[0]
+                    if len(calls) != 1 or mk is not None or q.shape[2] != 1:
+                        res[peer] = (None, "decode rows only", None)
+                        continue
+                    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+                    from triton_decode import PagedDecode
+                    pd = PagedDecode(torch, q, k, v, 16, torch.cuda.get_device_properties(q.device).multi_processor_count)
+
+                    def fn(pd=pd):
+                        return [pd()]
+                    outs = fn()
+                    torch.cuda.synchronize()
+                    ms = self.time_ms(fn)
+                    res[peer] = (ms, "paged block 16, blocks in order, %d splits" % pd.nsplit, outs)
+                    del pd
+                    continue
                 if peer == "flex":
                     fx = self.get_flex()
                     if fx is None:
@@ -586,7 +608,7 @@ def build_tables(ours, peer_rows, out_dir, info):
         sorted({r["name"] for r in peer_rows if r["category"] == cat})  # noqa: E731
     dec = names("decode")
     section("Decode (q_len 1), bf16 cache: fraction of copy", [n for n in dec if n.endswith("kv=bf16")],
-            PEERS_ATTN, "frac", lambda n: n[7:-8])
+            PEERS_ATTN + [PEER_PAGED], "frac", lambda n: n[7:-8])
     section("Decode, fp8 e4m3 cache (ours only: no fp8 KV in SDPA/Flex)", [n for n in dec if n.endswith("kv=fp8")],
             [], "frac", lambda n: n[7:-7])
     sc = [r for r in ours if r["category"] == "split-choice"]
@@ -841,6 +863,8 @@ def main():
                             flex_note = "not compiled for this row (--flex-all compiles every row)"
                         if flex_note:
                             peers.remove("flex")
+                        if c == "decode":
+                            peers.append(PEER_PAGED)
                         res = bench.attention_shape(s, peers)
                         if flex_note:
                             res["flex"] = (None, flex_note, None)
