@@ -4,7 +4,8 @@
 #      and bench/bench_gpu (the meson target when bench/meson.build has it, else cc against the
 #      libraries just built)
 #   2. runs bench_gpu (CSV + log to the output folder)
-#   3. runs bench/peers.py (PyTorch SDPA cuDNN / flash / efficient, FlexAttention, torch ops) on the
+#   3. runs bench/peers.py (PyTorch SDPA cuDNN / flash / efficient, FlexAttention, a Triton paged
+#      decode, torch ops) on the
 #      same shapes; writes peers.csv, perf_tables.md and the PNG plots
 #   4. prints the summary last (bench_gpu's, then ours vs the best peer)
 #
