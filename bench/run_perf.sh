@@ -5,8 +5,7 @@
 #      libraries just built)
 #   2. runs bench_gpu (CSV + log to the output folder)
 #   3. runs bench/peers.py (PyTorch SDPA cuDNN / flash / efficient, FlexAttention, a Triton paged
-#      decode, torch ops) on the
-#      same shapes; writes peers.csv, perf_tables.md and the PNG plots
+#      decode, torch ops) on the same shapes; writes peers.csv, perf_tables.md and the PNG plots
 #   4. prints the summary last (bench_gpu's, then ours vs the best peer)
 #
 # usage: bench/run_perf.sh [options] [-- extra bench_gpu arguments]
