@@ -1599,15 +1599,17 @@ static void bench_paged_rows(row *r, int nreq, const int32_t *ql, const int32_t 
     pworld_free(&w);
 }
 
-/* fp8: an e4m3 cache (rows named "kv=fp8"), the bf16 query */
-static void bench_prefill_paged(int nseq, int L, int D, int fp8)
+/* fp8: an e4m3 cache (rows named "kv=fp8"), the bf16 query. nc: the step's causal mask off
+   (FA_CAUSAL_OFF: every query sees every key; rows named "prefill-paged-nc"). */
+static void bench_prefill_paged(int nseq, int L, int D, int fp8, int nc)
 {
     const int hq = 32, hkv = 8;
+    const char *cat = nc ? "prefill-paged-nc" : "prefill-paged";
     row r;
     int32_t *ql, *sl;
     int i, creq[1], cm[1];
-    row_init(&r, "prefill-paged");
-    snprintf(r.name, sizeof r.name, "prefill-paged %dx%d h=%d/%d d=%d%s%s", nseq, L, hq, hkv, D, block_tag(),
+    row_init(&r, cat);
+    snprintf(r.name, sizeof r.name, "%s %dx%d h=%d/%d d=%d%s%s", cat, nseq, L, hq, hkv, D, block_tag(),
              fp8 ? " kv=fp8" : "");
     r.batch = nseq;
     r.ctx = L;
@@ -1621,35 +1623,8 @@ static void bench_prefill_paged(int nseq, int L, int D, int fp8)
     for (i = 0; i < nseq; ++i) ql[i] = sl[i] = L;
     creq[0] = nseq - 1;
     cm[0] = 4;
+    g_noncausal = nc;
     bench_paged_rows(&r, nseq, ql, sl, hq, hkv, D, fp8, creq, cm, 1);
-    free(ql);
-    free(sl);
-}
-
-/* The same rows with the step's causal mask off (FA_CAUSAL_OFF: every query sees every key). */
-static void bench_prefill_paged_nc(int nseq, int L, int D)
-{
-    const int hq = 32, hkv = 8;
-    row r;
-    int32_t *ql, *sl;
-    int i, creq[1], cm[1];
-    row_init(&r, "prefill-paged-nc");
-    snprintf(r.name, sizeof r.name, "prefill-paged-nc %dx%d h=%d/%d d=%d%s", nseq, L, hq, hkv, D,
-             block_tag());
-    r.batch = nseq;
-    r.ctx = L;
-    r.hq = hq;
-    r.hkv = hkv;
-    r.d = D;
-    snprintf(r.kv, sizeof r.kv, "bf16");
-    if (!row_selected(&r, C_PREFILL)) return;
-    ql = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)nseq);
-    sl = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)nseq);
-    for (i = 0; i < nseq; ++i) ql[i] = sl[i] = L;
-    creq[0] = nseq - 1;
-    cm[0] = 4;
-    g_noncausal = 1;
-    bench_paged_rows(&r, nseq, ql, sl, hq, hkv, D, 0, creq, cm, 1);
     g_noncausal = 0;
     free(ql);
     free(sl);
@@ -2460,9 +2435,9 @@ static void run_all(void)
         if (O.quick && dims[d] != 128) continue;
         for (s = 0; s < 3; ++s) {
             bench_prefill_dense(pre[s][0], pre[s][1], dims[d]);
-            bench_prefill_paged(pre[s][0], pre[s][1], dims[d], 0);
-            if (!O.quick || s < 2) bench_prefill_paged_nc(pre[s][0], pre[s][1], dims[d]);
-            if (!O.quick || s == 0) bench_prefill_paged(pre[s][0], pre[s][1], dims[d], 1);
+            bench_prefill_paged(pre[s][0], pre[s][1], dims[d], 0, 0);
+            if (!O.quick || s < 2) bench_prefill_paged(pre[s][0], pre[s][1], dims[d], 0, 1);
+            if (!O.quick || s == 0) bench_prefill_paged(pre[s][0], pre[s][1], dims[d], 1, 0);
         }
     }
     bench_mixed();

@@ -136,12 +136,11 @@ FaLaunch launch_of(Ctx *c) {
 // wgmma family (when it is in use: head 128; 64 and 256 too in an FA_SM90_EXPERIMENTAL build).
 void set_family_caps(Ctx *c) {
     fa_backend_caps *caps = &c->be.caps;
-    const bool wgmma = wgmma_on(c);
     for (int i = 0; i < caps->num_dims; ++i) {
 #if FA_CUDA_HAVE_SM90
-        const bool served = wgmma && fa_sm90__serves_head(caps->dims[i].head_dim);
+        const bool served = wgmma_on(c) && fa_sm90__serves_head(caps->dims[i].head_dim);
 #else
-        const bool served = wgmma && false; // no sm_90a family in this build
+        const bool served = false; // no sm_90a family in this build
 #endif
         caps->dims[i].prefill_family = served ? FA_KERNEL_FAMILY_WGMMA : FA_KERNEL_FAMILY_MMA_SYNC;
     }
