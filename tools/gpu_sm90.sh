@@ -13,11 +13,10 @@
 #   blocks  bench_gpu --quick --only prefill,mixed at block sizes 8, 16, 32, 64, 128 (auto)
 #   peers   bench/run_perf.sh --skip-build --quick --only prefill,mixed --no-flex (cuDNN SDPA on
 #           the same shapes)
-#   experimental  the paths built but not yet run on a GPU (sm90_attention.cu: heads 64 / 256,
-#           blocks longer than a tile, split-KV, ALiBi, sinks, query-head groups): a second build (build-gpu-x, -DFA_SM90_EXPERIMENTAL) runs
-#           test_gpu_attention and test_gpu_checks (whole sets), memcheck on the "family edges"
-#           group, then bench_gpu's prefill rows at heads 64 / 256 with --family auto and
-#           mma_sync
+#   edges   the family's paths past plain head-128 prefill (heads 64 / 256, blocks longer than a
+#           tile, split-KV, ALiBi, sinks, query-head groups): test_gpu_attention's "family
+#           edges" group, plain and under memcheck, then bench_gpu's prefill rows at heads 64 /
+#           256 with --family auto and mma_sync
 #
 #   tools/gpu_sm90.sh [JOB...]     default: build smoke suite
 #
@@ -110,32 +109,20 @@ if want blocks; then
     done
     sum "blocks: $(($(date +%s) - s)) s"
 fi
-if want experimental; then
+if want edges; then
     s=$(date +%s)
-    bx=build-gpu-x
-    if [ ! -f "$bx/build.ninja" ]; then
-        meson setup "$bx" -Dcuda=enabled -Dtests=false -Dgpu_arch=sm_90a \
-            --buildtype=release "-Dcuda_args=['-DFA_SM90_EXPERIMENTAL']" > "$work/x_setup.log" 2>&1
-    fi
-    timeout 300 ninja -C "$bx" > "$work/x_build.log" 2>&1
-    sum "experimental build: rc $?, $(($(date +%s) - s)) s"
-    timeout 60 "$bx/tests/gpu/test_gpu_attention" "family edges" > "$work/x_smoke.log" 2>&1
-    sum "experimental smoke (family edges): rc $?, $(tail -n 1 "$work/x_smoke.log")"
-    grep -E '^not ok|family' "$work/x_smoke.log" | head -20
-    for prog in test_gpu_attention test_gpu_checks; do
-        timeout 200 "$bx/tests/gpu/$prog" > "$work/x_$prog.log" 2>&1
-        sum "experimental $prog: rc $?, $(tail -n 1 "$work/x_$prog.log")"
-        grep -E '^not ok' "$work/x_$prog.log" | head -10
-    done
-    timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$bx/tests/gpu/test_gpu_attention" \
-        "family edges" > "$work/x_memcheck.log" 2>&1
-    sum "experimental memcheck (family edges): rc $?, $(grep -E 'ERROR SUMMARY' "$work/x_memcheck.log" | tail -n 1)"
+    timeout 60 "$build/tests/gpu/test_gpu_attention" "family edges" > "$work/edges.log" 2>&1
+    sum "edges (family edges): rc $?, $(tail -n 1 "$work/edges.log")"
+    grep -E '^not ok' "$work/edges.log" | head -20
+    timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/gpu/test_gpu_attention" \
+        "family edges" > "$work/edges_memcheck.log" 2>&1
+    sum "edges memcheck: rc $?, $(grep -E 'ERROR SUMMARY' "$work/edges_memcheck.log" | tail -n 1)"
     for fam in auto mma_sync; do
-        timeout 150 "$bx/bench/bench_gpu" --only prefill --filter d=64 --filter d=256 --family $fam \
-            --csv "$work/x_bench_$fam.csv" > "$work/x_bench_$fam.txt" 2>&1 || echo "x bench $fam rc $?"
-        grep -E '^prefill-' "$work/x_bench_$fam.txt" | sed "s/^/$fam /" | tee -a "$work/summary.txt"
+        timeout 150 "$build/bench/bench_gpu" --only prefill --filter d=64 --filter d=256 --family $fam \
+            --csv "$work/edges_bench_$fam.csv" > "$work/edges_bench_$fam.txt" 2>&1 || echo "edges bench $fam rc $?"
+        grep -E '^prefill-' "$work/edges_bench_$fam.txt" | sed "s/^/$fam /" | tee -a "$work/summary.txt"
     done
-    sum "experimental: $(($(date +%s) - s)) s"
+    sum "edges: $(($(date +%s) - s)) s"
 fi
 if want peers; then
     s=$(date +%s)

@@ -133,7 +133,7 @@ FaLaunch launch_of(Ctx *c) {
 }
 
 // The families' part of the capability block: the widths whose prefill calls may run in the
-// wgmma family (when it is in use: head 128; 64 and 256 too in an FA_SM90_EXPERIMENTAL build).
+// wgmma family (when it is in use: heads 64, 128 and 256).
 void set_family_caps(Ctx *c) {
     fa_backend_caps *caps = &c->be.caps;
     for (int i = 0; i < caps->num_dims; ++i) {

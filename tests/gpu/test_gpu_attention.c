@@ -986,8 +986,7 @@ static void test_nan_edges(void)
    128-key TMA box (256, 384), more sequences than the kernel's 384 threads (the binary steps of
    its tile -> sequence search), a window that starts past the first tiles (pages wholly before
    the window), f16 with softcap and a window, short and long queries in one batch; heads 64
-   and 256, split-KV, ALiBi and sinks, query-head groups (their wgmma kernels run in an
-   FA_SM90_EXPERIMENTAL build, tools/gpu_sm90.sh experimental). */
+   and 256, split-KV, ALiBi and sinks, query-head groups. */
 static void test_family_edges(void)
 {
     int v;

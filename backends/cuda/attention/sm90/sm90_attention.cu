@@ -5,19 +5,16 @@
 // sm_90a (meson sets FA_CUDA_HAVE_SM90); attention.cu calls fa_sm90__launch for the calls
 // fa_sm90__accepts takes and runs everything else in the mma.sync family.
 //
-// What a call may have here: q / k / v / out all bf16 or all f16, head size 128, a paged cache
-// whose block size is a power of two in [8, 128], bottom-right causal and windows (left,
-// right), softcap, LSE out, a split plan whose entries are 0 (skip the sequence) or 1; no
-// ALiBi, sinks, fp8, split-KV or query-head groups (those calls stay in the mma.sync family).
-// Written too, compiled and taken only in an FA_SM90_EXPERIMENTAL build until they have run on a GPU
-// (tools/gpu_sm90.sh experimental): head sizes 64 and 256 (Dims<D>: 128-key tiles at 64, 64-key
-// tiles at 256); blocks longer than a tile (a TMA box of BN rows at a row offset inside the
-// block; block sizes that are multiples of BN); query-head groups (one launch per group); and,
-// in the General kernels (the plain ones keep the validated code), split-KV (grid z = S, a CTA
-// takes its split's share of the key tiles and writes float partials and LSEs for the combine
-// kernel, in the mma.sync family's workspace layout), ALiBi (x = fma(slope, |td - j|, x) after
-// the scale / softcap) and sinks (the initial state m = z, l = 1 of split 0), as the mma.sync
-// family computes them.
+// What a call may have here: q / k / v / out all bf16 or all f16, head size 64, 128 or 256
+// (Dims<D>: 128-key tiles at 64 and 128, 64-key tiles at 256), a paged cache whose block size is
+// a power of two in [8, BN] (a TMA box per page) or a multiple of BN (a box of BN rows at a row
+// offset inside the block), bottom-right causal and windows (left, right), softcap, LSE out,
+// query-head groups (one launch per group, at most 16 groups), and, in the General kernels (the
+// plain ones stay free of their work), split-KV (grid z = S, a CTA takes its split's share of
+// the key tiles and writes float partials and LSEs for the combine kernel, in the mma.sync
+// family's workspace layout), ALiBi (x = fma(slope, |td - j|, x) after the scale / softcap) and
+// sinks (the initial state m = z, l = 1 of split 0), as the mma.sync family computes them. No
+// fp8 cache and no dense K/V (those calls stay in the mma.sync family).
 //
 // CTA = 3 warpgroups (384 threads): one (sequence, 128-token row block, query head).
 //   producer warp (warpgroup 0, warp 0): setmaxnreg.dec 40. Lane 0 loads the Q tile (TMA, once);
@@ -529,27 +526,17 @@ int ilog2_exact(int64_t x) {
 
 bool stride_ok(int64_t elems) { return elems > 0 && (elems * 2) % 16 == 0 && elems * 2 < (int64_t(1) << 40); }
 
-// Paths written but not yet run on a GPU (heads 64 and 256; blocks longer than a tile, where a
-// TMA box starts inside the block; split-KV; ALiBi and sinks; query-head groups) are compiled
-// and taken only in a build with -DFA_SM90_EXPERIMENTAL (tools/gpu_sm90.sh experimental); every
-// other build runs those calls in the mma.sync family.
-#ifdef FA_SM90_EXPERIMENTAL
-constexpr bool kUntested = true;
-#else
-constexpr bool kUntested = false;
-#endif
-
-// The head sizes whose kernels this build has: 128 (run on the H200), 64 and 256 (untested).
+// The head sizes whose kernels this build has (of 64, 128 and 256).
 bool head_on(int d) {
     switch (d) {
 #ifdef FA_ATTN_HD_64
-    case 64: return kUntested;
+    case 64: return true;
 #endif
 #ifdef FA_ATTN_HD_128
     case 128: return true;
 #endif
 #ifdef FA_ATTN_HD_256
-    case 256: return kUntested;
+    case 256: return true;
 #endif
     default: return false;
     }
@@ -557,15 +544,15 @@ bool head_on(int d) {
 
 // Keys per tile at head size d, and the block sizes the producer's TMA boxes serve: a power of
 // two in [8, BN] (a box per page, BN / block pages a tile), or a multiple of BN (a box of BN
-// rows at a row offset inside the block; untested).
+// rows at a row offset inside the block).
 int tile_keys(int d) { return d > 128 ? 64 : 128; }
 
 // Query-head groups a call may have here (one launch and one q tensor map each).
 constexpr int kMaxQGroups = 16;
 bool block_on(int64_t bs, int d) {
     const int bn = tile_keys(d);
-    if (bs >= 8 && bs <= bn && ilog2_exact(bs) >= 0) return d == 128 || kUntested;
-    return kUntested && bs > bn && bs % bn == 0;
+    if (bs >= 8 && bs <= bn && ilog2_exact(bs) >= 0) return true;
+    return bs > bn && bs % bn == 0;
 }
 
 } // namespace
@@ -581,23 +568,19 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
     if ((a->q_dtype != FA_DTYPE_BF16 && a->q_dtype != FA_DTYPE_F16) || a->kv_dtype != a->q_dtype)
         w = "q / kv dtype (bf16 or f16, the same)";
     else if (!head_on(a->head_size))
-        w = kUntested ? "head_size (64, 128 or 256, compiled)" : "head_size not 128";
+        w = "head_size (64, 128 or 256, compiled)";
     else if (!paged)
         w = "dense K/V";
-    else if ((a->alibi_slopes != nullptr || a->sinks != nullptr) && !kUntested)
-        w = "ALiBi / sinks";
-    else if (a->num_splits > 1 && !(kUntested && a->split_out != nullptr && a->split_lse != nullptr))
+    else if (a->num_splits > 1 && (a->split_out == nullptr || a->split_lse == nullptr))
         w = "split-KV";
     else if (a->q_head_group != 0 && a->q_head_group != a->num_heads_q &&
-             !(kUntested && a->num_splits <= 1 && a->num_heads_q / a->q_head_group <= kMaxQGroups &&
+             !(a->num_splits <= 1 && a->num_heads_q / a->q_head_group <= kMaxQGroups &&
                stride_ok(a->q_group_stride)))
-        w = kUntested ? "query-head groups (with split-KV, more than 16, or a group stride TMA cannot take)"
-                      : "query-head groups";
+        w = "query-head groups (with split-KV, more than 16, or a group stride TMA cannot take)";
     else if (!(a->softmax_scale > 0.f))
         w = "softmax_scale <= 0";
     else if (!block_on(bs, a->head_size))
-        w = kUntested ? "block size (a power of two in [8, BN] or a multiple of BN)"
-                      : "block size (a power of two in [8, 128])";
+        w = "block size (a power of two in [8, BN] or a multiple of BN)";
     else if (a->num_blocks < 1 || a->num_blocks >= (int64_t(1) << 31))
         w = "num_blocks";
     else if (a->num_heads_q > 65535)
@@ -643,13 +626,8 @@ template <int D, bool General> KernelFn pick_kernel(bool f16, bool softcap, int 
                : (softcap ? sm90_attention_kernel<__nv_bfloat16, true, D, General>
                           : sm90_attention_kernel<__nv_bfloat16, false, D, General>);
 }
-// The general kernels, like heads 64 and 256, are instantiated only in an FA_SM90_EXPERIMENTAL
-// build (elsewhere they could not be taken: the build stays the four plain head-128 kernels).
 template <int D> KernelFn pick_kernel(bool f16, bool softcap, bool general, int &smem) {
-    if constexpr (kUntested) {
-        if (general) return pick_kernel<D, true>(f16, softcap, smem);
-    }
-    return general ? nullptr : pick_kernel<D, false>(f16, softcap, smem);
+    return general ? pick_kernel<D, true>(f16, softcap, smem) : pick_kernel<D, false>(f16, softcap, smem);
 }
 
 } // namespace
@@ -755,20 +733,19 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     KernelFn kern = nullptr;
     int smem = 0;
     switch (D) {
-#if defined(FA_ATTN_HD_64) && defined(FA_SM90_EXPERIMENTAL)
+#ifdef FA_ATTN_HD_64
     case 64: kern = pick_kernel<64>(f16, softcap, split || extra, smem); break;
 #endif
 #ifdef FA_ATTN_HD_128
     case 128: kern = pick_kernel<128>(f16, softcap, split || extra, smem); break;
 #endif
-#if defined(FA_ATTN_HD_256) && defined(FA_SM90_EXPERIMENTAL)
+#ifdef FA_ATTN_HD_256
     case 256: kern = pick_kernel<256>(f16, softcap, split || extra, smem); break;
 #endif
     default: break;
     }
     if (kern == nullptr)
-        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "sm90 family: no kernel built for head_size %d%s", D,
-                          split || extra ? " with split-KV / ALiBi / sinks" : "");
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "sm90 family: no kernel built for head_size %d", D);
     cudaError_t ce = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     for (int gi = 0; gi < ngroups && ce == cudaSuccess; ++gi) {
         AttnParams pg = p;
