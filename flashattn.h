@@ -462,6 +462,9 @@ typedef struct fa_attn_args {
     fa_dtype out_dtype;               /* out's dtype with an fp8 query: F16 or BF16 (F32 on CPU);
                                          ignored otherwise (out has q_dtype) */
     const float *q_descale;           /* NULL-able (= 1); [num_seqs, Hkv], the descale strides */
+    int64_t num_keys;                 /* dense: rows of k and v (their shape[0]), >= 0; 0 = not given
+                                         (a backend that needs the bound runs the call in a kernel
+                                         that does not); paged: ignored */
 } fa_attn_args;
 
 /* out = merge of two partial attentions through their LSEs (a non-finite LSE = empty). */
@@ -2929,6 +2932,7 @@ static void fa__attn_dense(fa_attn_args *a, const fa_tensor *k, const fa_tensor 
     a->v_head_stride = v->stride[1];
     a->kv_dtype = k->dtype;
     a->cu_seqlens_k = cu_k;
+    a->num_keys = k->shape[0];
 }
 
 /* The request rows of a paged call over the metadata's batch. */

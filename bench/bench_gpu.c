@@ -728,6 +728,7 @@ static int cpu_ref(const uint16_t *q, const void *k, const void *v, fa_dtype kvd
     a.out_head_stride = D;
     a.cu_seqlens_q = cuq;
     a.cu_seqlens_k = cuk;
+    a.num_keys = Lk;
     a.num_seqs = 1;
     a.num_tokens = m;
     a.max_seqlen_q = m;
@@ -1504,6 +1505,7 @@ static void bench_prefill_dense(int nseq, int L, int D)
         a->out_head_stride = D;
         a->cu_seqlens_q = w.cu_dev;
         a->cu_seqlens_k = w.cu_dev;
+        a->num_keys = w.T;
         a->num_seqs = nseq;
         a->num_tokens = w.T;
         a->max_seqlen_q = L;

@@ -2155,6 +2155,11 @@ Test(errors, attention_arguments)
     s->a.seqused_k = NULL;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "seqused_k", "cu_seqlens_k");
     FRESH();
+    s->a.seqused_k = NULL;
+    s->a.cu_seqlens_k = cuk;
+    s->a.num_keys = -3;
+    expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "num_keys -3", "dense");
+    FRESH();
     s->a.softcap = -1.0f;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "softcap", "-1");
     FRESH();

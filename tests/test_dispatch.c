@@ -707,6 +707,7 @@ static void encoder_case(fa_attn_type type, int32_t W, int32_t wl, int32_t wr)
     cr_assert_eq(a->v_head_stride, D);
     cr_assert_null(a->seqused_k, "dense: no seqused_k");
     cr_assert(r->has_cuk, "dense: cu_seqlens_k given");
+    cr_assert_eq(a->num_keys, TPAD, "dense: num_keys = rows of k (%lld)", (long long)a->num_keys);
     check_cuq(r, qsl, NREQ, "encoder");
     for (int i = 0; i <= NREQ; ++i) cr_assert_eq(r->cuk[i], qsl[i], "cu_seqlens_k == cu_seqlens_q");
     cr_assert_eq(a->causal, 0);

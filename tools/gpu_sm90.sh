@@ -14,9 +14,10 @@
 #   peers   bench/run_perf.sh --skip-build --quick --only prefill,mixed --no-flex (cuDNN SDPA on
 #           the same shapes)
 #   edges   the family's paths past plain head-128 prefill (heads 64 / 256, blocks longer than a
-#           tile, split-KV, ALiBi, sinks, query-head groups): test_gpu_attention's "family
-#           edges" group, plain and under memcheck, then bench_gpu's prefill rows at heads 64 /
-#           256 with --family auto and mma_sync
+#           tile, split-KV, ALiBi, sinks, query-head groups, dense K/V): test_gpu_attention's
+#           "family edges" and "dense" groups, plain and under memcheck, racecheck and synccheck
+#           (quick sets, 60 s each), then bench_gpu's prefill rows with --family auto and mma_sync
+#   attn    test_gpu_attention and test_gpu_checks, whole sets, default families
 #
 #   tools/gpu_sm90.sh [JOB...]     default: build smoke suite
 #
@@ -33,7 +34,7 @@ jobs=("$@")
 export NCCL_NVLS_ENABLE=0
 t0=$(date +%s)
 want() { [[ " ${jobs[*]} " == *" $1 "* ]]; }
-sum() { echo "$*" | tee -a "$work/summary.txt"; }
+sum() { echo "$*" | tee -a "$work/summary.txt" >> "$out/summary.part"; } # (.part: survives a kill)
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv > "$work/machine.txt" 2>&1
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 sum "== tools/gpu_sm90.sh ${jobs[*]} at $(date -u '+%Y-%m-%d %H:%M:%S UTC'), tree $commit$(git diff --quiet 2>/dev/null || echo +dirty)"
@@ -109,16 +110,32 @@ if want blocks; then
     done
     sum "blocks: $(($(date +%s) - s)) s"
 fi
+if want attn; then
+    for prog in test_gpu_attention test_gpu_checks; do
+        s=$(date +%s)
+        timeout 200 "$build/tests/gpu/$prog" > "$work/attn_$prog.log" 2>&1
+        sum "attn $prog: rc $?, $(($(date +%s) - s)) s, $(tail -n 1 "$work/attn_$prog.log")"
+        grep -E '^not ok' "$work/attn_$prog.log" | head -10
+    done
+fi
 if want edges; then
     s=$(date +%s)
-    timeout 60 "$build/tests/gpu/test_gpu_attention" "family edges" > "$work/edges.log" 2>&1
-    sum "edges (family edges): rc $?, $(tail -n 1 "$work/edges.log")"
-    grep -E '^not ok' "$work/edges.log" | head -20
-    timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/gpu/test_gpu_attention" \
-        "family edges" > "$work/edges_memcheck.log" 2>&1
-    sum "edges memcheck: rc $?, $(grep -E 'ERROR SUMMARY' "$work/edges_memcheck.log" | tail -n 1)"
+    for g in "family edges" dense; do
+        timeout 60 "$build/tests/gpu/test_gpu_attention" "$g" > "$work/edges_${g// /_}.log" 2>&1
+        sum "edges ($g): rc $?, $(tail -n 1 "$work/edges_${g// /_}.log")"
+        grep -E '^not ok' "$work/edges_${g// /_}.log" | head -20
+    done
+    FA_GPU_FAMILY=mma_sync timeout 60 "$build/tests/gpu/test_gpu_attention" dense > "$work/edges_dense_mma.log" 2>&1
+    sum "edges (dense, mma_sync): rc $?, $(tail -n 1 "$work/edges_dense_mma.log")"
+    for tool in memcheck racecheck synccheck; do
+        for g in "family edges" dense; do
+            FA_GPU_TEST_SANITIZER=1 FA_GPU_TEST_QUICK=1 timeout 60 compute-sanitizer --tool $tool --error-exitcode 9 "$build/tests/gpu/test_gpu_attention" \
+                "$g" > "$work/edges_${tool}_${g// /_}.log" 2>&1
+            sum "edges $tool ($g): rc $?, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$work/edges_${tool}_${g// /_}.log" | tail -n 1)"
+        done
+    done
     for fam in auto mma_sync; do
-        timeout 150 "$build/bench/bench_gpu" --only prefill --filter d=64 --filter d=256 --family $fam \
+        timeout 150 "$build/bench/bench_gpu" --only prefill --family $fam \
             --csv "$work/edges_bench_$fam.csv" > "$work/edges_bench_$fam.txt" 2>&1 || echo "edges bench $fam rc $?"
         grep -E '^prefill-' "$work/edges_bench_$fam.txt" | sed "s/^/$fam /" | tee -a "$work/summary.txt"
     done

@@ -253,7 +253,7 @@ static inline fa_status fa_bu_check_attn_dtypes(const fa_bu_err *e, const fa_att
    of Hkv), head_size, the dtypes (fa_bu_check_attn_dtypes; a 16-bit or f32 query reads K/V in
    its dtype or fp8); exactly one of
    seqused_k (paged: block_table, block_size a positive multiple of block_size_multiple,
-   num_blocks > 0) and cu_seqlens_k (dense); strides >= 0; q/k/v/out/cu_seqlens_q when the call
+   num_blocks > 0) and cu_seqlens_k (dense: num_keys >= 0); strides >= 0; q/k/v/out/cu_seqlens_q when the call
    is not empty; split_out/split_lse when num_splits > 1. */
 static inline fa_status fa_bu_check_attention(const fa_bu_err *e, const fa_attn_args *a,
                                               int32_t block_size_multiple)
@@ -296,6 +296,9 @@ static inline fa_status fa_bu_check_attention(const fa_bu_err *e, const fa_attn_
         FA_BU_TRY(fa_bu_check_stride(e, a->block_table_stride, "block_table_stride"));
         FA_BU_TRY(fa_bu_check_stride(e, a->k_block_stride, "k_block_stride"));
         FA_BU_TRY(fa_bu_check_stride(e, a->v_block_stride, "v_block_stride"));
+    } else if (a->num_keys < 0) {
+        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "num_keys %lld is negative (dense: the rows of k and v)",
+                          (long long)a->num_keys);
     }
     FA_BU_TRY(fa_bu_check_stride(e, a->q_token_stride, "q_token_stride"));
     FA_BU_TRY(fa_bu_check_stride(e, a->q_head_stride, "q_head_stride"));

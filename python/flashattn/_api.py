@@ -1047,6 +1047,7 @@ def attention(backend, q, k, v, out, cu_seqlens_q, max_seqlen_q, max_seqlen_k, s
         ck, _cs, _s, kk = _device_ints(backend, cu_seqlens_k, "cu_seqlens_k", S.DType.I32)
         keep.append(kk)
         a.cu_seqlens_k = ck
+        a.num_keys = tk.shape[0]  # the rows of k and v
     a.num_blocks = num_blocks
     a.num_seqs, a.num_tokens = nseq, t
     a.max_seqlen_q, a.max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)

@@ -342,6 +342,7 @@ class fa_attn_args(ctypes.Structure):
         ("split_lse", c_void_p),
         ("out_dtype", c_enum),
         ("q_descale", c_void_p),
+        ("num_keys", c_int64),
     ]
 
 

@@ -35,6 +35,7 @@ typedef struct acase {
     int sinks;                    /* 0 none, 1 moderate, 2 dominant (z far above the logits) */
     int lse;
     int hnd, dense;
+    int no_num_keys; /* dense without num_keys (the wgmma family needs it: mma.sync runs it) */
     int splits;                   /* static S (<= 1: no split) */
     int use_plan, plan[MAXS];     /* plan[b] = splits of sequence b (0 = untouched) */
     int descale;                  /* fp8: 1 per-(b, g) arrays, 0 scalar k_scale / v_scale */
@@ -81,6 +82,7 @@ static void describe(const acase *c, char *buf, size_t n)
     for (b = 0; b < shown && len < (int)n - 24; ++b)
         len += snprintf(buf + len, n - len, "%s%dx%d", b ? " " : "", c->qlen[b], c->klen[b]);
     len += snprintf(buf + len, n - len, "%s]", c->nseq > shown ? " ..." : "");
+    if (c->no_num_keys) len += snprintf(buf + len, n - len, " num_keys=0");
     if (c->causal) len += snprintf(buf + len, n - len, " causal");
     if (c->wl >= 0 || c->wr >= 0) len += snprintf(buf + len, n - len, " win(%d,%d)", c->wl, c->wr);
     if (c->softcap > 0) len += snprintf(buf + len, n - len, " cap%g", (double)c->softcap);
@@ -323,6 +325,7 @@ static int run_case(const acase *c, void **out_bits_ret)
     ga.head_size = D;
     ga.block_size = c->dense ? 0 : c->bs;
     ga.num_blocks = c->dense ? 0 : NB;
+    ga.num_keys = c->dense && !c->no_num_keys ? TK + 3 : 0; /* the rows of k and v */
     ga.softmax_scale = 1.0f / sqrtf((float)D);
     ga.softcap = c->softcap;
     ga.causal = c->causal;
@@ -888,21 +891,30 @@ static void test_mixed_long(void)
 static void test_dense(void)
 {
     static const int ql[] = {50, 1, 120, 33}, kl[] = {50, 300, 120, 90};
+    static const int ql3[] = {300, 129, 7}, kl3[] = {700, 129, 260};
+    static const int ql4[] = {200, 64}, kl4[] = {500, 64};
     int v;
-    for (v = 0; v < 3; ++v) {
-        acase c = base_case(v == 1 ? FA_DTYPE_F16 : FA_DTYPE_BF16, v == 2 ? 80 : 128, 16, 8, v == 2 ? 8 : 2);
-        if (gt_quick() && v) continue;
-        set_seqs(&c, 4, ql, kl);
+    for (v = 0; v < 6; ++v) {
+        const int D = v == 2 ? 80 : (v == 3 ? 64 : (v == 4 ? 256 : 128));
+        acase c = base_case(v == 1 || v == 4 ? FA_DTYPE_F16 : FA_DTYPE_BF16, D, 16, 8, v == 2 ? 8 : 2);
+        if (gt_quick() && v != 0 && v != 3) continue;
+        if (v == 3)
+            set_seqs(&c, 3, ql3, kl3); /* several tiles; sequences start inside a tile */
+        else if (v == 4)
+            set_seqs(&c, 2, ql4, kl4);
+        else
+            set_seqs(&c, 4, ql, kl);
         c.dense = 1;
-        c.causal = v != 2;
+        c.causal = v != 2 && v != 3;
         if (v == 2) {
             c.wl = 20;
             c.wr = 20;
             c.alibi = 2;
         }
-        if (v == 1) {
-            c.splits = 2;
-        }
+        if (v == 1) c.splits = 2;
+        if (v == 3) c.softcap = 30.f;
+        if (v == 4) c.wl = 100;
+        c.no_num_keys = v == 5; /* mma.sync runs it */
         run_named("dense", &c);
     }
 }

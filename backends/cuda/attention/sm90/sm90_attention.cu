@@ -8,13 +8,14 @@
 // What a call may have here: q / k / v / out all bf16 or all f16, head size 64, 128 or 256
 // (Dims<D>: 128-key tiles at 64 and 128, 64-key tiles at 256), a paged cache whose block size is
 // a power of two in [8, BN] (a TMA box per page) or a multiple of BN (a box of BN rows at a row
-// offset inside the block), bottom-right causal and windows (left, right), softcap, LSE out,
+// offset inside the block), or dense K/V with num_keys given (the same maps over one block of
+// num_keys rows, a sequence's boxes from its cu_seqlens_k row), bottom-right causal and windows (left, right), softcap, LSE out,
 // query-head groups (one launch per group, at most 16 groups), and, in the General kernels (the
 // plain ones stay free of their work), split-KV (grid z = S, a CTA takes its split's share of
 // the key tiles and writes float partials and LSEs for the combine kernel, in the mma.sync
 // family's workspace layout), ALiBi (x = fma(slope, |td - j|, x) after the scale / softcap) and
 // sinks (the initial state m = z, l = 1 of split 0), as the mma.sync family computes them. No
-// fp8 cache and no dense K/V (those calls stay in the mma.sync family).
+// fp8 cache (those calls stay in the mma.sync family).
 //
 // CTA = 3 warpgroups (384 threads): one (sequence, 128-token row block, query head).
 //   producer warp (warpgroup 0, warp 0): setmaxnreg.dec 40. Lane 0 loads the Q tile (TMA, once);
@@ -47,7 +48,7 @@
 namespace fa_sm90 {
 
 #if FA_SM90_DEVICE_OK // (the kernel body is empty in the other architectures' code)
-constexpr int kLibProducerRegs = 40;   // 40 * 128 + 232 * 256 = 64512 <= 65536
+constexpr int kLibProducerRegs = 40; // 40 * 128 + 232 * 256 = 64512 <= 65536
 constexpr int kLibConsumerRegs = 232;
 #endif
 constexpr int kLibStages = 2;
@@ -59,6 +60,7 @@ struct AttnParams {
     float *lse; // NULL-able [Hq, T], lse_head_stride
     int64_t lse_head_stride;
     const int32_t *cu_seqlens_q, *seqused_k, *block_table, *split_plan;
+    const int32_t *cu_seqlens_k; // dense K/V: one "block" of num_keys rows, block_table NULL
     int64_t block_table_stride;
     FaDevErr *err_word;
     // for the NaN fix-up (scalar reads)
@@ -70,11 +72,11 @@ struct AttnParams {
     int32_t num_seqs, num_heads_q, group;
     int32_t block_size, block_shift; // block_shift = log2(block_size) or -1
     int32_t box_rows, pages_per_tile; // TMA box rows per page (min(block_size, 128)), 128 / box_rows
-    int32_t box_log2;                 // log2(box_rows)
+    int32_t box_log2; // log2(box_rows)
     int32_t window_left, window_right; // -1 = unbounded (causal folded into right = 0)
     int32_t skip_rows; // sequences with Lq * group <= skip_rows run in the decode tile (skipped)
     float scale_log2; // softmax scale * log2(e); with a softcap: softcap * log2(e)
-    float sc_cap;     // softmax scale / softcap (softcap only)
+    float sc_cap; // softmax scale / softcap (softcap only)
     // split-KV (the General kernels): S, and the float partials [S, T, Hq, D] / LSEs [S, Hq, T]
     // of the sequences whose plan entry is above 1 (the combine kernel merges them)
     int32_t num_splits, num_tokens;
@@ -113,13 +115,13 @@ __device__ __forceinline__ void row_keys(int64_t dk, int Lk, int wl, int wr, int
     hi = static_cast<int>(h);
 }
 
-// The K / V element offset of key j of sequence row bt, or -1 when its block id is outside the
-// cache (the scalar fix-up skips it).
-__device__ __forceinline__ bool key_offsets(const AttnParams &p, const int32_t *bt, int j, int hkv,
+// The K / V element offset of key j of sequence row bt (dense: bt NULL, the sequence's keys from
+// row kb), or false when its block id is outside the cache (the scalar fix-up skips it).
+__device__ __forceinline__ bool key_offsets(const AttnParams &p, const int32_t *bt, int kb, int j, int hkv,
                                             int64_t &ok, int64_t &ov) {
     const int bi = p.block_shift >= 0 ? (j >> p.block_shift) : (j / p.block_size);
-    const int slot = j - bi * p.block_size;
-    const int32_t id = bt[bi];
+    const int slot = j - bi * p.block_size + kb;
+    const int32_t id = bt != nullptr ? bt[bi] : 0;
     if (static_cast<uint32_t>(id) >= static_cast<uint32_t>(p.num_blocks)) return false;
     ok = id * p.k_block_stride + slot * p.k_row_stride + hkv * p.k_head_stride;
     ov = id * p.v_block_stride + slot * p.v_row_stride + hkv * p.v_head_stride;
@@ -140,34 +142,34 @@ template <typename T> __device__ __forceinline__ float to_f32(T x) {
 
 template <typename T, bool Softcap, int D, bool Alibi>
 __device__ __forceinline__ float fix_nan_core(const AttnParams &p, int q_tok, int h, int hkv,
-                                              const int32_t *bt, int lo, int hi, int d, float m, float l,
-                                              float slope, int td) {
+                                              const int32_t *bt, int kb, int lo, int hi, int d, float m,
+                                              float l, float slope, int td) {
     const T *qr = static_cast<const T *>(p.q) + q_tok * p.q_token_stride + h * p.q_head_stride;
-    const T *kb = static_cast<const T *>(p.k), *vb = static_cast<const T *>(p.v);
+    const T *kp = static_cast<const T *>(p.k), *vp = static_cast<const T *>(p.v);
     float acc = 0.f;
     for (int j = lo; j < hi; ++j) {
         int64_t ok, ov;
-        if (!key_offsets(p, bt, j, hkv, ok, ov)) continue;
+        if (!key_offsets(p, bt, kb, j, hkv, ok, ov)) continue;
         float s = 0.f;
-        for (int x = 0; x < D; ++x) s += to_f32(qr[x]) * to_f32(kb[ok + x]);
+        for (int x = 0; x < D; ++x) s += to_f32(qr[x]) * to_f32(kp[ok + x]);
         float xl = Softcap ? __fmul_rn(p.scale_log2, tanh_approx(__fmul_rn(s, p.sc_cap))) : s * p.scale_log2;
         if constexpr (Alibi) xl = __fmaf_rn(slope, fabsf(static_cast<float>(td - j)), xl);
-        acc += ex2_approx(xl - m) * to_f32(vb[ov + d]);
+        acc += ex2_approx(xl - m) * to_f32(vp[ov + d]);
     }
     return l > 0.f ? acc / l : 0.f;
 }
 template <typename T, bool Softcap, int D>
 static __device__ __noinline__ float fix_nan_entry(const AttnParams &p, int q_tok, int h, int hkv,
-                                                   const int32_t *bt, int lo, int hi, int d, float m,
+                                                   const int32_t *bt, int kb, int lo, int hi, int d, float m,
                                                    float l) {
-    return fix_nan_core<T, Softcap, D, false>(p, q_tok, h, hkv, bt, lo, hi, d, m, l, 0.f, 0);
+    return fix_nan_core<T, Softcap, D, false>(p, q_tok, h, hkv, bt, kb, lo, hi, d, m, l, 0.f, 0);
 }
 // The same with the ALiBi bias (the General kernels; slope in log2 units, td the row's diagonal key).
 template <typename T, bool Softcap, int D>
 static __device__ __noinline__ float fix_nan_entry_alibi(const AttnParams &p, int q_tok, int h, int hkv,
-                                                         const int32_t *bt, int lo, int hi, int d, float m,
-                                                         float l, float slope, int td) {
-    return fix_nan_core<T, Softcap, D, true>(p, q_tok, h, hkv, bt, lo, hi, d, m, l, slope, td);
+                                                         const int32_t *bt, int kb, int lo, int hi, int d,
+                                                         float m, float l, float slope, int td) {
+    return fix_nan_core<T, Softcap, D, true>(p, q_tok, h, hkv, bt, kb, lo, hi, d, m, l, slope, td);
 }
 
 __device__ __forceinline__ bool is_nan(float x) { return x != x; }
@@ -219,10 +221,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     const int m0 = static_cast<int>(mblk) * kBlockM;
     const int hkv = h / p.group;
-    const int Lk = p.seqused_k[b];
+    const bool dense = p.cu_seqlens_k != nullptr;
+    const int kb = dense ? p.cu_seqlens_k[b] : 0; // dense: the sequence's first key row
+    const int Lk = dense ? p.cu_seqlens_k[b + 1] - kb : p.seqused_k[b];
     const int diag = Lk - Lq;
     const int wl = p.window_left, wr = p.window_right;
-    const int32_t *bt = p.block_table + static_cast<int64_t>(b) * p.block_table_stride;
+    const int32_t *bt = dense ? nullptr : p.block_table + static_cast<int64_t>(b) * p.block_table_stride;
     // keys of the CTA: the union of its rows' ranges (first and last row)
     int kmin, kmax;
     {
@@ -281,8 +285,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             row = 0;
             if (j >= kmax || j + p.box_rows <= kmin) return;
             const int bi = p.block_shift >= 0 ? (j >> p.block_shift) : (j / p.block_size);
-            row = j - bi * p.block_size; // 0 unless the block is longer than the box
-            const int32_t id = bt[bi];
+            row = j - bi * p.block_size + kb; // 0 unless the block is longer than the box (or dense)
+            const int32_t id = dense ? 0 : bt[bi];
             if (static_cast<uint32_t>(id) < static_cast<uint32_t>(p.num_blocks)) {
                 blk = id;
             } else if (!bad) {
@@ -468,10 +472,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                     if (is_nan(v[x])) {
                         const int d = 8 * (x >> 1) + 2 * t4 + (x & 1);
                         if constexpr (General)
-                            v[x] = fix_nan_entry_alibi<T, Softcap, D>(p, q0 + r, h, hkv, bt, lo, hi, d, m, l,
-                                                                      slope, r + diag);
+                            v[x] = fix_nan_entry_alibi<T, Softcap, D>(p, q0 + r, h, hkv, bt, kb, lo, hi, d, m,
+                                                                      l, slope, r + diag);
                         else
-                            v[x] = fix_nan_entry<T, Softcap, D>(p, q0 + r, h, hkv, bt, lo, hi, d, m, l);
+                            v[x] = fix_nan_entry<T, Softcap, D>(p, q0 + r, h, hkv, bt, kb, lo, hi, d, m, l);
                     }
             }
         }
@@ -569,8 +573,8 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
         w = "q / kv dtype (bf16 or f16, the same)";
     else if (!head_on(a->head_size))
         w = "head_size (64, 128 or 256, compiled)";
-    else if (!paged)
-        w = "dense K/V";
+    else if (!paged && (a->num_keys < 1 || a->num_keys >= (int64_t(1) << 31) - 1024))
+        w = "dense K/V without num_keys in [1, 2^31 - 1024)";
     else if (a->num_splits > 1 && (a->split_out == nullptr || a->split_lse == nullptr))
         w = "split-KV";
     else if (a->q_head_group != 0 && a->q_head_group != a->num_heads_q &&
@@ -579,15 +583,16 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
         w = "query-head groups (with split-KV, more than 16, or a group stride TMA cannot take)";
     else if (!(a->softmax_scale > 0.f))
         w = "softmax_scale <= 0";
-    else if (!block_on(bs, a->head_size))
+    else if (paged && !block_on(bs, a->head_size))
         w = "block size (a power of two in [8, BN] or a multiple of BN)";
-    else if (a->num_blocks < 1 || a->num_blocks >= (int64_t(1) << 31))
+    else if (paged && (a->num_blocks < 1 || a->num_blocks >= (int64_t(1) << 31)))
         w = "num_blocks";
     else if (a->num_heads_q > 65535)
         w = "num_heads_q";
-    else if (!stride_ok(a->q_token_stride) || !stride_ok(a->q_head_stride) || !stride_ok(a->k_block_stride) ||
-             !stride_ok(a->k_row_stride) || !stride_ok(a->k_head_stride) || !stride_ok(a->v_block_stride) ||
-             !stride_ok(a->v_row_stride) || !stride_ok(a->v_head_stride))
+    else if (!stride_ok(a->q_token_stride) || !stride_ok(a->q_head_stride) ||
+             (paged && (!stride_ok(a->k_block_stride) || !stride_ok(a->v_block_stride))) ||
+             !stride_ok(a->k_row_stride) || !stride_ok(a->k_head_stride) || !stride_ok(a->v_row_stride) ||
+             !stride_ok(a->v_head_stride))
         w = "strides (TMA: multiples of 16 bytes below 2^40)";
     else if ((reinterpret_cast<uintptr_t>(a->q) | reinterpret_cast<uintptr_t>(a->k) |
               reinterpret_cast<uintptr_t>(a->v) | reinterpret_cast<uintptr_t>(a->out)) %
@@ -650,7 +655,13 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     const bool f16 = a->q_dtype == FA_DTYPE_F16;
     const bool softcap = a->softcap > 0.f;
     const CUtensorMapDataType dt = f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    const int box_rows = a->block_size < bn ? a->block_size : bn;
+    // dense K/V: the paged maps over one "block" of num_keys rows; a tile's box starts at the
+    // sequence's first key row plus the tile's keys (the kernel adds cu_seqlens_k[b])
+    const bool dense = a->cu_seqlens_k != nullptr;
+    const int64_t bsz = dense ? a->num_keys : a->block_size, nblk = dense ? 1 : a->num_blocks;
+    const int64_t kbs = dense ? a->k_row_stride : a->k_block_stride; // (any valid stride: one block)
+    const int64_t vbs = dense ? a->v_row_stride : a->v_block_stride;
+    const int box_rows = dense || a->block_size >= bn ? bn : a->block_size;
     for (int gi = 0; gi < ngroups; ++gi) {
         const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)qg, (cuuint64_t)a->num_tokens};
         const cuuint64_t str[2] = {(cuuint64_t)a->q_head_stride * 2, (cuuint64_t)a->q_token_stride * 2};
@@ -659,22 +670,22 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
         if (encode(fn, &tq[gi], dt, qbase, 3, dims, str, box))
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of q failed to encode");
     }
-    const cuuint64_t kdims[4] = {(cuuint64_t)D, (cuuint64_t)a->block_size, (cuuint64_t)a->num_heads_kv,
-                                 (cuuint64_t)a->num_blocks};
+    const cuuint64_t kdims[4] = {(cuuint64_t)D, (cuuint64_t)bsz, (cuuint64_t)a->num_heads_kv,
+                                 (cuuint64_t)nblk};
     const cuuint32_t kvbox[4] = {64, (cuuint32_t)box_rows, 1, 1};
     {
         const cuuint64_t str[3] = {(cuuint64_t)a->k_row_stride * 2, (cuuint64_t)a->k_head_stride * 2,
-                                   (cuuint64_t)a->k_block_stride * 2};
+                                   (cuuint64_t)kbs * 2};
         if (encode(fn, &tk, dt, a->k, 4, kdims, str, kvbox))
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of k failed to encode");
     }
     {
         // V as [blocks][heads][D / 64 column blocks][rows][64]: one box holds all of a page's
         // column blocks
-        const cuuint64_t dims[5] = {64, (cuuint64_t)a->block_size, (cuuint64_t)cols,
-                                    (cuuint64_t)a->num_heads_kv, (cuuint64_t)a->num_blocks};
+        const cuuint64_t dims[5] = {64, (cuuint64_t)bsz, (cuuint64_t)cols, (cuuint64_t)a->num_heads_kv,
+                                    (cuuint64_t)nblk};
         const cuuint64_t str[4] = {(cuuint64_t)a->v_row_stride * 2, 128, (cuuint64_t)a->v_head_stride * 2,
-                                   (cuuint64_t)a->v_block_stride * 2};
+                                   (cuuint64_t)vbs * 2};
         const cuuint32_t box[5] = {64, (cuuint32_t)box_rows, (cuuint32_t)cols, 1, 1};
         if (encode(fn, &tv, dt, a->v, 5, dims, str, box))
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of v failed to encode");
@@ -688,7 +699,8 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     p.lse_head_stride = a->lse_head_stride;
     p.cu_seqlens_q = a->cu_seqlens_q;
     p.seqused_k = a->seqused_k;
-    p.block_table = a->block_table;
+    p.cu_seqlens_k = a->cu_seqlens_k;
+    p.block_table = dense ? nullptr : a->block_table;
     p.split_plan = a->split_plan;
     p.block_table_stride = a->block_table_stride;
     p.err_word = err_word;
@@ -697,18 +709,18 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     p.v = a->v;
     p.q_token_stride = a->q_token_stride;
     p.q_head_stride = a->q_head_stride;
-    p.k_block_stride = a->k_block_stride;
+    p.k_block_stride = dense ? 0 : a->k_block_stride;
     p.k_row_stride = a->k_row_stride;
     p.k_head_stride = a->k_head_stride;
-    p.v_block_stride = a->v_block_stride;
+    p.v_block_stride = dense ? 0 : a->v_block_stride;
     p.v_row_stride = a->v_row_stride;
     p.v_head_stride = a->v_head_stride;
-    p.num_blocks = static_cast<int32_t>(a->num_blocks);
+    p.num_blocks = static_cast<int32_t>(nblk);
     p.num_seqs = a->num_seqs;
     p.num_heads_q = qg;
     p.group = qg / a->num_heads_kv;
-    p.block_size = a->block_size;
-    p.block_shift = ilog2_exact(a->block_size);
+    p.block_size = static_cast<int32_t>(bsz);
+    p.block_shift = dense ? 31 : ilog2_exact(a->block_size); // dense: block 0 for every key
     p.box_rows = box_rows;
     p.pages_per_tile = bn / box_rows;
     p.box_log2 = ilog2_exact(box_rows); // box_rows: a power of two in [8, bn] (fa_sm90__accepts)
