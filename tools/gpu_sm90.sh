@@ -4,7 +4,7 @@
 #   build   meson + ninja of the CUDA backend, GPU suite and benchmarks in build-gpu (sm_90a)
 #   smoke   one group of test_gpu_attention under a 60 s limit (a pipeline hang shows at once)
 #   suite   tests/gpu/run_gpu_tests.sh without sanitizers: every program with the default
-#           families (wgmma for head 128 prefill on sm_90), then the attention programs again
+#           families (wgmma for head 64 / 128 / 256 prefill on sm_90), then the attention programs again
 #           with FA_GPU_FAMILY=mma_sync
 #   san     compute-sanitizer memcheck, racecheck, synccheck and initcheck on test_gpu_attention
 #           and test_gpu_checks (quick sets)
