@@ -253,8 +253,8 @@ static inline fa_status fa_bu_check_attn_dtypes(const fa_bu_err *e, const fa_att
    of Hkv), head_size, the dtypes (fa_bu_check_attn_dtypes; a 16-bit or f32 query reads K/V in
    its dtype or fp8); exactly one of
    seqused_k (paged: block_table, block_size a positive multiple of block_size_multiple,
-   num_blocks > 0) and cu_seqlens_k (dense: num_keys >= 0); strides >= 0; q/k/v/out/cu_seqlens_q when the call
-   is not empty; split_out/split_lse when num_splits > 1. */
+   num_blocks > 0) and cu_seqlens_k (dense: num_keys >= 0); strides >= 0;
+   q/k/v/out/cu_seqlens_q when the call is not empty; split_out/split_lse when num_splits > 1. */
 static inline fa_status fa_bu_check_attention(const fa_bu_err *e, const fa_attn_args *a,
                                               int32_t block_size_multiple)
 {

@@ -9,13 +9,13 @@
 // (Dims<D>: 128-key tiles at 64 and 128, 64-key tiles at 256), a paged cache whose block size is
 // a power of two in [8, BN] (a TMA box per page) or a multiple of BN (a box of BN rows at a row
 // offset inside the block), or dense K/V with num_keys given (the same maps over one block of
-// num_keys rows, a sequence's boxes from its cu_seqlens_k row), bottom-right causal and windows (left, right), softcap, LSE out,
-// query-head groups (one launch per group, at most 16 groups), and, in the General kernels (the
-// plain ones stay free of their work), split-KV (grid z = S, a CTA takes its split's share of
-// the key tiles and writes float partials and LSEs for the combine kernel, in the mma.sync
-// family's workspace layout), ALiBi (x = fma(slope, |td - j|, x) after the scale / softcap) and
-// sinks (the initial state m = z, l = 1 of split 0), as the mma.sync family computes them. No
-// fp8 cache (those calls stay in the mma.sync family).
+// num_keys rows, a sequence's boxes from its cu_seqlens_k row); bottom-right causal and windows
+// (left, right), softcap, LSE out, query-head groups (one launch per group, at most 16 groups),
+// and, in the General kernels (the plain ones stay free of their work), split-KV (grid z = S, a
+// CTA takes its split's share of the key tiles and writes float partials and LSEs for the
+// combine kernel, in the mma.sync family's workspace layout), ALiBi (x = fma(slope, |td - j|, x)
+// after the scale / softcap) and sinks (the initial state m = z, l = 1 of split 0), as the
+// mma.sync family computes them. No fp8 cache (those calls stay in the mma.sync family).
 //
 // CTA = 3 warpgroups (384 threads): one (sequence, 128-token row block, query head).
 //   producer warp (warpgroup 0, warp 0): setmaxnreg.dec 40. Lane 0 loads the Q tile (TMA, once);
@@ -555,8 +555,7 @@ int tile_keys(int d) { return d > 128 ? 64 : 128; }
 constexpr int kMaxQGroups = 16;
 bool block_on(int64_t bs, int d) {
     const int bn = tile_keys(d);
-    if (bs >= 8 && bs <= bn && ilog2_exact(bs) >= 0) return true;
-    return bs > bn && bs % bn == 0;
+    return (bs >= 8 && bs <= bn && ilog2_exact(bs) >= 0) || (bs > bn && bs % bn == 0);
 }
 
 } // namespace
