@@ -1153,6 +1153,67 @@ static void test_batch_invariance(void)
     }
 }
 
+/* The multi-warp decode tile (docs/cuda.md): one-token sequences of heads 64 / 128 with up to 16
+   query heads per KV head (two n8 column fragments past 8), an E4M3 cache at either q dtype,
+   the features of a decode row (window, softcap, ALiBi, sinks, no LSE), splits with a plan
+   (0: untouched), page size 1, dense K/V, hot logits; a decode call with a speculative row (the
+   packed tile runs it, filter 3) and a one-token row next to a prefill (filter 4) alone vs in
+   the batch, bit for bit. */
+static void test_multiwarp_decode(void)
+{
+    static const int ql[] = {1, 1, 1, 1, 1}, kl[] = {4097, 1, 33, 1500, 0};
+    static const int ql2[] = {1, 1, 3, 1}, kl2[] = {900, 60, 700, 2};
+    static const int ql3[] = {1, 300, 1}, kl3[] = {2000, 300, 17};
+    acase c = base_case(FA_DTYPE_F16, 64, 16, 12, 1);
+    set_seqs(&c, 5, ql, kl);
+    c.kvdt = FA_DTYPE_FP8_E4M3;
+    c.descale = 1;
+    c.causal = 1;
+    c.splits = 5;
+    c.use_plan = 1;
+    c.plan[0] = 5;
+    c.plan[1] = 1;
+    c.plan[2] = 0;
+    c.plan[3] = 3;
+    c.plan[4] = 2;
+    run_named("multi-warp decode", &c);
+    c = base_case(FA_DTYPE_BF16, 128, 16, 48, 8);
+    set_seqs(&c, 5, ql, kl);
+    c.kvdt = FA_DTYPE_FP8_E4M3;
+    c.causal = 1;
+    c.wl = 100;
+    c.softcap = 30.0f;
+    c.alibi = 2;
+    c.sinks = 1;
+    run_named("multi-warp decode", &c);
+    c = base_case(FA_DTYPE_BF16, 128, 1, 16, 1);
+    set_seqs(&c, 5, ql, kl);
+    c.causal = 1;
+    c.amp = 16.0f;
+    c.splits = 2;
+    c.lse = 0;
+    run_named("multi-warp decode", &c);
+    c = base_case(FA_DTYPE_BF16, 64, 16, 8, 2);
+    set_seqs(&c, 5, ql, kl);
+    c.dense = 1;
+    c.sinks = 2;
+    run_named("multi-warp decode", &c);
+    c = base_case(FA_DTYPE_F16, 128, 16, 8, 2);
+    set_seqs(&c, 4, ql2, kl2);
+    c.causal = 1;
+    c.alone = 3;
+    run_named("multi-warp decode", &c);
+    c.alone = 4;
+    c.kvdt = FA_DTYPE_FP8_E4M3;
+    run_named("multi-warp decode", &c);
+    c = base_case(FA_DTYPE_BF16, 64, 16, 16, 1);
+    set_seqs(&c, 3, ql3, kl3);
+    c.causal = 1;
+    c.alibi = 1;
+    c.alone = 3;
+    run_named("multi-warp decode", &c);
+}
+
 /* A cache of more than 2^31 elements: block ids above 2^31 / block_stride. */
 static void test_large_cache(void)
 {
@@ -1459,6 +1520,7 @@ int main(int argc, char **argv)
     test_edges();
     test_nan_edges();
     test_batch_invariance();
+    test_multiwarp_decode();
     test_family_edges();
     test_large_cache();
     test_errors();

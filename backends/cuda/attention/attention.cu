@@ -213,8 +213,25 @@ struct Plan {
     bool sm90;        // the sm_90a family runs the sequences with Lq * G > sm90_skip_rows
     bool sm90_decode; // ... and the decode tile the others (a launch with tile_filter 1)
     int sm90_skip_rows;
+    bool mw;          // the multi-warp decode tile runs the one-token sequences (decode_mw.cu);
+                      // the packed decode tile then takes 1 < Lq, Lq * G <= 16 (filter 3), the
+                      // prefill tile Lq > 1 (filter 4)
+    bool dec_skip;    // ... and no sequence of the call is for the packed decode tile
     bool empty;
 };
+
+// The multi-warp decode tile's calls: its widths (head_size equal to the width), G <= kMwMaxGroup,
+// 16-bit K/V of the q dtype or E4M3 with 16-byte rows, K and V with the same block and row
+// strides, its shared memory within the device's. The others keep the packed decode tile.
+bool mw_accepts(const fa_attn_args *a, int dim, int kv_kind, bool kv16, bool paged, int group,
+                int64_t smem_limit) {
+    if (!fa_attn::mw_width(dim) || a->head_size != dim || !fa_attn::decode_mw_compiled(dim)) return false;
+    if (group > fa_attn::kMwMaxGroup) return false;
+    const bool fp8 = kv_kind != fa_attn::KV_SAME;
+    if (fp8 && (a->kv_dtype != FA_DTYPE_FP8_E4M3 || !kv16)) return false;
+    if (a->k_row_stride != a->v_row_stride || (paged && a->k_block_stride != a->v_block_stride)) return false;
+    return smem_limit <= 0 || fa_attn::mw_smem_bytes(dim, fp8) <= smem_limit;
+}
 
 // Alignment: 16-byte rows for the copies (q, out, 16-bit K/V); fp8 K/V 8 or 16 bytes. *kv16:
 // the K/V rows allow 16-byte vector copies.
@@ -317,6 +334,7 @@ fa_status prepare(const fa_attn_args *a, const FaLaunch *L, Plan *pl, const fa_b
     pl->empty = true;
     pl->sm90 = pl->sm90_decode = false;
     pl->sm90_skip_rows = 0;
+    pl->mw = pl->dec_skip = false;
     FA_BU_TRY(fa_bu_check_attention(e, a, fa_attn::kBlockSizeMultiple));
     if (a->q_dtype != FA_DTYPE_F16 && a->q_dtype != FA_DTYPE_BF16)
         return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "q_dtype %s: the CUDA backend takes f16 or bf16",
@@ -375,6 +393,18 @@ fa_status prepare(const fa_attn_args *a, const FaLaunch *L, Plan *pl, const fa_b
                         static_cast<int64_t>(a->min_seqlen_q) * group <= fa_attn::kDecodeRows &&
                         (smem_limit <= 0 || dec_need <= smem_limit);
             })))
+    // The multi-warp decode tile takes every one-token sequence of a call it accepts (unless the
+    // caller's min_seqlen_q says there is none); a sequence's tile then depends only on its own
+    // query length (batch invariance). The others: a decode call's in the packed decode tile
+    // (filter 3), another call's in the prefill tile (filter 4; both tiles give a row the same
+    // bits), or with the sm_90a family as below.
+    const bool dec_ok = smem_limit <= 0 || dec_smem <= smem_limit;
+    if (dec_ok && a->min_seqlen_q <= 1 && mw_accepts(a, dim, kv_kind, kv16, paged, group, smem_limit)) {
+        pl->mw = true;
+        mixed = false; // the prefill tile takes every other sequence (filter 4), the same bits
+        // no sequence with 1 < Lq and Lq * G <= 16: every query is one token, or G > 8
+        pl->dec_skip = (decode && a->max_seqlen_q == 1) || 2 * group > fa_attn::kDecodeRows;
+    }
     pl->dim = dim;
     pl->kv_kind = kv_kind;
     pl->decode = decode;
@@ -385,7 +415,6 @@ fa_status prepare(const fa_attn_args *a, const FaLaunch *L, Plan *pl, const fa_b
     // accepts; a sequence's family depends only on its own query length, never on the rest of
     // the batch (batch invariance): Lq * G <= kDecodeRows always runs in the decode tile.
     if (!decode && L != nullptr && L->sm90 && fa_sm90__accepts(a, nullptr)) {
-        const bool dec_ok = smem_limit <= 0 || dec_smem <= smem_limit;
         pl->sm90 = true;
         pl->sm90_skip_rows = dec_ok ? fa_attn::kDecodeRows : 0;
         pl->sm90_decode = dec_ok && (a->min_seqlen_q <= 0 ||
@@ -406,6 +435,13 @@ void fa_cuda__attention_caps(fa_backend_caps *caps) {
         k->head_dim = dim;
         k->prefill_tile_m = fa_attn::prefill_rows(dim);
         k->prefill_tile_n = fa_attn::prefill_stage_keys(dim);
+        if (fa_attn::mw_width(dim) && fa_attn::decode_mw_compiled(dim)) {
+            // the multi-warp decode tile: a step is its warps' tiles, side by side
+            k->decode_tile_n = fa_attn::kMwWarps * fa_attn::mw_keys(dim);
+            k->decode_step_us = fa_attn::kMwStepUs;
+            k->decode_ctas_per_sm = fa_attn::decode_mw_ctas_per_sm(dim);
+            continue;
+        }
         k->decode_tile_n = fa_attn::decode_keys(dim);
         k->decode_step_us = fa_attn::kDecodeStepUs * fa_attn::decode_step_factor(dim);
         switch (dim) {
@@ -452,8 +488,8 @@ fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err
         // the wgmma launch first: its tensor maps are encoded before anything runs, so that a
         // failure there launches nothing
         FA_BU_TRY(fa_sm90__launch(a, L->tmap_encode, pl.sm90_skip_rows, L->err_word, stream, e));
-        if (pl.sm90_decode) {
-            p.tile_filter = 1;
+        if (pl.sm90_decode && !pl.dec_skip) {
+            p.tile_filter = pl.mw ? 3 : 1;
             FA_ATTN_DISPATCH_HEAD_DIM(
                 dim, DIM, FA_ATTN_DISPATCH_Q_DTYPE(a->q_dtype, QT, FA_ATTN_DISPATCH_KV_KIND(kv_kind, KV, {
                                                        ce = fa_attn::launch_attention<DIM, QT, KV>(p, true,
@@ -476,14 +512,22 @@ fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err
                                              ce = fa_attn::launch_attention<DIM, QT, KV>(p, true, stream);
                                              p.tile_filter = 2;
                                          }
-                                         if (ce == cudaSuccess)
+                                         if (pl.mw) p.tile_filter = pl.decode ? 3 : 4;
+                                         if (ce == cudaSuccess && !(pl.decode && pl.dec_skip))
                                              ce =
                                                  fa_attn::launch_attention<DIM, QT, KV>(p, pl.decode, stream);
                                      })))
         if (ce != cudaSuccess)
             return fa_bu_fail(e, FA_ERR_BACKEND, "kernel launch: %s", cudaGetErrorString(ce));
     }
-    // the split combine (either family's partials: the same [S, T, Hq, D] / [S, Hq, T] layout)
+    if (pl.mw) {
+        p.tile_filter = 0;
+        ce = fa_attn::launch_decode_mw(p, dim, a->q_dtype == FA_DTYPE_F16, kv_kind != fa_attn::KV_SAME,
+                                       stream);
+        if (ce != cudaSuccess)
+            return fa_bu_fail(e, FA_ERR_BACKEND, "multi-warp decode launch: %s", cudaGetErrorString(ce));
+    }
+    // the split combine (every tile's partials: the same [S, T, Hq, D] / [S, Hq, T] layout)
     if (p.num_splits > 1) {
         const int64_t blocks = (static_cast<int64_t>(a->num_tokens) * a->num_heads_q + 3) / 4;
         if (a->q_dtype == FA_DTYPE_F16)

@@ -79,7 +79,9 @@ struct Params {
     int32_t kv_e5m2;                  // fp8 only: 1 = E5M2, 0 = E4M3
     int32_t num_splits;               // S >= 1
     int32_t tile_filter;              // 0: every sequence; 1: only those with Lq * G <= 16 (the
-                                      // decode launch of a mixed batch); 2: only the others
+                                      // decode launch of a mixed batch); 2: only the others;
+                                      // 3: those of 1 with Lq > 1; 4: Lq > 1 (3, 4: the
+                                      // multi-warp decode tile runs Lq = 1)
     const int32_t *split_plan;        // NULL-able [1 + B]
     float *split_out;                 // [S, T, Hq, head_size] (S > 1)
     float *split_lse;                 // [S, Hq, T]
@@ -89,6 +91,13 @@ struct Params {
 // Returns the launch error (cudaSuccess when launched).
 template <int D, typename QT, int KV>
 cudaError_t launch_attention(const Params &p, bool decode, cudaStream_t stream);
+
+// The multi-warp decode tile (decode_mw.cu): whether width D has it compiled, its launch (the
+// sequences of p with one query token; f16: the q dtype is f16, else bf16; fp8: E4M3 K/V, else
+// K/V of the q dtype), and its CTAs per SM on the current device (0 when unknown).
+bool decode_mw_compiled(int D);
+cudaError_t launch_decode_mw(const Params &p, int D, bool f16, bool fp8, cudaStream_t stream);
+int decode_mw_ctas_per_sm(int D);
 
 // Dynamic shared memory of an instance's tile shape (bytes), for the host's capability check.
 template <int D, typename QT, int KV> int64_t attention_smem_bytes(bool decode);
@@ -748,7 +757,9 @@ template <class C> __device__ __forceinline__ bool cta_tile(const Params &p, int
     t.b = b;
     t.q0 = p.cu_seqlens_q[b];
     t.Lq = p.cu_seqlens_q[b + 1] - t.q0;
-    if (p.tile_filter != 0 && ((t.Lq * G <= 16) != (p.tile_filter == 1))) return false; // the other launch's
+    if (p.tile_filter == 4 ? t.Lq == 1 : p.tile_filter != 0 && ((t.Lq * G <= 16) != (p.tile_filter != 2)))
+        return false; // the other launch's
+    if (p.tile_filter == 3 && t.Lq == 1) return false; // the multi-warp decode tile's
     const int64_t mblk = tile - (static_cast<int64_t>(t.q0) * G / C::BM + b);
     t.rows = t.Lq * G; // host: num_tokens * G < 2^31
     if (mblk < 0 || mblk * C::BM >= t.rows) return false;

@@ -61,6 +61,25 @@ constexpr int decode_stages(int D, bool fp8) {
                : (decode_stage_fit(D, fp8) < kDecodeMinStages ? kDecodeMinStages : decode_stage_fit(D, fp8));
 }
 
+// the multi-warp decode tile (decode_mw.cu): the sequences with one query token on widths 64 and
+// 128, up to kMwMaxGroup query heads per KV head; kMwWarps warps a CTA split the keys in tiles of
+// mw_keys, each warp with its own ring of mw_stages stages of K and V
+constexpr int kMwWarps = 4;
+constexpr int kMwMaxGroup = 16;
+constexpr int kMwMinBlocks = 2;              // __launch_bounds__ minimum blocks per SM
+constexpr bool mw_width(int D) { return D == 64 || D == 128; }
+constexpr int mw_keys(int D) { return D <= 64 ? 32 : 16; }
+constexpr int mw_stages(bool fp8) { return fp8 ? 4 : 3; }
+constexpr int mw_ring_bytes(int D, bool fp8) {
+    return kMwWarps * mw_stages(fp8) * 2 * mw_keys(D) * D * (fp8 ? 1 : 2);
+}
+constexpr int mw_combine_bytes(int D) {
+    return kMwWarps * kMwMaxGroup * (D + 4) * 4 + 2 * kMwWarps * kMwMaxGroup * 4;
+}
+constexpr int mw_smem_bytes(int D, bool fp8) {
+    return mw_ring_bytes(D, fp8) > mw_combine_bytes(D) ? mw_ring_bytes(D, fp8) : mw_combine_bytes(D);
+}
+
 // What the constants must keep: a step is a multiple of 16 keys with a power-of-two count of n8
 // fragments (the softmax trees), a prefill stage is whole steps, the prefill rows fit one thread
 // each of the CTA in the epilogue, and the values are today's tested shape (docs/cuda.md table).
@@ -95,6 +114,7 @@ constexpr int kMaxSplits = 128;              // splits of one call the planner m
 constexpr float kDecodeStepUs = 1.6f;        // one decode step of one tile at head 128, alone
 constexpr float decode_step_factor(int D) { return D <= 64 ? 0.8f : (D <= 128 ? 1.0f : 1.3f); }
 constexpr float kSmBytesPerUs = 32.0f * 1024.0f;
+constexpr float kMwStepUs = 1.0f;            // one step of the multi-warp decode tile, alone
 constexpr float kCtaUs = 0.008f;
 constexpr float kCombineUs = 6.0f;
 constexpr float kCombineUsPerSplit = 0.2f;
