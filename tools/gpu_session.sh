@@ -3,7 +3,6 @@
 # budget each, so that one device call covers them all:
 #   ab      tools/gpu_ab.sh (alone on the machine: it times the decode grid)
 #   hopper  tools/hopper_proto.sh (alone: it times prefill)
-#   decode  tools/decode_proto.sh (alone: it times the multi-warp decode prototype)
 #   then side by side:
 #   suite   tests/gpu/run_gpu_tests.sh: plain runs of every GPU program, and memcheck on
 #           test_gpu_checks' and test_gpu_attention's quick sets
@@ -14,10 +13,10 @@
 #   blocks  bench_gpu --quick (decode and prefill rows, head 128, bf16 and fp8) at block size 1
 #           and at 16, on the suite's build (tools/gpu_blocks.sh)
 #
-#   tools/gpu_session.sh [JOB...]          default: ab hopper decode suite hip python blocks
+#   tools/gpu_session.sh [JOB...]          default: ab hopper suite hip python blocks
 #
 # The job limits add up to more than one device call's 600 s: run it as two calls, e.g.
-# `tools/gpu_session.sh ab hopper decode` and `tools/gpu_session.sh suite hip python blocks`.
+# `tools/gpu_session.sh ab hopper` and `tools/gpu_session.sh suite hip python blocks`.
 #
 # Each job's console goes to its own log; every log and every file a job writes under its
 # $OUT ends up in $OUT/session_logs.tgz; $OUT/summary.txt has one line per job (rc, seconds,
@@ -31,7 +30,7 @@ work=/tmp/fa-session-work
 rm -rf "$work"
 mkdir -p "$work"
 jobs=("$@")
-[ ${#jobs[@]} -eq 0 ] && jobs=(ab hopper decode suite hip python blocks)
+[ ${#jobs[@]} -eq 0 ] && jobs=(ab hopper suite hip python blocks)
 t0=$(date +%s)
 export NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,memory.used --format=csv > "$work/machine.txt" 2>&1
@@ -57,7 +56,6 @@ run_job() { # name timeout script args...
 
 want ab && run_job ab 110 tools/gpu_ab.sh
 want hopper && run_job hopper 80 tools/hopper_proto.sh
-want decode && run_job decode 95 tools/decode_proto.sh
 
 pids=()
 if want suite; then

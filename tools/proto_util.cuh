@@ -1,5 +1,5 @@
-// tools/proto_util.cuh - what the standalone kernel prototypes' test programs share
-// (tools/hopper_proto.cu, tools/decode_proto.cu): the pass / fail counts and their closing line,
+// tools/proto_util.cuh - what the standalone kernel prototype test programs share
+// (tools/hopper_proto.cu): the pass / fail counts and their closing line,
 // a checked CUDA call, a stream wait with a wall-clock limit, and the hash of their random inputs.
 #pragma once
 
