@@ -36,7 +36,7 @@ import sys
 p = sys.argv[1]
 s = open(p).read()
 for pat, rep in [("    if (dec_ok && a->min_seqlen_q <= 1 && mw_accepts(", "    if (false && mw_accepts("),
-                 ("        if (fa_attn::mw_width(dim) && fa_attn::decode_mw_compiled(dim)) {", "        if (false) {")]:
+                 ("        if (mw_ctas > 0) {", "        if (false) {")]:
     if s.count(pat) != 1:
         sys.exit("gpu_decode.sh: %r is no longer in attention.cu once (update the pattern)" % pat)
     s = s.replace(pat, rep)

@@ -1154,7 +1154,8 @@ static void test_batch_invariance(void)
 }
 
 /* The multi-warp decode tile (docs/cuda.md): one-token sequences of heads 64 / 128 with up to 16
-   query heads per KV head (two n8 column fragments past 8), an E4M3 cache at either q dtype,
+   query heads per KV head (two n8 column fragments past 8) and of head 256 with up to 8 (16: the
+   packed tile), an E4M3 cache at either q dtype,
    the features of a decode row (window, softcap, ALiBi, sinks, no LSE), splits with a plan
    (0: untouched), page size 1, dense K/V, hot logits; a decode call with a speculative row (the
    packed tile runs it, filter 3) and a one-token row next to a prefill (filter 4) alone vs in
@@ -1211,6 +1212,41 @@ static void test_multiwarp_decode(void)
     c.causal = 1;
     c.alibi = 1;
     c.alone = 3;
+    run_named("multi-warp decode", &c);
+    /* head 256: one column fragment (G <= 8); G = 16 keeps the packed tile */
+    c = base_case(FA_DTYPE_BF16, 256, 16, 32, 8);
+    set_seqs(&c, 5, ql, kl);
+    c.kvdt = FA_DTYPE_FP8_E4M3;
+    c.descale = 1;
+    c.causal = 1;
+    c.wl = 700;
+    c.softcap = 20.0f;
+    c.alibi = 2;
+    c.splits = 3;
+    c.use_plan = 1;
+    c.plan[0] = 3;
+    c.plan[1] = 2;
+    c.plan[2] = 1;
+    c.plan[3] = 3;
+    c.plan[4] = 0;
+    run_named("multi-warp decode", &c);
+    c = base_case(FA_DTYPE_F16, 256, 1, 8, 1);
+    set_seqs(&c, 5, ql, kl);
+    c.causal = 1;
+    c.sinks = 1;
+    c.amp = 8.0f;
+    c.splits = 2;
+    run_named("multi-warp decode", &c);
+    c = base_case(FA_DTYPE_BF16, 256, 16, 8, 8);
+    set_seqs(&c, 4, ql2, kl2);
+    c.causal = 1;
+    c.alone = 3;
+    run_named("multi-warp decode", &c);
+    c = base_case(FA_DTYPE_BF16, 256, 16, 16, 1);
+    set_seqs(&c, 4, ql2, kl2);
+    c.kvdt = FA_DTYPE_FP8_E4M3;
+    c.causal = 1;
+    c.alone = 4;
     run_named("multi-warp decode", &c);
 }
 

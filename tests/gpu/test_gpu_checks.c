@@ -18,7 +18,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "gpu_test_util.h"
 
-#include <cuda_runtime_api.h>   /* the graph case only */
+#include <cuda_runtime_api.h>   /* the graph case, the device's shared memory */
 #include <time.h>
 
 static int contains(const char *s, const char *needle) { return s && strstr(s, needle) != NULL; }
@@ -72,11 +72,22 @@ static expect_dim expect_for(int D)
 #else
 #define EXPECT_FAMILY "mma.sync (attention_tiles.h)"
 /* the kernels (attention_tiles.h): prefill 4 warps x 2 fragments (128 rows) x 64 keys up to
-   head 128, else 4 x 1 (64 rows) x 32 keys; decode: widths 64 and 128 in the multi-warp tile
-   (4 warps x 32 / 16 keys a step, 1.0 us), the others in the packed tile (16 rows x 64 keys up to
-   head 64, else 32; step times 1.6 us x 0.8 / 1.0 / 1.3); -Dhead_dims may leave widths out */
+   head 128, else 4 x 1 (64 rows) x 32 keys; decode: widths 64, 128 and 256 in the multi-warp tile
+   (4 warps x 32 / 16 / 16 keys a step, 1.0 us; 256 only where a CTA may take 192 KiB of shared
+   memory), the others in the packed tile (16 rows x 64 keys up to head 64, else 32; step times
+   1.6 us x 0.8 / 1.0 / 1.3); -Dhead_dims may leave widths out */
 enum { EXPECT_DECODE_ROWS = 16, EXPECT_ALL_WIDTHS = 0 };
 static int expect_width(int D) { return D == 32 || D == 64 || D == 96 || D == 128 || D == 192 || D == 256; }
+/* the 16-bit head-256 multi-warp tile's shared memory (4 warps x 3 stages x 16 keys of K and V) */
+static int mw256_fits(void)
+{
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+        return 0;
+    return optin >= 4 * 3 * 2 * 16 * 256 * 2;
+}
+
 static expect_dim expect_for(int D)
 {
     expect_dim e;
@@ -84,7 +95,7 @@ static expect_dim expect_for(int D)
     e.n = D <= 128 ? 64 : 32;
     e.dn = D <= 64 ? 64 : 32;
     e.step = (double)(1.6f * (D <= 64 ? 0.8f : (D <= 128 ? 1.0f : 1.3f)));
-    if (D == 64 || D == 128) {
+    if (D == 64 || D == 128 || (D == 256 && mw256_fits())) {
         e.dn = D == 64 ? 128 : 64;
         e.step = 1.0;
     }

@@ -220,13 +220,13 @@ struct Plan {
     bool empty;
 };
 
-// The multi-warp decode tile's calls: its widths (head_size equal to the width), G <= kMwMaxGroup,
+// The multi-warp decode tile's calls: its widths (head_size equal to the width), G <= mw_max_group,
 // 16-bit K/V of the q dtype or E4M3 with 16-byte rows, K and V with the same block and row
 // strides, its shared memory within the device's. The others keep the packed decode tile.
 bool mw_accepts(const fa_attn_args *a, int dim, int kv_kind, bool kv16, bool paged, int group,
                 int64_t smem_limit) {
     if (!fa_attn::mw_width(dim) || a->head_size != dim || !fa_attn::decode_mw_compiled(dim)) return false;
-    if (group > fa_attn::kMwMaxGroup) return false;
+    if (group > fa_attn::mw_max_group(dim)) return false;
     const bool fp8 = kv_kind != fa_attn::KV_SAME;
     if (fp8 && (a->kv_dtype != FA_DTYPE_FP8_E4M3 || !kv16)) return false;
     if (a->k_row_stride != a->v_row_stride || (paged && a->k_block_stride != a->v_block_stride)) return false;
@@ -435,11 +435,15 @@ void fa_cuda__attention_caps(fa_backend_caps *caps) {
         k->head_dim = dim;
         k->prefill_tile_m = fa_attn::prefill_rows(dim);
         k->prefill_tile_n = fa_attn::prefill_stage_keys(dim);
-        if (fa_attn::mw_width(dim) && fa_attn::decode_mw_compiled(dim)) {
-            // the multi-warp decode tile: a step is its warps' tiles, side by side
+        // the multi-warp decode tile where it is built and fits the device (16-bit head 256 needs
+        // 192 KiB of shared memory): a step is its warps' tiles, side by side
+        const int mw_ctas = fa_attn::mw_width(dim) && fa_attn::decode_mw_compiled(dim)
+                                ? fa_attn::decode_mw_ctas_per_sm(dim)
+                                : 0;
+        if (mw_ctas > 0) {
             k->decode_tile_n = fa_attn::kMwWarps * fa_attn::mw_keys(dim);
             k->decode_step_us = fa_attn::kMwStepUs;
-            k->decode_ctas_per_sm = fa_attn::decode_mw_ctas_per_sm(dim);
+            k->decode_ctas_per_sm = mw_ctas;
             continue;
         }
         k->decode_tile_n = fa_attn::decode_keys(dim);

@@ -61,17 +61,20 @@ constexpr int decode_stages(int D, bool fp8) {
                : (decode_stage_fit(D, fp8) < kDecodeMinStages ? kDecodeMinStages : decode_stage_fit(D, fp8));
 }
 
-// the multi-warp decode tile (decode_mw.cu): the sequences with one query token on widths 64 and
-// 128, up to kMwMaxGroup query heads per KV head; kMwWarps warps a CTA split the keys in tiles of
-// mw_keys, each warp with its own ring of mw_stages stages of K and V
+// the multi-warp decode tile (decode_mw.cu): the sequences with one query token on widths 64, 128
+// and 256, up to mw_max_group query heads per KV head (16, 8 at 256: the O^T accumulators of 16
+// heads would not fit the registers); kMwWarps warps a CTA split the keys in tiles of mw_keys,
+// each warp with its own ring of mw_stages stages of K and V (E4M3 at 256: 3, so that two CTAs fit
+// an SM; 16-bit at 256 holds one CTA an SM, 192 KiB)
 constexpr int kMwWarps = 4;
 constexpr int kMwMaxGroup = 16;
 constexpr int kMwMinBlocks = 2;              // __launch_bounds__ minimum blocks per SM
-constexpr bool mw_width(int D) { return D == 64 || D == 128; }
+constexpr bool mw_width(int D) { return D == 64 || D == 128 || D == 256; }
+constexpr int mw_max_group(int D) { return D > 128 ? 8 : kMwMaxGroup; }
 constexpr int mw_keys(int D) { return D <= 64 ? 32 : 16; }
-constexpr int mw_stages(bool fp8) { return fp8 ? 4 : 3; }
+constexpr int mw_stages(int D, bool fp8) { return fp8 && D <= 128 ? 4 : 3; }
 constexpr int mw_ring_bytes(int D, bool fp8) {
-    return kMwWarps * mw_stages(fp8) * 2 * mw_keys(D) * D * (fp8 ? 1 : 2);
+    return kMwWarps * mw_stages(D, fp8) * 2 * mw_keys(D) * D * (fp8 ? 1 : 2);
 }
 constexpr int mw_combine_bytes(int D) {
     return kMwWarps * kMwMaxGroup * (D + 4) * 4 + 2 * kMwWarps * kMwMaxGroup * 4;

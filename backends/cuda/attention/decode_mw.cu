@@ -1,5 +1,5 @@
 // decode_mw.cu - the multi-warp decode tile: the sequences of a call with one query token, on
-// head widths 64 and 128 (attention_tiles.h: mw_width), 16-bit or E4M3 K/V.
+// head widths 64, 128 and 256 (attention_tiles.h: mw_width), 16-bit or E4M3 K/V.
 //
 // One CTA per (sequence, KV head, split), kMwWarps warps. The split's keys are cut into tiles of
 // KT keys (mw_keys); warp w takes tiles w, w + NW, ... with its own cp.async ring of NS stages
@@ -35,7 +35,7 @@ template <int D_, bool FP8_> struct MwCfg {
     static constexpr bool FP8 = FP8_;
     static constexpr int NW = kMwWarps;
     static constexpr int KT = mw_keys(D);
-    static constexpr int NS = mw_stages(FP8);
+    static constexpr int NS = mw_stages(D, FP8);
     static constexpr int ES = FP8 ? 1 : 2;     // bytes per element of K/V
     static constexpr int ROWB = D * ES;        // bytes of one key row
     static constexpr int CPR = ROWB / 16;      // 16-byte chunks per row
@@ -50,7 +50,7 @@ template <int D_, bool FP8_> struct MwCfg {
     static constexpr int LDO = D + 4;          // combine row (floats): conflict-free 16-bit-path writes
     static constexpr int COMB = NW * QN * LDO * 4 + 2 * NW * QN * 4;
     static constexpr int SMEM = NW * WARPB > COMB ? NW *WARPB : COMB;
-    static_assert(D == 64 || D == 128, "mw widths: 64, 128");
+    static_assert(D == 64 || D == 128 || D == 256, "mw widths: 64, 128, 256");
     static_assert(KT == 16 || KT == 32, "one key offset per lane");
     static_assert(CPR <= 32 && (KT * CPR) % 32 == 0, "whole chunk rounds per lane");
     static_assert(FP8 || CPR >= 8, "16-bit swizzle needs 8 chunks a row");
@@ -68,6 +68,15 @@ __device__ __forceinline__ uint32_t movmatrix_t(uint32_t x) {
     uint32_t y;
     asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
     return y;
+}
+
+// fp8 V's 16-byte chunk c of key row `row` sits at chunk c ^ mw_vswz(row) of the staged row: the
+// P^T V loads (a lane reads its D / 8 bytes of rows 2 q + {0, 1, 8, 9}, q = (row >> 1) & 3) then
+// hit distinct banks in each 8-lane phase at heads 128 / 256 (unswizzled: 4 lanes on one bank
+// group), 2-way at head 64 (4 chunks a row)
+template <int D> __device__ __forceinline__ int mw_vswz(int row) {
+    const int qq = (row >> 1) & 3;
+    return D == 64 ? (qq & 1) << 1 : (D == 128 ? qq << 1 : ((qq & 1) << 2) | (qq >> 1));
 }
 
 // Four E4M3 bytes -> two f16 pairs: lo = bytes {0, 1}, hi = bytes {2, 3} (first in the low half).
@@ -284,7 +293,7 @@ __global__ void __launch_bounds__(kMwWarps * 32, kMwMinBlocks)
                 const bool ok = o >= 0;
                 const int64_t src = ok ? o * C::ES + ch * 16 : 0;
                 const int kch = FP8 ? (ch ^ (row & (C::CPR - 1))) : (ch ^ (row & 7));
-                const int vch = FP8 ? ch : kch;
+                const int vch = FP8 ? ch ^ mw_vswz<D>(row) : kch;
                 cp_async16(sk + row * C::ROWB + kch * 16, kc + src, ok ? 16 : 0);
                 cp_async16(sv + row * C::ROWB + vch * 16, vc + src, ok ? 16 : 0);
             }
@@ -427,12 +436,18 @@ __global__ void __launch_bounds__(kMwWarps * 32, kMwMinBlocks)
                 uint32_t x[4][NWD];
 #pragma unroll
                 for (int k = 0; k < 4; ++k) {
-                    const uint32_t ad =
-                        sv + (km * 16 + 2 * q + (k & 1) + 8 * (k >> 1)) * C::ROWB + r * (D / 8);
-                    if constexpr (NWD == 4)
-                        lds128(x[k], ad);
-                    else
-                        lds64(x[k], ad);
+                    const int row = km * 16 + 2 * q + (k & 1) + 8 * (k >> 1);
+                    const uint32_t ad = sv + row * C::ROWB;
+                    const int sw = mw_vswz<D>(row);
+                    if constexpr (NWD == 2) {
+                        lds64(reinterpret_cast<uint32_t(&)[2]>(x[k]),
+                              ad + (((r >> 1) ^ sw) << 4) + (r & 1) * 8);
+                    } else {
+#pragma unroll
+                        for (int c = 0; c < NWD / 4; ++c)
+                            lds128(*reinterpret_cast<uint32_t(*)[4]>(&x[k][4 * c]),
+                                   ad + (((r * (NWD / 4) + c) ^ sw) << 4));
+                    }
                 }
 #pragma unroll
                 for (int i = 0; i < NWD; ++i) {
@@ -538,7 +553,11 @@ template <int D, typename QT, bool FP8, int NF> cudaError_t launch_mw(const Para
 }
 
 template <int D, typename QT, bool FP8> cudaError_t launch_mw_groups(const Params &p, cudaStream_t stream) {
-    return p.group <= 8 ? launch_mw<D, QT, FP8, 1>(p, stream) : launch_mw<D, QT, FP8, 2>(p, stream);
+    if constexpr (mw_max_group(D) <= 8) {
+        return p.group <= 8 ? launch_mw<D, QT, FP8, 1>(p, stream) : cudaErrorInvalidValue;
+    } else {
+        return p.group <= 8 ? launch_mw<D, QT, FP8, 1>(p, stream) : launch_mw<D, QT, FP8, 2>(p, stream);
+    }
 }
 
 template <int D> cudaError_t launch_mw_width(const Params &p, bool f16, bool fp8, cudaStream_t stream) {
@@ -549,6 +568,15 @@ template <int D> cudaError_t launch_mw_width(const Params &p, bool f16, bool fp8
                : launch_mw_groups<D, __nv_bfloat16, false>(p, stream);
 }
 
+// CTAs of the 16-bit-K/V kernel (bf16, one n8 fragment) an SM holds
+template <int D> cudaError_t mw_occupancy(int *n) {
+    auto kern = decode_mw_kernel<D, __nv_bfloat16, false, 1>;
+    cudaError_t e =
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, MwCfg<D, false>::SMEM);
+    if (e != cudaSuccess) return e;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, kern, kMwWarps * 32, MwCfg<D, false>::SMEM);
+}
+
 } // namespace
 
 bool decode_mw_compiled(int D) {
@@ -557,6 +585,9 @@ bool decode_mw_compiled(int D) {
 #endif
 #ifdef FA_ATTN_HD_128
     if (D == 128) return true;
+#endif
+#ifdef FA_ATTN_HD_256
+    if (D == 256) return true;
 #endif
     (void)D;
     return false;
@@ -569,6 +600,9 @@ cudaError_t launch_decode_mw(const Params &p, int D, bool f16, bool fp8, cudaStr
 #ifdef FA_ATTN_HD_128
     if (D == 128) return launch_mw_width<128>(p, f16, fp8, stream);
 #endif
+#ifdef FA_ATTN_HD_256
+    if (D == 256) return launch_mw_width<256>(p, f16, fp8, stream);
+#endif
     (void)p;
     (void)f16;
     (void)fp8;
@@ -580,22 +614,13 @@ int decode_mw_ctas_per_sm(int D) {
     int n = 0;
     cudaError_t e = cudaErrorInvalidValue;
 #ifdef FA_ATTN_HD_64
-    if (D == 64) {
-        auto kern = decode_mw_kernel<64, __nv_bfloat16, false, 1>;
-        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, MwCfg<64, false>::SMEM);
-        if (e == cudaSuccess)
-            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kern, kMwWarps * 32,
-                                                              MwCfg<64, false>::SMEM);
-    }
+    if (D == 64) e = mw_occupancy<64>(&n);
 #endif
 #ifdef FA_ATTN_HD_128
-    if (D == 128) {
-        auto kern = decode_mw_kernel<128, __nv_bfloat16, false, 1>;
-        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, MwCfg<128, false>::SMEM);
-        if (e == cudaSuccess)
-            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kern, kMwWarps * 32,
-                                                              MwCfg<128, false>::SMEM);
-    }
+    if (D == 128) e = mw_occupancy<128>(&n);
+#endif
+#ifdef FA_ATTN_HD_256
+    if (D == 256) e = mw_occupancy<256>(&n);
 #endif
     if (e != cudaSuccess) {
         cudaGetLastError();
