@@ -79,6 +79,14 @@ template <int D> __device__ __forceinline__ int mw_vswz(int row) {
     return D == 64 ? (qq & 1) << 1 : (D == 128 ? qq << 1 : ((qq & 1) << 2) | (qq >> 1));
 }
 
+// K's chunk c of key row `row` sits at chunk c ^ mw_kswz(row), a function of row % 8 (the fp8 S^T
+// loads of rows r and r + 8 share it). 16-bit: the ldmatrix rows of a phase are 8 rows at the
+// same logical chunk. fp8 at heads 128 / 256: a phase is rows {2 i, 2 i + 1} x chunks 4 g + q, so
+// odd rows go to the other half of the 8 bank groups; head 64's rows already alternate halves.
+template <int D, bool FP8> __device__ __forceinline__ int mw_kswz(int row) {
+    return !FP8 ? row & 7 : (D == 64 ? row & 3 : ((row & 1) << 2) | ((row >> 1) & 3));
+}
+
 // Four E4M3 bytes -> two f16 pairs: lo = bytes {0, 1}, hi = bytes {2, 3} (first in the low half).
 __device__ __forceinline__ void e4m3x4_to_f16(uint32_t w, uint32_t &lo, uint32_t &hi) {
     const __half2_raw a =
@@ -292,7 +300,7 @@ __global__ void __launch_bounds__(kMwWarps * 32, kMwMinBlocks)
                 const int64_t o = __shfl_sync(kAll, off, row);
                 const bool ok = o >= 0;
                 const int64_t src = ok ? o * C::ES + ch * 16 : 0;
-                const int kch = FP8 ? (ch ^ (row & (C::CPR - 1))) : (ch ^ (row & 7));
+                const int kch = ch ^ mw_kswz<D, FP8>(row);
                 const int vch = FP8 ? ch ^ mw_vswz<D>(row) : kch;
                 cp_async16(sk + row * C::ROWB + kch * 16, kc + src, ok ? 16 : 0);
                 cp_async16(sv + row * C::ROWB + vch * 16, vc + src, ok ? 16 : 0);
@@ -335,7 +343,7 @@ __global__ void __launch_bounds__(kMwWarps * 32, kMwMinBlocks)
                 const int row = km * 16 + r;
 #pragma unroll
                 for (int g = 0; g < D / 64; ++g) {
-                    const int pc = (4 * g + q) ^ (row & (C::CPR - 1)); // rows row and row + 8 share it
+                    const int pc = (4 * g + q) ^ mw_kswz<D, FP8>(row); // row + 8: the same
                     uint32_t wl[4], wh[4];
                     lds128(wl, sk + row * C::ROWB + pc * 16);
                     lds128(wh, sk + (row + 8) * C::ROWB + pc * 16);
