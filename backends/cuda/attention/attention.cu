@@ -442,7 +442,7 @@ void fa_cuda__attention_caps(fa_backend_caps *caps) {
                                 : 0;
         if (mw_ctas > 0) {
             k->decode_tile_n = fa_attn::kMwWarps * fa_attn::mw_keys(dim);
-            k->decode_step_us = fa_attn::kMwStepUs;
+            k->decode_step_us = fa_attn::kMwStepUs * fa_attn::mw_step_factor(dim);
             k->decode_ctas_per_sm = mw_ctas;
             continue;
         }
