@@ -9,6 +9,7 @@
 #   bench   bench_gpu --only decode (BENCH_ARGS, default the 32/8 grid at heads 64/128/256, bf16
 #           and fp8) for A, B, A, B while the time allows; then a table of time and B/A
 #   splits  A: bench_gpu --only splits (SPLITS_ARGS): the planner against the best fixed split
+#   blocks  A: the decode grid (BENCH_ARGS) at block 16 and at block 1, then time and 1/16 per row
 #
 #   tools/gpu_decode.sh [JOB...]     default: tests san bench
 #
@@ -110,5 +111,35 @@ if want splits; then
     timeout $(( $(left) > 30 ? $(left) - 10 : 20 )) "$A/bench/bench_gpu" $splits_args --csv "$out/dec_splits.csv" > "$out/dec_splits.txt" 2>&1
     sum "splits: rc $?, $(( $(date +%s) - s )) s"
     grep -E "planner" "$out/dec_splits.txt" | head -40 | tee -a "$out/summary.txt"
+fi
+if want blocks; then
+    for bs in 16 1; do
+        s=$(date +%s)
+        # shellcheck disable=SC2086
+        timeout $(( $(left) > 30 ? $(left) - 10 : 20 )) "$A/bench/bench_gpu" $bench_args --block $bs \
+            --csv "$out/dec_bs$bs.csv" > "$out/dec_bs$bs.txt" 2>&1
+        sum "blocks $bs: rc $?, $(( $(date +%s) - s )) s"
+    done
+    python3 - "$out" <<'EOF' | tee -a "$out/summary.txt"
+import csv, os, re, sys
+out = sys.argv[1]
+def rows(bs):
+    p = os.path.join(out, "dec_bs%d.csv" % bs)
+    if not os.path.exists(p):
+        return {}
+    with open(p) as f:
+        return {re.sub(r" bs=\d+", "", r["name"]): r for r in csv.DictReader(f) if r["category"] == "decode"}
+r16, r1 = rows(16), rows(1)
+worst = 0.0
+print("%-44s %9s %9s %6s %6s" % ("row (us)", "block 16", "block 1", "1/16", "check"))
+for n, a in r16.items():
+    b = r1.get(n)
+    if not b or not a["time_us"] or not b["time_us"]:
+        continue
+    q = float(b["time_us"]) / float(a["time_us"])
+    worst = max(worst, q)
+    print("%-44s %9s %9s %6.3f %6s" % (n[:44], a["time_us"], b["time_us"], q, b["check"]))
+print("block 1 / block 16: worst %.3f" % worst)
+EOF
 fi
 tar czf "$out/decode_logs.tgz" -C "$out" --exclude=decode_logs.tgz . 2>/dev/null

@@ -273,19 +273,27 @@ __global__ void __launch_bounds__(kMwWarps * 32, kMwMinBlocks)
     const uint32_t wbase = smem_addr(smem) + w * C::WARPB;
     uint32_t bad = 0;
 
-    // element offset of this lane's key (lane % KT) of the warp's j-th tile: -1 past the split
-    // (masked), -2 a block id outside the cache (a zero row, logit 0, reported after the loop)
-    auto key_off = [&](int j) -> int64_t {
-        const int64_t key = k0 + static_cast<int64_t>(w + j * NW) * KT + (lane % KT);
+    // this lane's key (lane % KT) of the warp's j-th tile: its block-table entry (loaded a tile
+    // before key_off looks at it, so that a page-size-1 table's loads overlap a tile's math; 0
+    // dense or past the split) and its element offset: -1 past the split (masked), -2 a block id
+    // outside the cache (a zero row, logit 0, reported after the loop)
+    auto key_at = [&](int j) -> int64_t { return k0 + static_cast<int64_t>(w + j * NW) * KT + (lane % KT); };
+    auto key_id = [&](int j) -> int32_t {
+        const int64_t key = key_at(j);
+        if (j >= nt || key >= k1 || kr.bt == nullptr) return 0;
+        const int kk = static_cast<int>(key);
+        return __ldg(kr.bt + (p.block_shift >= 0 ? (kk >> p.block_shift) : (kk / p.block_size)));
+    };
+    auto key_off = [&](int j, int32_t id) -> int64_t {
+        const int64_t key = key_at(j);
         if (j >= nt || key >= k1) return -1;
         const int kk = static_cast<int>(key);
         if (kr.bt == nullptr) return static_cast<int64_t>(kr.kstart + kk) * p.k_row_stride;
-        const int bi = p.block_shift >= 0 ? (kk >> p.block_shift) : (kk / p.block_size);
-        const int32_t id = __ldg(kr.bt + bi);
         if (static_cast<uint32_t>(id) >= p.id_limit) {
             bad = 1u;
             return -2;
         }
+        const int bi = p.block_shift >= 0 ? (kk >> p.block_shift) : (kk / p.block_size);
         return static_cast<int64_t>(id) * p.k_block_stride +
                static_cast<int64_t>(kk - bi * p.block_size) * p.k_row_stride;
     };
@@ -309,16 +317,19 @@ __global__ void __launch_bounds__(kMwWarps * 32, kMwMinBlocks)
         cp_async_commit();
     };
 
-    int64_t off_next = key_off(0);
+    int32_t id_next = key_id(1);
+    int64_t off_next = key_off(0, key_id(0));
 #pragma unroll
     for (int j = 0; j < NS - 1; ++j) {
         issue(j, off_next);
-        off_next = key_off(j + 1);
+        off_next = key_off(j + 1, id_next);
+        id_next = key_id(j + 2);
     }
 
     for (int j = 0; j < nt; ++j) {
         issue(j + NS - 1, off_next);
-        off_next = key_off(j + NS);
+        off_next = key_off(j + NS, id_next);
+        id_next = key_id(j + NS + 1);
         cp_async_wait<NS - 1>();
         __syncwarp();
         const uint32_t sk = wbase + (j % NS) * C::STAGEB, sv = sk + C::TILEB;
