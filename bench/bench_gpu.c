@@ -107,7 +107,7 @@ typedef struct ilist {
 } ilist;
 
 static struct {
-    int quick, list, no_check, no_graph, full_graph, no_ceilings, device;
+    int quick, list, no_check, no_graph, full_graph, no_ceilings, sweep_all, device;
     unsigned cats;
     int reps, warmup;
     double max_gb, rot_mb;
@@ -2195,6 +2195,7 @@ static void usage(void)
         "  --full-graph       builders with compilation.full_cuda_graph = 1 (split grid = cap)\n"
         "  --max-splits N     builders with compilation.max_num_splits = N (1..128; default: the library's)\n"
         "  --no-ceilings      skip the copy and GEMM ceilings (fractions then n/a)\n"
+        "  --sweep-all        the splits rows on every selected decode shape (default: 32/8 head-128 bf16)\n"
         "  --device N         CUDA device (default 0)\n"
         "  --seed N           random seed (default 1234)\n"
         "  --block N          paged block size of the decode, prefill-paged and mixed rows (default 16;\n"
@@ -2265,6 +2266,8 @@ static int parse_args(int argc, char **argv)
             O.full_graph = 1;
         else if (!strcmp(a, "--no-ceilings"))
             O.no_ceilings = 1;
+        else if (!strcmp(a, "--sweep-all"))
+            O.sweep_all = 1;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage();
             exit(0);
@@ -2419,7 +2422,8 @@ static void run_all(void)
                 if (!in_ilist(&O.dim, dims[d])) continue;
                 for (b = 0; b < nb; ++b) {
                     for (c = 0; c < nc; ++c) {
-                        int sweep = kv == 0 && heads[h][0] == 32 && heads[h][1] == 8 && dims[d] == 128;
+                        int sweep =
+                            O.sweep_all || (kv == 0 && heads[h][0] == 32 && heads[h][1] == 8 && dims[d] == 128);
                         if (O.quick) {
                             int tgt = (bl[b] == 64 && cl[c] == 8192) || (bl[b] == 256 && cl[c] == 1024) ||
                                       (bl[b] == 1 && cl[c] == 32768);

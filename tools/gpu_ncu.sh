@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# tools/gpu_ncu.sh - one GPU-machine call: where the decode, cache-write, merge and dcp_correct
+# kernels stand, with ncu numbers.
+#
+# "A" is the tree, built for sm_90a at -Dhead_dims=64,128,256. "S" (job sm90dec only) is a copy
+# at -Dhead_dims=128 in which decode calls run in the sm_90a (wgmma) family instead of the decode
+# tiles (sed on attention.cu): the two families side by side on the decode rows. Jobs, in order
+# (each bounded in time):
+#   ops      A: bench_ops (cache write bf16 / fp8, merge, dcp_correct against a device copy)
+#   small    A: bench_gpu --only splits on the launch-bound rows (batch 1 and 8 at 1k, every
+#            head, bf16 and fp8): fixed splits against the planner
+#   sm90dec  A and S: bench_gpu's head-128 bf16 decode grid (32/8), time per row and S/A
+#   ncu      A: one ncu report per kernel and shape (DECODE_NCU below; the memory-bound ops
+#            through bench_ops), the key metrics in summary.txt
+#
+#   tools/gpu_ncu.sh [JOB...]     default: ops small sm90dec ncu
+#
+# $OUT/summary.txt, and every log in $OUT/ncu_logs.tgz.
+set -u
+cd "$(dirname "$0")/.."
+top=${OUT:-/tmp/fa-ncu}; out=$top/logs; mkdir -p "$out"
+finish() { cp "$out/summary.txt" "$top/summary.txt"; tar czf "$top/ncu_logs.tgz" -C "$out" . 2>/dev/null && rm -rf "$out"; }
+trap finish EXIT
+jobs=("$@"); [ ${#jobs[@]} -eq 0 ] && jobs=(ops small sm90dec ncu)
+want() { [[ " ${jobs[*]} " == *" $1 "* ]]; }
+sum() { echo "$*" | tee -a "$out/summary.txt"; }
+deadline=$(( $(date +%s) + ${FA_NCU_BUDGET:-570} ))
+left() { echo $(( deadline - $(date +%s) )); }
+root=$(pwd)
+stree=/tmp/fa-ncu-S
+export NCCL_NVLS_ENABLE=0
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv > "$out/machine.txt" 2>&1
+sum "== tools/gpu_ncu.sh ${jobs[*]} at $(date -u '+%Y-%m-%d %H:%M:%S UTC'), tree $(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet 2>/dev/null || echo +dirty)"
+
+build() { # tree dir name head_dims
+    (cd "$1" && meson setup "$2" -Dcuda=enabled -Dtests=false -Dnccl=disabled -Dgpu_arch=sm_90a \
+        -Dhead_dims="$4" --buildtype=release > "$out/setup_$3.txt" 2>&1 &&
+        timeout 300 ninja -C "$2" bench/bench_gpu bench/bench_ops > "$out/build_$3.txt" 2>&1)
+}
+s=$(date +%s)
+build "$root" build-ncuA A 64,128,256 & pa=$!
+rs=0
+if want sm90dec; then
+    rm -rf "$stree"; mkdir -p "$stree"
+    tar cf - --exclude='./build*' --exclude=./.git . | tar xf - -C "$stree"
+    python3 - "$stree/backends/cuda/attention/attention.cu" <<'EOF' || exit 1
+import sys
+p = sys.argv[1]
+s = open(p).read()
+for pat, rep in [
+        ("    if (!decode && L != nullptr && L->sm90 && fa_sm90__accepts(a, nullptr)) {",
+         "    if (L != nullptr && L->sm90 && fa_sm90__accepts(a, nullptr)) {\n        pl->mw = false;"),
+        ("        pl->sm90_skip_rows = dec_ok ? fa_attn::kDecodeRows : 0;", "        pl->sm90_skip_rows = 0;"),
+        ("        pl->sm90_decode = dec_ok &&", "        pl->sm90_decode = false && dec_ok &&")]:
+    if s.count(pat) != 1:
+        sys.exit("gpu_ncu.sh: %r is no longer in attention.cu once (update the pattern)" % pat)
+    s = s.replace(pat, rep)
+open(p, "w").write(s)
+print("S tree: decode calls in the sm_90a family")
+EOF
+    build "$stree" build-ncuS S 128 & ps=$!
+    wait $ps; rs=$?
+fi
+wait $pa; ra=$?
+sum "builds: A rc $ra, S rc $rs, $(( $(date +%s) - s )) s"
+[ $ra -eq 0 ] || { grep -hE "error|FAILED" "$out"/build_*.txt | head -20; exit 1; }
+A=$root/build-ncuA; S=$stree/build-ncuS
+
+if want ops; then
+    s=$(date +%s)
+    timeout 120 "$A/bench/bench_ops" > "$out/ops.txt" 2>&1
+    sum "ops: rc $?, $(( $(date +%s) - s )) s"
+    grep '^# perf' "$out/ops.txt" | tee -a "$out/summary.txt"
+fi
+if want small; then
+    s=$(date +%s)
+    timeout $(( $(left) > 100 ? 90 : 30 )) "$A/bench/bench_gpu" --only splits --sweep-all --batch 1,8 --ctx 1k \
+        --dim 64,128,256 --kv bf16,fp8 --heads 32/8 --csv "$out/small.csv" > "$out/small.txt" 2>&1
+    sum "small: rc $?, $(( $(date +%s) - s )) s"
+    grep -E "planner|^decode-split" "$out/small.txt" | awk '{print $1, $2, $3, $4, $5, $6, $7, $8, $9, $10}' |
+        head -80 | tee -a "$out/summary.txt"
+fi
+if want sm90dec && [ $rs -eq 0 ]; then
+    for r in A S; do
+        bin=$A; [ $r = S ] && bin=$S
+        s=$(date +%s)
+        timeout $(( $(left) > 150 ? 100 : 30 )) "$bin/bench/bench_gpu" --only decode --dim 128 --kv bf16 \
+            --heads 32/8 --csv "$out/dec_$r.csv" > "$out/dec_$r.txt" 2>&1
+        sum "sm90dec $r: rc $?, $(( $(date +%s) - s )) s"
+    done
+    python3 - "$out" <<'EOF' | tee -a "$out/summary.txt"
+import csv, os, sys
+out = sys.argv[1]
+def rows(r):
+    p = os.path.join(out, "dec_%s.csv" % r)
+    if not os.path.exists(p):
+        return {}
+    with open(p) as f:
+        return {x["name"]: x for x in csv.DictReader(f) if x["category"] == "decode"}
+a, s = rows("A"), rows("S")
+print("%-44s %9s %9s %7s %6s" % ("decode row (us)", "decode", "wgmma", "S/A", "check"))
+for n, x in a.items():
+    y = s.get(n)
+    if y and x["time_us"] and y["time_us"]:
+        print("%-44s %9s %9s %7.2f %6s" % (n[:44], x["time_us"], y["time_us"],
+                                           float(y["time_us"]) / float(x["time_us"]), y["check"]))
+EOF
+fi
+if want ncu; then
+    m="dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum"
+    m="$m,gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed"
+    m="$m,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum"
+    m="$m,sm__warps_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
+    m="$m,lts__t_sector_hit_rate.pct,launch__grid_size,launch__occupancy_limit_shared_mem"
+    for x in long_scoreboard short_scoreboard barrier wait math_pipe_throttle mio_throttle lg_throttle \
+             not_selected no_instruction drain; do
+        m="$m,smsp__average_warps_issue_stalled_${x}_per_issue_active.ratio"
+    done
+    prof() { # name kernel-regex skip program args...
+        local name=$1 k=$2 skip=$3; shift 3
+        [ "$(left)" -gt 25 ] || { sum "ncu $name: skipped (time)"; return; }
+        timeout 60 ncu --kernel-name-base demangled -k "regex:$k" --launch-skip "$skip" --launch-count 1 \
+            --metrics "$m" --csv --page raw "$@" > "$out/ncu_$name.csv" 2> "$out/ncu_$name.err"
+        python3 - "$out/ncu_$name.csv" "$name" <<'EOF' | tee -a "$out/summary.txt"
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if len(rows) < 3:
+    print("ncu %s: no report" % sys.argv[2]); sys.exit(0)
+h, v = rows[0], rows[2]
+get = lambda k: v[h.index(k)] if k in h else "?"
+short = lambda k: k.replace("smsp__average_warps_issue_stalled_", "stall_").replace("_per_issue_active.ratio", "")
+keys = [k for k in h if "__" in k]
+print("ncu %s: %s" % (sys.argv[2], get("Kernel Name")[:60]))
+print("   " + "; ".join("%s %s" % (short(k), get(k)) for k in keys))
+EOF
+    }
+    dec=(--only decode --heads 32/8 --no-check --no-ceilings --no-graph)
+    prof dec_h128_bf16_64x8k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv bf16 --batch 64 --ctx 8k
+    prof dec_h128_fp8_64x8k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv fp8 --batch 64 --ctx 8k
+    prof dec_h64_fp8_64x8k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 64 --kv fp8 --batch 64 --ctx 8k
+    prof dec_h64_bf16_64x8k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 64 --kv bf16 --batch 64 --ctx 8k
+    prof dec_h128_bf16_1x32k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv bf16 --batch 1 --ctx 32k
+    prof dec_h128_fp8_1x32k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv fp8 --batch 1 --ctx 32k
+    prof dec_h128_fp8_1x1k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv fp8 --batch 1 --ctx 1k
+    prof dec_h128_bf16_1x1k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv bf16 --batch 1 --ctx 1k
+    prof combine_h128_1x32k combine_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv bf16 --batch 1 --ctx 32k
+    prof cache_bf16 "reshape_and_cache_kernel<.*TF16, 0" 30 "$A/bench/bench_ops"
+    prof cache_fp8 "reshape_and_cache_kernel<.*TBF16, 1" 30 "$A/bench/bench_ops"
+    prof merge merge_states_kernel 30 "$A/bench/bench_ops"
+    prof dcp dcp_correct_kernel 30 "$A/bench/bench_ops"
+fi
