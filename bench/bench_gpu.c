@@ -2422,8 +2422,8 @@ static void run_all(void)
                 if (!in_ilist(&O.dim, dims[d])) continue;
                 for (b = 0; b < nb; ++b) {
                     for (c = 0; c < nc; ++c) {
-                        int sweep =
-                            O.sweep_all || (kv == 0 && heads[h][0] == 32 && heads[h][1] == 8 && dims[d] == 128);
+                        int sweep = O.sweep_all ||
+                                    (kv == 0 && heads[h][0] == 32 && heads[h][1] == 8 && dims[d] == 128);
                         if (O.quick) {
                             int tgt = (bl[b] == 64 && cl[c] == 8192) || (bl[b] == 256 && cl[c] == 1024) ||
                                       (bl[b] == 1 && cl[c] == 32768);

@@ -1121,6 +1121,59 @@ static void test_family_edges(void)
         }
         run_named("family edges", &c);
     }
+    /* block sizes no TMA box serves (1, 2, 3, 5, 24, 200: the wgmma family's cp.async
+       producer, pages of 8 keys): heads 64 / 128 / 256, f16 with softcap and a window, split-KV,
+       a window far past the first tiles, non-causal MHA with a 1-key sequence, ALiBi and sinks */
+    for (v = 0; v < 8; ++v) {
+        static const int bss[] = {1, 2, 3, 5, 24, 200, 1, 7}, dims[] = {128, 64, 256, 128, 64, 128, 256, 128};
+        acase c = base_case(v == 1 ? FA_DTYPE_F16 : FA_DTYPE_BF16, dims[v], bss[v], 8, 2);
+        if (gt_quick() && v % 2) continue;
+        switch (v) {
+        case 1: { /* f16, softcap, a window */
+            static const int ql[] = {200, 77}, kl[] = {1500, 300};
+            set_seqs(&c, 2, ql, kl);
+            c.causal = 1;
+            c.softcap = 30.0f;
+            c.wl = 100;
+        } break;
+        case 3: { /* split-KV with a plan */
+            static const int ql[] = {300, 129, 1, 200}, kl[] = {5000, 1200, 700, 200};
+            set_seqs(&c, 4, ql, kl);
+            c.causal = 1;
+            c.splits = 3;
+            c.use_plan = 1;
+            c.plan[0] = 3;
+            c.plan[1] = 1;
+            c.plan[2] = 2;
+            c.plan[3] = 0;
+        } break;
+        case 4: { /* a window far past the first tiles */
+            static const int ql[] = {150, 1}, kl[] = {3000, 2000};
+            set_seqs(&c, 2, ql, kl);
+            c.causal = 1;
+            c.wl = 200;
+        } break;
+        case 5: { /* non-causal, Lq > Lk and a 1-key sequence, MHA */
+            static const int ql[] = {300, 200, 130}, kl[] = {100, 1, 700};
+            set_seqs(&c, 3, ql, kl);
+            c.hq = c.hkv = 4;
+            c.causal = 0;
+        } break;
+        case 6: { /* ALiBi and sinks */
+            static const int ql[] = {300, 1, 129}, kl[] = {1000, 700, 129};
+            set_seqs(&c, 3, ql, kl);
+            c.causal = 1;
+            c.alibi = 1;
+            c.sinks = 1;
+        } break;
+        default: { /* causal, three lengths */
+            static const int ql[] = {300, 1, 129}, kl[] = {1000, 700, 129};
+            set_seqs(&c, 3, ql, kl);
+            c.causal = 1;
+        } break;
+        }
+        run_named("family edges", &c);
+    }
     /* query-head groups (two groups with a gap, DCP's gathered queries): head 128 causal with
        sinks, head 64 f16 with a window; the 5-query sequence has Lq x G = 20 rows a KV head (past
        the decode tile's 16) but 10 within a group */

@@ -633,22 +633,27 @@ done:
 /* ------------------------------------------------------------------------------------------ */
 /* bad block id */
 
-static void test_bad_block(int qlen, int splits, int32_t bad_id)
+/* Block size bs: a cache of 1024 / bs blocks (bad_id < 0 or >= it); at bs 16, 64 blocks. A bad_id
+   of GT_BAD_NB is num_blocks itself. */
+#define GT_BAD_NB 0x7fffffff
+static void test_bad_block(int qlen, int splits, int32_t bad_id, int bs)
 {
     fa_backend *gpu = gt_gpu();
-    enum { B = 4, HQ = 8, HKV = 2, D = 128, BS = 16, NB = 64, LK = 100, COLS = 8 };
+    enum { B = 4, HQ = 8, HKV = 2, D = 128, LK = 100, MAXCOLS = LK + 1 };
+    const int BS = bs, NB = 1024 / bs, COLS = (LK + bs - 1) / bs + 1;
     const int T = B * qlen, S = splits;
     const size_t kv_bytes = (size_t)NB * BS * HKV * D * 2, q_bytes = (size_t)T * HQ * D * 2;
     uint16_t *hq = NULL, *hkv = NULL, *clean = NULL, *got = NULL;
-    int32_t cu[B + 1], seq[B], bt[B * COLS];
+    int32_t cu[B + 1], seq[B], bt[B * MAXCOLS];
     void *dq = NULL, *dk = NULL, *dv = NULL, *dout = NULL, *dcu = NULL, *dseq = NULL, *dbt = NULL;
     float *dso = NULL, *dsl = NULL;
     fa_attn_args a;
     fa_status st;
     int i, b;
     char needle[96];
-    if (!gt_case("bad block id %d (row 3) in a 64-block cache: q_len %d, splits %d", (int)bad_id, qlen,
-                 splits))
+    if (bad_id == GT_BAD_NB) bad_id = NB;
+    if (!gt_case("bad block id %d (row 3) in a %d-block cache of block size %d: q_len %d, splits %d",
+                 (int)bad_id, NB, BS, qlen, splits))
         return;
     hq = (uint16_t *)gt_xmalloc(q_bytes);
     hkv = (uint16_t *)gt_xmalloc(kv_bytes);
@@ -657,14 +662,14 @@ static void test_bad_block(int qlen, int splits, int32_t bad_id)
     gt_fill_uniform(hq, (int64_t)T * HQ * D, FA_DTYPE_BF16, -2.0f, 2.0f);
     for (b = 0; b <= B; ++b) cu[b] = b * qlen;
     for (b = 0; b < B; ++b) seq[b] = LK;
-    for (i = 0; i < B * COLS; ++i) bt[i] = (i * 13 + 5) % NB; /* distinct over the 28 used */
+    for (i = 0; i < B * COLS; ++i) bt[i] = (i * 13 + 5) % NB; /* distinct: 13 is prime to NB */
     dq = gt_dup(hq, q_bytes);
     dk = gt_dmalloc(kv_bytes); /* exactly the cache: a read past it is a sanitizer finding */
     dv = gt_dmalloc(kv_bytes);
     dout = gt_dmalloc(q_bytes);
     dcu = gt_dup(cu, sizeof cu);
     dseq = gt_dup(seq, sizeof seq);
-    dbt = gt_dup(bt, sizeof bt);
+    dbt = gt_dup(bt, sizeof(int32_t) * (size_t)B * COLS);
     if (S > 1) {
         dso = (float *)gt_dmalloc(sizeof(float) * (size_t)S * T * HQ * D);
         dsl = (float *)gt_dmalloc(sizeof(float) * (size_t)S * HQ * T);
@@ -712,12 +717,13 @@ static void test_bad_block(int qlen, int splits, int32_t bad_id)
         goto done;
     /* row 3, column 2 -> the bad id */
     bt[3 * COLS + 2] = bad_id;
-    if (!gt_h2d(dbt, bt, sizeof bt)) goto done;
+    if (!gt_h2d(dbt, bt, sizeof(int32_t) * (size_t)B * COLS)) goto done;
     if (!gt_check(gpu->ops.fill(gpu->ctx, dout, 0, GT_POISON, q_bytes, 1), gpu, "fill") ||
         !gt_check(gpu->ops.attention(gpu->ctx, &a), gpu, "attention (bad id: runs)"))
         goto done;
     st = gpu->ops.synchronize(gpu->ctx);
-    snprintf(needle, sizeof needle, "block_table id %d (row 3, column 2) is outside [0, 64)", (int)bad_id);
+    snprintf(needle, sizeof needle, "block_table id %d (row 3, column 2) is outside [0, %d)", (int)bad_id,
+             NB);
     if (st != FA_ERR_INVALID_ARG || !contains(gpu_msg(), needle))
         gt_fail("synchronize after the bad id: %d \"%s\" (want \"%s\")", (int)st, gpu_msg(), needle);
     if (!gt_d2h(got, dout, q_bytes)) goto done;
@@ -732,7 +738,7 @@ static void test_bad_block(int qlen, int splits, int32_t bad_id)
     }
     /* the next call works */
     bt[3 * COLS + 2] = ((3 * COLS + 2) * 13 + 5) % NB;
-    if (!gt_h2d(dbt, bt, sizeof bt) ||
+    if (!gt_h2d(dbt, bt, sizeof(int32_t) * (size_t)B * COLS) ||
         !gt_check(gpu->ops.attention(gpu->ctx, &a), gpu, "attention (good again)") ||
         !gt_d2h(got, dout, q_bytes))
         goto done;
@@ -762,9 +768,13 @@ int main(int argc, char **argv)
     test_check_agrees();
     test_bad_slot(0);
     test_bad_slot(1);
-    test_bad_block(1, 1, 1000); /* decode tile */
-    test_bad_block(20, 1, 1000); /* prefill tile */
-    test_bad_block(1, 3, -5); /* decode tile, splits, negative id */
-    test_bad_block(20, 2, 64); /* prefill tile, splits, id == num_blocks */
+    test_bad_block(1, 1, 1000, 16); /* decode tile */
+    test_bad_block(20, 1, 1000, 16); /* prefill tile */
+    test_bad_block(1, 3, -5, 16); /* decode tile, splits, negative id */
+    test_bad_block(20, 2, GT_BAD_NB, 16); /* prefill tile, splits, id == num_blocks */
+    /* block sizes no TMA box serves (the wgmma family's cp.async producer) */
+    test_bad_block(20, 1, 5000, 1);
+    test_bad_block(20, 2, GT_BAD_NB, 3);
+    test_bad_block(1, 1, -2, 1); /* decode tile, page size 1 */
     return gt_finish();
 }

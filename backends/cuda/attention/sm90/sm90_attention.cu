@@ -73,6 +73,7 @@ struct AttnParams {
     int32_t block_size, block_shift; // block_shift = log2(block_size) or -1
     int32_t box_rows, pages_per_tile; // TMA box rows per page (min(block_size, 128)), 128 / box_rows
     int32_t box_log2; // log2(box_rows)
+    int32_t gather; // 1: K / V rows by cp.async in pages of 8 keys (a block size no box serves)
     int32_t window_left, window_right; // -1 = unbounded (causal folded into right = 0)
     int32_t skip_rows; // sequences with Lq * group <= skip_rows run in the decode tile (skipped)
     float scale_log2; // softmax scale * log2(e); with a softcap: softcap * log2(e)
@@ -193,6 +194,82 @@ __device__ __forceinline__ void zero_v_tail(uint32_t vb, int n, int rlog, int ti
     named_bar_sync(bar_id, 128);
 }
 
+// The producer of a block size no TMA box serves (p.gather): the 128 threads of warpgroup 0
+// copy the K and V rows of each BN-key tile with cp.async into the layout the boxes would give
+// with pages of 8 keys (K [column block][BN][64], V [page][column block][8][64], 128-byte rows
+// swizzled as TMA's SWIZZLE_128B: chunk c of row r at c ^ (r % 8)). Thread x takes key row
+// x / TPR of the tile, its 16-byte chunks [x % TPR, +1) x NC (TPR = 128 / BN threads a row), and
+// looks its block id up a tile ahead. Keys outside [kmin, kmax) and keys of a block id outside
+// [0, num_blocks) are zero-filled (nothing read); the first bad id is recorded in the error
+// word. A stage is full when every thread's copies into it have landed (cp.async.mbarrier.
+// arrive.noinc: 128 arrivals); the consumers fence the async proxy before wgmma reads it.
+template <typename T, int D>
+__device__ __forceinline__ void gather_producer(const AttnParams &p, const int32_t *bt, int hkv, int b,
+                                                int tb, int n_tiles, int kmin, int kmax, uint32_t sK,
+                                                uint32_t sV, uint32_t bar_kf, uint32_t bar_vf,
+                                                uint32_t bar_ke, uint32_t bar_ve) {
+    using L = Smem<kLibStages, D>;
+    constexpr int BN = Dims<D>::kBN, kCols = Dims<D>::kCols;
+    constexpr int TPR = 128 / BN, NC = D / 8 / TPR; // threads a row, 16-byte chunks a thread
+    const int x = static_cast<int>(threadIdx.x);
+    const int r = x / TPR, c0 = (x % TPR) * NC;
+    const uint32_t sw = static_cast<uint32_t>(r & 7);
+    const uint32_t k_row = static_cast<uint32_t>(r) * 128u;
+    const uint32_t v_row = static_cast<uint32_t>((r >> 3) * 1024 * kCols + (r & 7) * 128);
+    bool bad = false; // a bad id reported (the first of this thread's)
+    // the block id and slot of this thread's row of tile i; id -1 when it loads zeros
+    auto row_at = [&](int i, int &id, int &slot) {
+        const int j = (tb + i) * BN + r;
+        id = -1;
+        slot = 0;
+        if (j < kmin || j >= kmax) return;
+        const int bi = p.block_shift >= 0 ? (j >> p.block_shift) : (j / p.block_size);
+        const int32_t x = bt[bi];
+        if (static_cast<uint32_t>(x) >= static_cast<uint32_t>(p.num_blocks)) {
+            if (!bad) fa_dev_err_report(p.err_word, FA_DEVERR_BLOCK_ID, b, x, p.num_blocks, bi);
+            bad = true;
+            return;
+        }
+        id = x;
+        slot = j - bi * p.block_size;
+    };
+    // 16-byte chunks c0 .. c0 + NC - 1 of a row from src (zeros when n is 0) into the row at dst
+    // of a stage whose 64-dim column blocks are col_bytes apart
+    auto copy_row = [&](uint32_t dst, const T *src, uint32_t n, uint32_t col_bytes) {
+#pragma unroll 2
+        for (int c = 0; c < NC; ++c) {
+            const int ch = c0 + c; // column block ch / 8, chunk ch % 8
+            cp_async16(dst + static_cast<uint32_t>(ch >> 3) * col_bytes +
+                           ((static_cast<uint32_t>(ch & 7) ^ sw) << 4),
+                       src + ch * 8, n);
+        }
+    };
+    int id, slot;
+    row_at(0, id, slot);
+    for (int i = 0; i < n_tiles; ++i) {
+        const int s = i % kLibStages;
+        const uint32_t par = (static_cast<uint32_t>(i / kLibStages) & 1u) ^ 1u;
+        int nid = -1, nslot = 0;
+        if (i + 1 < n_tiles) row_at(i + 1, nid, nslot); // a tile ahead
+        const uint32_t n = id >= 0 ? 16u : 0u;
+        const int64_t blk = id >= 0 ? id : 0;
+        mbar_wait(bar_ke + 8 * s, par);
+        copy_row(sK + s * L::kTileBytes + k_row,
+                 static_cast<const T *>(p.k) + blk * p.k_block_stride + slot * p.k_row_stride +
+                     static_cast<int64_t>(hkv) * p.k_head_stride,
+                 n, L::kKvColBytes);
+        cp_async_arrive_noinc(bar_kf + 8 * s);
+        mbar_wait(bar_ve + 8 * s, par);
+        copy_row(sV + s * L::kTileBytes + v_row,
+                 static_cast<const T *>(p.v) + blk * p.v_block_stride + slot * p.v_row_stride +
+                     static_cast<int64_t>(hkv) * p.v_head_stride,
+                 n, 1024u);
+        cp_async_arrive_noinc(bar_vf + 8 * s);
+        id = nid;
+        slot = nslot;
+    }
+}
+
 template <typename T, bool Softcap, int D, bool General>
 __global__ void __launch_bounds__(kThreads, 1)
     sm90_attention_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
@@ -251,13 +328,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint32_t bar_q = ring.bar_q, bar_kf = ring.kf, bar_vf = ring.vf, bar_ke = ring.ke, bar_ve = ring.ve;
     const int wg = static_cast<int>(threadIdx.x) / 128;
 
-    if (threadIdx.x == 0) ring.init(&tmQ, &tmK, &tmV);
+    if (threadIdx.x == 0) ring.init(&tmQ, &tmK, &tmV, p.gather ? 128u : 1u);
     __syncthreads();
 
     if (wg == 0) {
         // ---------------- producer ----------------
         setmaxnreg_dec<kLibProducerRegs>();
-        if (threadIdx.x >= 32 || n_tiles == 0) return;
+        if ((threadIdx.x >= 32 && !p.gather) || n_tiles == 0) return;
         const int lane = static_cast<int>(threadIdx.x);
         if (lane == 0) {
             mbar_arrive_expect_tx(bar_q, L::kQBytes);
@@ -268,6 +345,11 @@ __global__ void __launch_bounds__(kThreads, 1)
                 for (int c = 0; c < kCols; ++c)
                     tma_load_3d(sQ + w * L::kQWgBytes + c * L::kQColBytes, &tmQ, bar_q, c * 64, h, qrow);
             }
+        }
+        if (p.gather) {
+            gather_producer<T, D>(p, bt, hkv, b, tb, n_tiles, kmin, kmax, sK, sV, bar_kf, bar_vf, bar_ke,
+                                  bar_ve);
+            return;
         }
         // lane l < kCols * pages_per_tile issues page l / kCols, column block l % kCols of each tile
         const int ppt = p.pages_per_tile;
@@ -383,6 +465,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         wait_full(bar_q, 0);
         { // prologue: S(0), softmax(0), P(0)
             wait_full(bar_kf, 0);
+            if (p.gather) fence_proxy_async_smem(); // cp.async's writes, before wgmma reads them
             turn_begin(cw);
             issue_qk<kLibStages, T, D>(sacc, qb, sK);
             turn_end(cw, false);
@@ -404,6 +487,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int kbase = (tb + i) * BN;
             wait_full(bar_kf + 8 * s, phase);
             wait_full(bar_vf + 8 * sp, phase_p);
+            if (p.gather) fence_proxy_async_smem();
             turn_begin(cw);
             issue_qk<kLibStages, T, D>(sacc, qb, sK + s * L::kTileBytes); // S(i)
             issue_pv<kLibStages, T, D>(o, pa, sV + sp * L::kTileBytes, v_lbo, v_sbo,
@@ -427,6 +511,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         {
             const int i = n_tiles - 1, s = i % kLibStages;
             wait_full(bar_vf + 8 * s, static_cast<uint32_t>(i / kLibStages) & 1u);
+            if (p.gather) fence_proxy_async_smem();
             if (tail_valid < BN) zero_v_tail<D>(sV + s * L::kTileBytes, tail_valid, p.box_log2, tid, 3 + cw);
             turn_begin(cw);
             issue_pv<kLibStages, T, D>(o, pa, sV + s * L::kTileBytes, v_lbo, v_sbo, p.box_log2);
@@ -567,7 +652,6 @@ bool fa_sm90__serves_head(int d) { return head_on(d); }
 bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
     const char *w = nullptr;
     const bool paged = a->cu_seqlens_k == nullptr;
-    const int64_t bs = a->block_size;
     if ((a->q_dtype != FA_DTYPE_BF16 && a->q_dtype != FA_DTYPE_F16) || a->kv_dtype != a->q_dtype)
         w = "q / kv dtype (bf16 or f16, the same)";
     else if (!head_on(a->head_size))
@@ -582,8 +666,6 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
         w = "query-head groups (with split-KV, more than 16, or a group stride TMA cannot take)";
     else if (!(a->softmax_scale > 0.f))
         w = "softmax_scale <= 0";
-    else if (paged && !block_on(bs, a->head_size))
-        w = "block size (a power of two in [8, BN] or a multiple of BN)";
     else if (paged && (a->num_blocks < 1 || a->num_blocks >= (int64_t(1) << 31)))
         w = "num_blocks";
     else if (a->num_heads_q > 65535)
@@ -720,9 +802,11 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     p.group = qg / a->num_heads_kv;
     p.block_size = static_cast<int32_t>(bsz);
     p.block_shift = dense ? 31 : ilog2_exact(a->block_size); // dense: block 0 for every key
-    p.box_rows = box_rows;
-    p.pages_per_tile = bn / box_rows;
-    p.box_log2 = ilog2_exact(box_rows); // box_rows: a power of two in [8, bn] (fa_sm90__accepts)
+    // a block size no box serves: cp.async in pages of 8 keys (the maps are encoded, unused)
+    p.gather = !dense && !block_on(a->block_size, D) ? 1 : 0;
+    p.box_rows = p.gather ? 8 : box_rows;
+    p.pages_per_tile = bn / p.box_rows;
+    p.box_log2 = ilog2_exact(p.box_rows); // a power of two in [8, bn]
     p.window_left = a->window_left < 0 ? -1 : a->window_left;
     p.window_right = a->causal ? 0 : (a->window_right < 0 ? -1 : a->window_right);
     p.skip_rows = skip_rows;

@@ -104,6 +104,21 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Per-thread asynchronous copies (PTX ISA 9.7.9.25.3 cp.async, #data-movement-and-conversion-
+// instructions-cp-async): 16 bytes global -> shared, the rest of the 16 zero-filled past
+// src_bytes (0: nothing read, 16 zeros); completion signalled on an mbarrier
+// (cp.async.mbarrier.arrive.noinc: the arrival counts as one of the barrier's expected ones, so
+// the barrier is initialised with the number of threads that arrive this way).
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, uint32_t src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+
+// ---------------------------------------------------------------------------------------------
 // Bulk copies global -> shared, completing on an mbarrier (complete_tx::bytes)
 // ---------------------------------------------------------------------------------------------
 

@@ -249,14 +249,16 @@ template <int Stages, int D = kHeadDim> struct Ring {
     }
     // thread 0: prefetch the three tensor maps and initialise the barriers (the caller then
     // synchronises the CTA)
-    __device__ __forceinline__ void init(const void *tmQ, const void *tmK, const void *tmV) const {
+    // (full_count: arrivals that fill a K / V stage: 1 for TMA, the producer threads for cp.async)
+    __device__ __forceinline__ void init(const void *tmQ, const void *tmK, const void *tmV,
+                                         uint32_t full_count = 1) const {
         prefetch_tensormap(tmQ);
         prefetch_tensormap(tmK);
         prefetch_tensormap(tmV);
         mbar_init(bar_q, 1);
         for (int s = 0; s < Stages; ++s) {
-            mbar_init(kf + 8 * s, 1);
-            mbar_init(vf + 8 * s, 1);
+            mbar_init(kf + 8 * s, full_count);
+            mbar_init(vf + 8 * s, full_count);
             mbar_init(ke + 8 * s, kConsumerWarps);
             mbar_init(ve + 8 * s, kConsumerWarps);
         }
