@@ -13,7 +13,7 @@
 #   ncu      A: one ncu report per kernel and shape (DECODE_NCU below; the memory-bound ops
 #            through bench_ops), the key metrics in summary.txt
 #
-#   tools/gpu_ncu.sh [JOB...]     default: ops small sm90dec ncu
+#   tools/gpu_ncu.sh [JOB...]     default: gather pblocks ops small sm90dec ncu
 #
 # $OUT/summary.txt, and every log in $OUT/ncu_logs.tgz.
 set -u
@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 top=${OUT:-/tmp/fa-ncu}; out=$top/logs; mkdir -p "$out"
 finish() { cp "$out/summary.txt" "$top/summary.txt"; tar czf "$top/ncu_logs.tgz" -C "$out" . 2>/dev/null && rm -rf "$out"; }
 trap finish EXIT
-jobs=("$@"); [ ${#jobs[@]} -eq 0 ] && jobs=(ops small sm90dec ncu)
+jobs=("$@"); [ ${#jobs[@]} -eq 0 ] && jobs=(gather pblocks ops small sm90dec ncu)
 want() { [[ " ${jobs[*]} " == *" $1 "* ]]; }
 sum() { echo "$*" | tee -a "$out/summary.txt"; }
 deadline=$(( $(date +%s) + ${FA_NCU_BUDGET:-570} ))
@@ -35,10 +35,10 @@ sum "== tools/gpu_ncu.sh ${jobs[*]} at $(date -u '+%Y-%m-%d %H:%M:%S UTC'), tree
 build() { # tree dir name head_dims
     (cd "$1" && meson setup "$2" -Dcuda=enabled -Dtests=false -Dnccl=disabled -Dgpu_arch=sm_90a \
         -Dhead_dims="$4" --buildtype=release > "$out/setup_$3.txt" 2>&1 &&
-        timeout 300 ninja -C "$2" bench/bench_gpu bench/bench_ops > "$out/build_$3.txt" 2>&1)
+        timeout 300 ninja -C "$2" bench/bench_gpu bench/bench_ops $5 > "$out/build_$3.txt" 2>&1)
 }
 s=$(date +%s)
-build "$root" build-ncuA A 64,128,256 & pa=$!
+build "$root" build-ncuA A 64,128,256 "tests/gpu/test_gpu_attention tests/gpu/test_gpu_checks" & pa=$!
 rs=0
 if want sm90dec; then
     rm -rf "$stree"; mkdir -p "$stree"
@@ -66,6 +66,50 @@ sum "builds: A rc $ra, S rc $rs, $(( $(date +%s) - s )) s"
 [ $ra -eq 0 ] || { grep -hE "error|FAILED" "$out"/build_*.txt | head -20; exit 1; }
 A=$root/build-ncuA; S=$stree/build-ncuS
 
+if want gather; then
+    for t in "test_gpu_attention:family edges" "test_gpu_checks:bad block"; do
+        prog=${t%%:*}; grp=${t#*:}
+        s=$(date +%s)
+        timeout 150 "$A/tests/gpu/$prog" "$grp" > "$out/gather_$prog.txt" 2>&1
+        sum "$prog \"$grp\": rc $?, $(( $(date +%s) - s )) s, $(tail -n 1 "$out/gather_$prog.txt")"
+        grep -E "^not ok" -A3 "$out/gather_$prog.txt" | head -24 | tee -a "$out/summary.txt"
+    done
+    for tool in memcheck racecheck; do
+        s=$(date +%s)
+        timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$A/tests/gpu/test_gpu_attention" --quick \
+            "family edges" > "$out/gather_san_$tool.txt" 2>&1
+        sum "$tool (family edges): rc $?, $(( $(date +%s) - s )) s, $(grep -E 'ERROR SUMMARY|passed, ' "$out/gather_san_$tool.txt" | tr '\n' ' ')"
+    done
+fi
+if want pblocks; then
+    for bs in 16 1 3 8; do
+        [ "$(left)" -gt 60 ] || { sum "pblocks $bs: skipped (time)"; continue; }
+        s=$(date +%s)
+        timeout 90 "$A/bench/bench_gpu" --only prefill --filter prefill-paged --dim 64,128,256 --no-check --block $bs \
+            --csv "$out/pb_$bs.csv" > "$out/pb_$bs.txt" 2>&1
+        sum "pblocks $bs: rc $?, $(( $(date +%s) - s )) s"
+    done
+    python3 - "$out" <<'EOF2' | tee -a "$out/summary.txt"
+import csv, os, re, sys
+out = sys.argv[1]
+def rows(bs):
+    p = os.path.join(out, "pb_%d.csv" % bs)
+    if not os.path.exists(p):
+        return {}
+    with open(p) as f:
+        return {re.sub(r" bs=\d+", "", r["name"]): r for r in csv.DictReader(f)}
+base = rows(16)
+others = {bs: rows(bs) for bs in (1, 3, 8)}
+print("%-40s %9s %9s %9s %9s  1/16  3/16  8/16 check(1)" % ("prefill-paged (us)", "bs 16", "bs 1", "bs 3", "bs 8"))
+for n, a in base.items():
+    if not a["time_us"]:
+        continue
+    t = [others[bs].get(n, {}).get("time_us", "") for bs in (1, 3, 8)]
+    q = ["%5.3f" % (float(x) / float(a["time_us"])) if x else "    -" for x in t]
+    print("%-40s %9s %9s %9s %9s %s %s" % (n[:40], a["time_us"], t[0], t[1], t[2], " ".join(q),
+                                          others[1].get(n, {}).get("check", "")))
+EOF2
+fi
 if want ops; then
     s=$(date +%s)
     timeout 120 "$A/bench/bench_ops" > "$out/ops.txt" 2>&1
