@@ -3,17 +3,18 @@
 # kernels stand, with ncu numbers.
 #
 # "A" is the tree, built for sm_90a at -Dhead_dims=64,128,256. "S" (job sm90dec only) is a copy
-# at -Dhead_dims=128 in which decode calls run in the sm_90a (wgmma) family instead of the decode
+# in which decode calls run in the sm_90a (wgmma) family instead of the decode
 # tiles (sed on attention.cu): the two families side by side on the decode rows. Jobs, in order
 # (each bounded in time):
 #   ops      A: bench_ops (cache write bf16 / fp8, merge, dcp_correct against a device copy)
 #   small    A: bench_gpu --only splits on the launch-bound rows (batch 1 and 8 at 1k, every
 #            head, bf16 and fp8): fixed splits against the planner
+#   grid     A: bench_gpu's decode grid at 32/8 heads (heads 64 / 128 / 256, bf16 and fp8)
 #   sm90dec  A and S: bench_gpu's head-128 bf16 decode grid (32/8), time per row and S/A
 #   ncu      A: one ncu report per kernel and shape (DECODE_NCU below; the memory-bound ops
 #            through bench_ops), the key metrics in summary.txt
 #
-#   tools/gpu_ncu.sh [JOB...]     default: gather pblocks ops small sm90dec ncu
+#   tools/gpu_ncu.sh [JOB...]     default: tests gather pblocks ops small grid sm90dec ncu
 #
 # $OUT/summary.txt, and every log in $OUT/ncu_logs.tgz.
 set -u
@@ -21,7 +22,7 @@ cd "$(dirname "$0")/.."
 top=${OUT:-/tmp/fa-ncu}; out=$top/logs; mkdir -p "$out"
 finish() { cp "$out/summary.txt" "$top/summary.txt"; tar czf "$top/ncu_logs.tgz" -C "$out" . 2>/dev/null && rm -rf "$out"; }
 trap finish EXIT
-jobs=("$@"); [ ${#jobs[@]} -eq 0 ] && jobs=(gather pblocks ops small sm90dec ncu)
+jobs=("$@"); [ ${#jobs[@]} -eq 0 ] && jobs=(tests gather pblocks ops small grid sm90dec ncu)
 want() { [[ " ${jobs[*]} " == *" $1 "* ]]; }
 sum() { echo "$*" | tee -a "$out/summary.txt"; }
 deadline=$(( $(date +%s) + ${FA_NCU_BUDGET:-570} ))
@@ -38,7 +39,7 @@ build() { # tree dir name head_dims
         timeout 300 ninja -C "$2" bench/bench_gpu bench/bench_ops $5 > "$out/build_$3.txt" 2>&1)
 }
 s=$(date +%s)
-build "$root" build-ncuA A 64,128,256 "tests/gpu/test_gpu_attention tests/gpu/test_gpu_checks" & pa=$!
+build "$root" build-ncuA A 64,128,256 "tests/gpu/test_gpu_attention tests/gpu/test_gpu_checks tests/gpu/test_gpu_ops" & pa=$!
 rs=0
 if want sm90dec; then
     rm -rf "$stree"; mkdir -p "$stree"
@@ -58,14 +59,26 @@ for pat, rep in [
 open(p, "w").write(s)
 print("S tree: decode calls in the sm_90a family")
 EOF
-    build "$stree" build-ncuS S 128 & ps=$!
+    build "$stree" build-ncuS S 64,128,256 & ps=$!
     wait $ps; rs=$?
 fi
 wait $pa; ra=$?
 sum "builds: A rc $ra, S rc $rs, $(( $(date +%s) - s )) s"
+[ $rs -eq 0 ] || { tail -n 5 "$out/setup_S.txt"; tail -n 20 "$out/build_S.txt" 2>/dev/null; } | tee -a "$out/summary.txt"
 [ $ra -eq 0 ] || { grep -hE "error|FAILED" "$out"/build_*.txt | head -20; exit 1; }
 A=$root/build-ncuA; S=$stree/build-ncuS
 
+if want tests; then
+    for t in "test_gpu_attention:multi-warp decode" "test_gpu_attention:batch invariance" "test_gpu_attention:fp8" "test_gpu_ops:" \
+             "test_gpu_checks:"; do
+        prog=${t%%:*}; grp=${t#*:}
+        s=$(date +%s)
+        # shellcheck disable=SC2086
+        timeout 150 "$A/tests/gpu/$prog" ${grp:+"$grp"} > "$out/tests_${prog}_${grp// /_}.txt" 2>&1
+        sum "$prog \"$grp\": rc $?, $(( $(date +%s) - s )) s, $(tail -n 1 "$out/tests_${prog}_${grp// /_}.txt")"
+        grep -E "^not ok" -A3 "$out/tests_${prog}_${grp// /_}.txt" | head -24 | tee -a "$out/summary.txt"
+    done
+fi
 if want gather; then
     for t in "test_gpu_attention:family edges" "test_gpu_checks:bad block"; do
         prog=${t%%:*}; grp=${t#*:}
@@ -124,6 +137,14 @@ if want small; then
     grep -E "planner|^decode-split" "$out/small.txt" | awk '{print $1, $2, $3, $4, $5, $6, $7, $8, $9, $10}' |
         head -80 | tee -a "$out/summary.txt"
 fi
+if want grid; then
+    s=$(date +%s)
+    timeout 120 "$A/bench/bench_gpu" --only decode --dim 64,128,256 --kv bf16,fp8 --heads 32/8 \
+        --csv "$out/grid.csv" > "$out/grid.txt" 2>&1
+    sum "grid: rc $?, $(( $(date +%s) - s )) s"
+    cp "$out/grid.csv" "$top/grid.csv"
+    python3 tools/grid_tables.py "$out/grid.csv" | tail -n 16 | tee -a "$out/summary.txt"
+fi
 if want sm90dec && [ $rs -eq 0 ]; then
     for r in A S; do
         bin=$A; [ $r = S ] && bin=$S
@@ -163,7 +184,7 @@ if want ncu; then
     prof() { # name kernel-regex skip program args...
         local name=$1 k=$2 skip=$3; shift 3
         [ "$(left)" -gt 25 ] || { sum "ncu $name: skipped (time)"; return; }
-        timeout 60 ncu --kernel-name-base demangled -k "regex:$k" --launch-skip "$skip" --launch-count 1 \
+        timeout 60 ncu --kernel-name-base mangled -k "regex:$k" --launch-skip "$skip" --launch-count 1 \
             --metrics "$m" --csv --page raw "$@" > "$out/ncu_$name.csv" 2> "$out/ncu_$name.err"
         python3 - "$out/ncu_$name.csv" "$name" <<'EOF' | tee -a "$out/summary.txt"
 import csv, sys
@@ -173,23 +194,20 @@ if len(rows) < 3:
 h, v = rows[0], rows[2]
 get = lambda k: v[h.index(k)] if k in h else "?"
 short = lambda k: k.replace("smsp__average_warps_issue_stalled_", "stall_").replace("_per_issue_active.ratio", "")
-keys = [k for k in h if "__" in k]
+want = ("dram__throughput.avg", "dram__bytes", "gpu__time_duration.sum", "sm__throughput.avg", "issue_active.avg",
+        "inst_executed.sum", "warps_active.avg", "hmma_cycles_active.avg", "sector_hit", "grid_size",
+        "stalled", "occupancy_limit_shared", "occupancy_limit_reg")
+keys = [k for k in h if any(w in k for w in want)]
 print("ncu %s: %s" % (sys.argv[2], get("Kernel Name")[:60]))
 print("   " + "; ".join("%s %s" % (short(k), get(k)) for k in keys))
 EOF
     }
     dec=(--only decode --heads 32/8 --no-check --no-ceilings --no-graph)
-    prof dec_h128_bf16_64x8k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv bf16 --batch 64 --ctx 8k
     prof dec_h128_fp8_64x8k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv fp8 --batch 64 --ctx 8k
-    prof dec_h64_fp8_64x8k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 64 --kv fp8 --batch 64 --ctx 8k
-    prof dec_h64_bf16_64x8k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 64 --kv bf16 --batch 64 --ctx 8k
-    prof dec_h128_bf16_1x32k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv bf16 --batch 1 --ctx 32k
-    prof dec_h128_fp8_1x32k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv fp8 --batch 1 --ctx 32k
     prof dec_h128_fp8_1x1k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv fp8 --batch 1 --ctx 1k
     prof dec_h128_bf16_1x1k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv bf16 --batch 1 --ctx 1k
-    prof combine_h128_1x32k combine_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv bf16 --batch 1 --ctx 32k
-    prof cache_bf16 "reshape_and_cache_kernel<.*TF16, 0" 30 "$A/bench/bench_ops"
-    prof cache_fp8 "reshape_and_cache_kernel<.*TBF16, 1" 30 "$A/bench/bench_ops"
+    prof cache_bf16 "reshape_and_cache_kernel.*TF16ELi0" 30 "$A/bench/bench_ops"
+    prof cache_fp8 "reshape_and_cache_kernel.*TBF16ELi1" 30 "$A/bench/bench_ops"
     prof merge merge_states_kernel 30 "$A/bench/bench_ops"
     prof dcp dcp_correct_kernel 30 "$A/bench/bench_ops"
 fi

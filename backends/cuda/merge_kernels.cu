@@ -13,9 +13,9 @@
 //     e = lse_all[rank, h, t] - L, NaN / +inf -> -inf
 //     out[t, h, :] *= exp(e) (a factor of 0 writes 0); lse_out[h, t] = L
 //
-// Kernel shape (memory-bound): a thread owns one 16-byte chunk of one (t, h) row (8 elements
-// of f16 / bf16, 4 of f32) and computes the row's weights itself from the LSEs (a broadcast
-// read within the warp). Plain (coherent) loads throughout: out may alias an input (dcp_correct
+// Kernel shape (memory-bound): a merge_states thread owns one 16-byte chunk of one (t, h) row
+// (8 elements of f16 / bf16, 4 of f32), a dcp_correct thread up to 4 chunks of one row, and
+// computes the row's weights itself from the LSEs (a broadcast read within the warp). Plain (coherent) loads throughout: out may alias an input (dcp_correct
 // is in place). A block covers whole [H x D] rows of consecutive tokens (FaRowMap), so its
 // reads and writes are contiguous. 16-byte loads and stores when the pointers and strides
 // allow, else element by element (same mapping).
@@ -82,13 +82,13 @@ __device__ __forceinline__ void store_chunk(typename T::raw *dst, const float *x
 // merge_states
 
 struct MergeParams {
-    void *out;                           // [T, H, D]
+    void *out; // [T, H, D]
     int64_t out_token_stride, out_head_stride;
-    float *out_lse;                      // NULL-able; [H, T]
+    float *out_lse; // NULL-able; [H, T]
     int64_t out_lse_head_stride;
-    const void *prefix;                  // [T, H, D]
+    const void *prefix; // [T, H, D]
     int64_t prefix_token_stride, prefix_head_stride;
-    const float *prefix_lse;             // [H, T]
+    const float *prefix_lse; // [H, T]
     int64_t prefix_lse_head_stride;
     const void *suffix;
     int64_t suffix_token_stride, suffix_head_stride;
@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kThreads) merge_states_kernel(const MergeParam
                         sx);
     const float m = fmaxf(pl, sl);
     float pw = 0.0f, sw = 0.0f, lse = -INFINITY;
-    if (m != -INFINITY) {                // at least one side holds keys
+    if (m != -INFINITY) { // at least one side holds keys
         const float a = expf(pl - m), c = expf(sl - m), s = a + c;
         pw = a / s;
         sw = c / s;
@@ -146,10 +146,10 @@ __global__ void __launch_bounds__(kThreads) merge_states_kernel(const MergeParam
 // dcp_correct
 
 struct DcpParams {
-    void *out;                           // [T, H, D], in place
+    void *out; // [T, H, D], in place
     int64_t out_token_stride, out_head_stride;
-    const float *lse_all;                // [W, H, T] contiguous
-    float *lse_out;                      // NULL-able; [H, T] contiguous
+    const float *lse_all; // [W, H, T] contiguous
+    float *lse_out; // NULL-able; [H, T] contiguous
     int32_t world_size, rank, num_tokens, num_heads;
     FaRowMap map;
 };
@@ -158,7 +158,9 @@ __device__ __forceinline__ float empty_if_nan_or_pinf(float l) {
     return (isnan(l) || l == INFINITY) ? -INFINITY : l;
 }
 
-template <class T, bool kVec>
+// A thread corrects kPer chunks of its row, c + j * (chunks / kPer): the row's weight (W LSE reads,
+// exp, log) is computed once for all of them and their loads are in flight together.
+template <class T, bool kVec, int kPer>
 __global__ void __launch_bounds__(kThreads) dcp_correct_kernel(const DcpParams p) {
     typedef typename T::raw R;
     constexpr int n = Chunk<T>::n;
@@ -166,16 +168,16 @@ __global__ void __launch_bounds__(kThreads) dcp_correct_kernel(const DcpParams p
     int hh, c;
     if (!fa_row_pos(p.map, &t, &hh, &c) || t >= p.num_tokens) return;
     const int64_t h = hh;
-    const int d = c * n;
 
-    R *row = static_cast<R *>(p.out) + t * p.out_token_stride + h * p.out_head_stride + d;
-    float x[n];
-    load_chunk<T, kVec>(row, x);         // issued before the LSE reads: one round trip
+    R *row = static_cast<R *>(p.out) + t * p.out_token_stride + h * p.out_head_stride;
+    float x[kPer][n];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) load_chunk<T, kVec>(row + (c + j * p.map.cph) * n, x[j]); // one round trip
     const int64_t rank_stride = (int64_t)p.num_heads * p.num_tokens;
     const float *col = p.lse_all + h * p.num_tokens + t;
     float m = -INFINITY;
     for (int s = 0; s < p.world_size; ++s) m = fmaxf(m, empty_if_nan_or_pinf(*(col + s * rank_stride)));
-    if (m == -INFINITY) m = 0.0f;        // every rank empty: L becomes -inf, not NaN
+    if (m == -INFINITY) m = 0.0f; // every rank empty: L becomes -inf, not NaN
     float sum = 0.0f;
     for (int s = 0; s < p.world_size; ++s) sum += expf(empty_if_nan_or_pinf(*(col + s * rank_stride)) - m);
     const float L = m + logf(sum);
@@ -183,8 +185,11 @@ __global__ void __launch_bounds__(kThreads) dcp_correct_kernel(const DcpParams p
     if (isnan(e) || e == INFINITY) e = -INFINITY;
     const float f = expf(e);
 #pragma unroll
-    for (int i = 0; i < n; ++i) x[i] = f != 0.0f ? x[i] * f : 0.0f;   // 0, never 0 * NaN
-    store_chunk<T, kVec>(row, x);
+    for (int j = 0; j < kPer; ++j) {
+#pragma unroll
+        for (int i = 0; i < n; ++i) x[j][i] = f != 0.0f ? x[j][i] * f : 0.0f; // 0, never 0 * NaN
+        store_chunk<T, kVec>(row + (c + j * p.map.cph) * n, x[j]);
+    }
     if (p.lse_out && c == 0) p.lse_out[h * p.num_tokens + t] = L;
 }
 
@@ -201,7 +206,7 @@ bool vec_ok(const void *ptr, int64_t token_stride, int64_t head_stride, int es) 
 
 FaRowMap shape(fa_dtype dtype, int32_t num_tokens, int32_t num_heads, int32_t head_size, dim3 *grid,
                dim3 *block) {
-    const int chunks = head_size * elem_size(dtype) / 16;   // 1..64 per head
+    const int chunks = head_size * elem_size(dtype) / 16; // 1..64 per head
     return fa_row_map(num_tokens, num_heads, chunks, kThreads, grid, block);
 }
 
@@ -213,11 +218,26 @@ void launch_merge(const MergeParams &p, bool vec, dim3 grid, dim3 block, cudaStr
         merge_states_kernel<T, false><<<grid, block, 0, stream>>>(p);
 }
 
-template <class T> void launch_dcp(const DcpParams &p, bool vec, dim3 grid, dim3 block, cudaStream_t stream) {
+template <class T, int kPer>
+void launch_dcp_per(const DcpParams &p, bool vec, dim3 grid, dim3 block, cudaStream_t stream) {
     if (vec)
-        dcp_correct_kernel<T, true><<<grid, block, 0, stream>>>(p);
+        dcp_correct_kernel<T, true, kPer><<<grid, block, 0, stream>>>(p);
     else
-        dcp_correct_kernel<T, false><<<grid, block, 0, stream>>>(p);
+        dcp_correct_kernel<T, false, kPer><<<grid, block, 0, stream>>>(p);
+}
+
+// chunks a thread: 4 when a row has a multiple of 4 chunks (head 128 f16: 16), else 2, else 1
+template <class T>
+void launch_dcp(DcpParams p, int per, bool vec, int32_t num_tokens, int32_t num_heads, int chunks,
+                cudaStream_t stream) {
+    dim3 grid, block;
+    p.map = fa_row_map(num_tokens, num_heads, chunks / per, kThreads, &grid, &block);
+    if (per == 4)
+        launch_dcp_per<T, 4>(p, vec, grid, block, stream);
+    else if (per == 2)
+        launch_dcp_per<T, 2>(p, vec, grid, block, stream);
+    else
+        launch_dcp_per<T, 1>(p, vec, grid, block, stream);
 }
 
 fa_status launched(const fa_bu_err *e) {
@@ -227,7 +247,7 @@ fa_status launched(const fa_bu_err *e) {
     return FA_OK;
 }
 
-}  // namespace
+} // namespace
 
 fa_status fa_cuda__merge_states_check(const fa_merge_args *a, char *err, size_t err_size) {
     const fa_bu_err e = fa_bu_err_make(err, err_size, "merge_states");
@@ -295,12 +315,12 @@ fa_status fa_cuda__dcp_correct(const fa_dcp_correct_args *a, const FaLaunch *L, 
     p.num_heads = a->num_heads;
 
     const bool vec = vec_ok(a->out, a->out_token_stride, a->out_head_stride, elem_size(a->dtype));
-    dim3 grid, block;
-    p.map = shape(a->dtype, a->num_tokens, a->num_heads, a->head_size, &grid, &block);
+    const int chunks = a->head_size * elem_size(a->dtype) / 16; // 16-byte chunks a (t, h) row
+    const int per = chunks % 4 == 0 ? 4 : (chunks % 2 == 0 ? 2 : 1);
     switch (a->dtype) {
-    case FA_DTYPE_F32: launch_dcp<TF32>(p, vec, grid, block, stream); break;
-    case FA_DTYPE_F16: launch_dcp<TF16>(p, vec, grid, block, stream); break;
-    default: launch_dcp<TBF16>(p, vec, grid, block, stream); break;
+    case FA_DTYPE_F32: launch_dcp<TF32>(p, per, vec, a->num_tokens, a->num_heads, chunks, stream); break;
+    case FA_DTYPE_F16: launch_dcp<TF16>(p, per, vec, a->num_tokens, a->num_heads, chunks, stream); break;
+    default: launch_dcp<TBF16>(p, per, vec, a->num_tokens, a->num_heads, chunks, stream); break;
     }
     return launched(&e);
 }

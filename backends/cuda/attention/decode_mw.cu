@@ -178,6 +178,7 @@ __global__ void __launch_bounds__(kMwWarps * 32, kMwMinBlocks)
     // Q^T as B fragments (n = query head g = f * 8 + r, k = head dims), zero past G
     uint32_t qb[KS][NF][2];
     float qsc[NF];
+    uint2 qraw[FP8 ? NF : 1][FP8 ? KS : 1]; // fp8: Q's raw pairs until the first tiles are issued
     {
         const QT *qp = static_cast<const QT *>(p.q);
         const int qhg = p.q_head_group;
@@ -200,72 +201,16 @@ __global__ void __launch_bounds__(kMwWarps * 32, kMwMinBlocks)
                 }
             } else {
                 // k-step s = 4 g + t: this lane's pairs are dims 64 g + 16 q + 4 t + {0, 1} (b0) and
-                // + {2, 3} (b1), as the K fragments below
-                uint2 raw[KS];
-                float amax = 0.f;
+                // + {2, 3} (b1), as the K fragments below; converted after the first K / V tiles
+                // are issued (the scale waits for the loads: their latency then overlaps the tiles')
 #pragma unroll
                 for (int s = 0; s < KS; ++s) {
                     const int d0 = 64 * (s / 4) + 16 * q + 4 * (s % 4);
-                    raw[s] = valid ? __ldg(reinterpret_cast<const uint2 *>(qr + d0)) : make_uint2(0u, 0u);
-                    if constexpr (std::is_same<QT, __nv_bfloat16>::value) {
-                        const __nv_bfloat16 *x = reinterpret_cast<const __nv_bfloat16 *>(&raw[s]);
-#pragma unroll
-                        for (int i = 0; i < 4; ++i) amax = fmaxf(amax, fabsf(to_float(x[i])));
-                    }
-                }
-                if constexpr (std::is_same<QT, __nv_bfloat16>::value) {
-                    amax = fmaxf(amax, __shfl_xor_sync(kAll, amax, 1));
-                    amax = fmaxf(amax, __shfl_xor_sync(kAll, amax, 2));
-                    qsc[f] = q_f16_scale(amax);
-#pragma unroll
-                    for (int s = 0; s < KS; ++s) {
-                        const __nv_bfloat16 *x = reinterpret_cast<const __nv_bfloat16 *>(&raw[s]);
-                        qb[s][f][0] = pack2<__half>(to_float(x[0]) * qsc[f], to_float(x[1]) * qsc[f]);
-                        qb[s][f][1] = pack2<__half>(to_float(x[2]) * qsc[f], to_float(x[3]) * qsc[f]);
-                    }
-                } else {
-#pragma unroll
-                    for (int s = 0; s < KS; ++s) {
-                        qb[s][f][0] = raw[s].x;
-                        qb[s][f][1] = raw[s].y;
-                    }
+                    qraw[f][s] = valid ? __ldg(reinterpret_cast<const uint2 *>(qr + d0)) : make_uint2(0u, 0u);
                 }
             }
         }
     }
-    float cst[NF][2], slope[NF][2];
-#pragma unroll
-    for (int f = 0; f < NF; ++f) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int n = f * 8 + 2 * q + e;
-            const float inv = 1.f / __shfl_sync(kAll, qsc[f], (2 * q + e) * 4); // a power of two
-            cst[f][e] = has_cap ? scale_nat / p.softcap * inv : scale_nat * kLog2e * inv;
-            slope[f][e] = has_alibi && n < G
-                              ? -kLog2e * p.alibi_slopes[static_cast<int64_t>(b) * p.alibi_batch_stride +
-                                                         query_head(p, kvh, n)]
-                              : 0.f;
-        }
-    }
-
-    // softmax state per column; the sink (split 0, warp 0): m = z, l = 1 (l is a per-lane partial)
-    float m[NF][2], l[NF][2], o[MT][NF][4];
-#pragma unroll
-    for (int f = 0; f < NF; ++f) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int n = f * 8 + 2 * q + e;
-            m[f][e] = -INFINITY;
-            l[f][e] = 0.f;
-            if (p.sinks != nullptr && split == 0 && w == 0 && n < G) {
-                m[f][e] = p.sinks[query_head(p, kvh, n)] * kLog2e;
-                l[f][e] = r == 0 ? 1.f : 0.f;
-            }
-        }
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) o[mt][f][0] = o[mt][f][1] = o[mt][f][2] = o[mt][f][3] = 0.f;
-    }
-
     const unsigned char *kc =
         static_cast<const unsigned char *>(p.k) + static_cast<int64_t>(kvh) * p.k_head_stride * C::ES;
     const unsigned char *vc =
@@ -325,6 +270,69 @@ __global__ void __launch_bounds__(kMwWarps * 32, kMwMinBlocks)
         off_next = key_off(j + 1, id_next);
         id_next = key_id(j + 2);
     }
+
+    if constexpr (FP8) { // Q to f16 fragments (bf16: scaled per query head by a power of two)
+#pragma unroll
+        for (int f = 0; f < NF; ++f) {
+            if constexpr (std::is_same<QT, __nv_bfloat16>::value) {
+                float amax = 0.f;
+#pragma unroll
+                for (int s = 0; s < KS; ++s) {
+                    const __nv_bfloat16 *x = reinterpret_cast<const __nv_bfloat16 *>(&qraw[f][s]);
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) amax = fmaxf(amax, fabsf(to_float(x[i])));
+                }
+                amax = fmaxf(amax, __shfl_xor_sync(kAll, amax, 1));
+                amax = fmaxf(amax, __shfl_xor_sync(kAll, amax, 2));
+                qsc[f] = q_f16_scale(amax);
+#pragma unroll
+                for (int s = 0; s < KS; ++s) {
+                    const __nv_bfloat16 *x = reinterpret_cast<const __nv_bfloat16 *>(&qraw[f][s]);
+                    qb[s][f][0] = pack2<__half>(to_float(x[0]) * qsc[f], to_float(x[1]) * qsc[f]);
+                    qb[s][f][1] = pack2<__half>(to_float(x[2]) * qsc[f], to_float(x[3]) * qsc[f]);
+                }
+            } else {
+#pragma unroll
+                for (int s = 0; s < KS; ++s) {
+                    qb[s][f][0] = qraw[f][s].x;
+                    qb[s][f][1] = qraw[f][s].y;
+                }
+            }
+        }
+    }
+    float cst[NF][2], slope[NF][2];
+#pragma unroll
+    for (int f = 0; f < NF; ++f) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int n = f * 8 + 2 * q + e;
+            const float inv = 1.f / __shfl_sync(kAll, qsc[f], (2 * q + e) * 4); // a power of two
+            cst[f][e] = has_cap ? scale_nat / p.softcap * inv : scale_nat * kLog2e * inv;
+            slope[f][e] = has_alibi && n < G
+                              ? -kLog2e * p.alibi_slopes[static_cast<int64_t>(b) * p.alibi_batch_stride +
+                                                         query_head(p, kvh, n)]
+                              : 0.f;
+        }
+    }
+
+    // softmax state per column; the sink (split 0, warp 0): m = z, l = 1 (l is a per-lane partial)
+    float m[NF][2], l[NF][2], o[MT][NF][4];
+#pragma unroll
+    for (int f = 0; f < NF; ++f) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int n = f * 8 + 2 * q + e;
+            m[f][e] = -INFINITY;
+            l[f][e] = 0.f;
+            if (p.sinks != nullptr && split == 0 && w == 0 && n < G) {
+                m[f][e] = p.sinks[query_head(p, kvh, n)] * kLog2e;
+                l[f][e] = r == 0 ? 1.f : 0.f;
+            }
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) o[mt][f][0] = o[mt][f][1] = o[mt][f][2] = o[mt][f][3] = 0.f;
+    }
+
 
     for (int j = 0; j < nt; ++j) {
         issue(j + NS - 1, off_next);
