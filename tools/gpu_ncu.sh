@@ -14,7 +14,7 @@
 #   ncu      A: one ncu report per kernel and shape (DECODE_NCU below; the memory-bound ops
 #            through bench_ops), the key metrics in summary.txt
 #
-#   tools/gpu_ncu.sh [JOB...]     default: tests gather pblocks ops small grid sm90dec ncu
+#   tools/gpu_ncu.sh [JOB...]     default: tests gather grid small ops pblocks sm90dec ncu
 #
 # $OUT/summary.txt, and every log in $OUT/ncu_logs.tgz.
 set -u
@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 top=${OUT:-/tmp/fa-ncu}; out=$top/logs; mkdir -p "$out"
 finish() { cp "$out/summary.txt" "$top/summary.txt"; tar czf "$top/ncu_logs.tgz" -C "$out" . 2>/dev/null && rm -rf "$out"; }
 trap finish EXIT
-jobs=("$@"); [ ${#jobs[@]} -eq 0 ] && jobs=(tests gather pblocks ops small grid sm90dec ncu)
+jobs=("$@"); [ ${#jobs[@]} -eq 0 ] && jobs=(tests gather grid small ops pblocks sm90dec ncu)
 want() { [[ " ${jobs[*]} " == *" $1 "* ]]; }
 sum() { echo "$*" | tee -a "$out/summary.txt"; }
 deadline=$(( $(date +%s) + ${FA_NCU_BUDGET:-570} ))
@@ -87,7 +87,7 @@ if want gather; then
         sum "$prog \"$grp\": rc $?, $(( $(date +%s) - s )) s, $(tail -n 1 "$out/gather_$prog.txt")"
         grep -E "^not ok" -A3 "$out/gather_$prog.txt" | head -24 | tee -a "$out/summary.txt"
     done
-    for tool in memcheck racecheck; do
+    for tool in ${FA_NCU_SANITIZERS:-memcheck racecheck}; do
         s=$(date +%s)
         timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$A/tests/gpu/test_gpu_attention" --quick \
             "family edges" > "$out/gather_san_$tool.txt" 2>&1
