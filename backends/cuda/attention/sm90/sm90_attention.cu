@@ -6,9 +6,10 @@
 // fa_sm90__accepts takes and runs everything else in the mma.sync family.
 //
 // What a call may have here: q / k / v / out all bf16 or all f16, head size 64, 128 or 256
-// (Dims<D>: 128-key tiles at 64 and 128, 64-key tiles at 256), a paged cache whose block size is
-// a power of two in [8, BN] (a TMA box per page) or a multiple of BN (a box of BN rows at a row
-// offset inside the block), or dense K/V with num_keys given (the same maps over one block of
+// (Dims<D>: 128-key tiles at 64 and 128, 64-key tiles at 256), a paged cache of any block size (a
+// power of two in [8, BN]: a TMA box per page; a multiple of BN: a box of BN rows at a row offset
+// inside the block; any other: the cp.async producer of the general kernels, gather_producer),
+// or dense K/V with num_keys given (the same maps over one block of
 // num_keys rows, a sequence's boxes from its cu_seqlens_k row); bottom-right causal and windows
 // (left, right), softcap, LSE out, query-head groups (one launch per group, at most 16 groups),
 // and, in the General kernels (the plain ones stay free of their work), split-KV (grid z = S, a
