@@ -134,6 +134,11 @@ if want small; then
     timeout $(( $(left) > 100 ? 90 : 30 )) "$A/bench/bench_gpu" --only splits --sweep-all --batch 1,8 --ctx 1k \
         --dim 64,128,256 --kv bf16,fp8 --heads 32/8 --csv "$out/small.csv" > "$out/small.txt" 2>&1
     sum "small: rc $?, $(( $(date +%s) - s )) s"
+    s=$(date +%s)
+    timeout 60 "$A/bench/bench_gpu" --only splits --sweep-all --batch 1,8 --ctx 8k,32k --dim 64 --kv bf16,fp8 \
+        --heads 32/8 --csv "$out/small64.csv" > "$out/small64.txt" 2>&1
+    sum "small (head 64, 8k / 32k): rc $?, $(( $(date +%s) - s )) s"
+    grep -h "split-choice" "$out/small.txt" "$out/small64.txt" | tee -a "$out/summary.txt"
     grep -E "planner|^decode-split" "$out/small.txt" | awk '{print $1, $2, $3, $4, $5, $6, $7, $8, $9, $10}' |
         head -80 | tee -a "$out/summary.txt"
 fi

@@ -97,7 +97,7 @@ static expect_dim expect_for(int D)
     e.step = (double)(1.6f * (D <= 64 ? 0.8f : (D <= 128 ? 1.0f : 1.3f)));
     if (D == 64 || D == 128 || (D == 256 && mw256_fits())) {
         e.dn = D == 64 ? 128 : 64;
-        e.step = D == 256 ? (double)1.4f : 1.0;
+        e.step = D == 256 ? (double)1.4f : (D == 64 ? (double)1.3f : 1.0);
     }
     return e;
 }

@@ -119,8 +119,9 @@ constexpr float decode_step_factor(int D) { return D <= 64 ? 0.8f : (D <= 128 ? 
 constexpr float kSmBytesPerUs = 32.0f * 1024.0f;
 constexpr float kMwStepUs = 1.0f;            // one step of the multi-warp decode tile, alone
 // head 256: a step moves 64 KiB of 16-bit K/V, more than one SM pulls in 1.0 us (1.38 us measured
-// at 8 x 8k, 32/8 heads, one split, H200)
-constexpr float mw_step_factor(int D) { return D > 128 ? 1.4f : 1.0f; }
+// at 8 x 8k, 32/8 heads, one split, H200); head 64: a step is 128 keys, twice the softmax work of
+// head 128's 64 (1 x 1k, 32/8 heads: 10.2 us in one split of 8 steps, 9.1 in 4, H200)
+constexpr float mw_step_factor(int D) { return D > 128 ? 1.4f : (D <= 64 ? 1.3f : 1.0f); }
 constexpr float kCtaUs = 0.008f;
 constexpr float kCombineUs = 6.0f;
 constexpr float kCombineUsPerSplit = 0.2f;
