@@ -95,7 +95,7 @@ if want gather; then
     done
 fi
 if want pblocks; then
-    for bs in 16 1 3 8; do
+    for bs in ${FA_NCU_BLOCKS:-16 1 3 8}; do
         [ "$(left)" -gt 60 ] || { sum "pblocks $bs: skipped (time)"; continue; }
         s=$(date +%s)
         timeout 90 "$A/bench/bench_gpu" --only prefill --filter prefill-paged --dim 64,128,256 --no-check --block $bs \

@@ -198,14 +198,12 @@ __device__ __forceinline__ void zero_v_tail(uint32_t vb, int n, int rlog, int ti
 // The producer of a block size no TMA box serves (p.gather): the 128 threads of warpgroup 0
 // copy the K and V rows of each BN-key tile with cp.async into the layout the boxes would give
 // with pages of 8 keys (K [column block][BN][64], V [page][column block][8][64], 128-byte rows
-// swizzled as TMA's SWIZZLE_128B: chunk c of row r at c ^ (r % 8)). Warp w copies rows
-// [w RW, (w + 1) RW) (RW = BN / 4): lane l looks up the block id and slot of row w RW + l % RW a
-// tile ahead, and each copy instruction moves 32 / LPR whole rows (LPR = D / 8 lanes a row, one
-// 16-byte chunk each; the row's id and slot by shuffle), so a warp's reads are whole rows.
-// Keys outside [kmin, kmax) and keys of a block id outside [0, num_blocks) are zero-filled
-// (nothing read); a bad id is recorded in the error word. A stage is full when every thread's
-// copies into it have landed (cp.async.mbarrier.arrive.noinc: 128 arrivals); the consumers fence
-// the async proxy before wgmma reads it.
+// swizzled as TMA's SWIZZLE_128B: chunk c of row r at c ^ (r % 8)). Thread x takes key row
+// x / TPR of the tile, its 16-byte chunks [x % TPR, +1) x NC (TPR = 128 / BN threads a row), and
+// looks its block id up a tile ahead. Keys outside [kmin, kmax) and keys of a block id outside
+// [0, num_blocks) are zero-filled (nothing read); the first bad id is recorded in the error
+// word. A stage is full when every thread's copies into it have landed (cp.async.mbarrier.
+// arrive.noinc: 128 arrivals); the consumers fence the async proxy before wgmma reads it.
 template <typename T, int D>
 __device__ __forceinline__ void gather_producer(const AttnParams &p, const int32_t *bt, int hkv, int b,
                                                 int tb, int n_tiles, int kmin, int kmax, uint32_t sK,
@@ -213,18 +211,16 @@ __device__ __forceinline__ void gather_producer(const AttnParams &p, const int32
                                                 uint32_t bar_ke, uint32_t bar_ve) {
     using L = Smem<kLibStages, D>;
     constexpr int BN = Dims<D>::kBN, kCols = Dims<D>::kCols;
-    constexpr int RW = BN / 4, CPR = D / 8; // rows a warp, 16-byte chunks a row
-    constexpr int LPR = CPR < 32 ? CPR : 32, RPI = 32 / LPR; // lanes a row, rows an instruction
-    static_assert(CPR <= 32 && RW % RPI == 0 && RW <= 32, "one chunk a lane, whole rows a warp");
-    const int lane = static_cast<int>(threadIdx.x) & 31, w = static_cast<int>(threadIdx.x) >> 5;
-    const int ch = lane % LPR; // this lane's chunk of a row: column block ch / 8, chunk ch % 8
-    const uint32_t col = static_cast<uint32_t>(ch >> 3), cc = static_cast<uint32_t>(ch & 7);
-    const T *kbase = static_cast<const T *>(p.k) + static_cast<int64_t>(hkv) * p.k_head_stride + ch * 8;
-    const T *vbase = static_cast<const T *>(p.v) + static_cast<int64_t>(hkv) * p.v_head_stride + ch * 8;
-    bool bad = false; // a bad id reported (the first of this lane's)
-    // the block id and slot of row w RW + lane % RW of tile i; id -1 when it loads zeros
+    constexpr int TPR = 128 / BN, NC = D / 8 / TPR; // threads a row, 16-byte chunks a thread
+    const int x = static_cast<int>(threadIdx.x);
+    const int r = x / TPR, c0 = (x % TPR) * NC;
+    const uint32_t sw = static_cast<uint32_t>(r & 7);
+    const uint32_t k_row = static_cast<uint32_t>(r) * 128u;
+    const uint32_t v_row = static_cast<uint32_t>((r >> 3) * 1024 * kCols + (r & 7) * 128);
+    bool bad = false; // a bad id reported (the first of this thread's)
+    // the block id and slot of this thread's row of tile i; id -1 when it loads zeros
     auto row_at = [&](int i, int &id, int &slot) {
-        const int j = (tb + i) * BN + w * RW + lane % RW;
+        const int j = (tb + i) * BN + r;
         id = -1;
         slot = 0;
         if (j < kmin || j >= kmax) return;
@@ -238,6 +234,17 @@ __device__ __forceinline__ void gather_producer(const AttnParams &p, const int32
         id = x;
         slot = j - bi * p.block_size;
     };
+    // 16-byte chunks c0 .. c0 + NC - 1 of a row from src (zeros when n is 0) into the row at dst
+    // of a stage whose 64-dim column blocks are col_bytes apart
+    auto copy_row = [&](uint32_t dst, const T *src, uint32_t n, uint32_t col_bytes) {
+#pragma unroll 2
+        for (int c = 0; c < NC; ++c) {
+            const int ch = c0 + c; // column block ch / 8, chunk ch % 8
+            cp_async16(dst + static_cast<uint32_t>(ch >> 3) * col_bytes +
+                           ((static_cast<uint32_t>(ch & 7) ^ sw) << 4),
+                       src + ch * 8, n);
+        }
+    };
     int id, slot;
     row_at(0, id, slot);
     for (int i = 0; i < n_tiles; ++i) {
@@ -245,24 +252,19 @@ __device__ __forceinline__ void gather_producer(const AttnParams &p, const int32
         const uint32_t par = (static_cast<uint32_t>(i / kLibStages) & 1u) ^ 1u;
         int nid = -1, nslot = 0;
         if (i + 1 < n_tiles) row_at(i + 1, nid, nslot); // a tile ahead
+        const uint32_t n = id >= 0 ? 16u : 0u;
+        const int64_t blk = id >= 0 ? id : 0;
         mbar_wait(bar_ke + 8 * s, par);
+        copy_row(sK + s * L::kTileBytes + k_row,
+                 static_cast<const T *>(p.k) + blk * p.k_block_stride + slot * p.k_row_stride +
+                     static_cast<int64_t>(hkv) * p.k_head_stride,
+                 n, L::kKvColBytes);
+        cp_async_arrive_noinc(bar_kf + 8 * s);
         mbar_wait(bar_ve + 8 * s, par);
-        const uint32_t kst = sK + s * L::kTileBytes, vst = sV + s * L::kTileBytes;
-#pragma unroll 1
-        for (int it = 0; it < RW / RPI; ++it) {
-            const int rl = it * RPI + lane / LPR; // the warp's row
-            const int r = w * RW + rl;             // the tile's row
-            const int rid = __shfl_sync(0xffffffffu, id, rl), rslot = __shfl_sync(0xffffffffu, slot, rl);
-            const uint32_t n = rid >= 0 ? 16u : 0u;
-            const int64_t blk = rid >= 0 ? rid : 0;
-            const uint32_t swc = (cc ^ static_cast<uint32_t>(r & 7)) << 4;
-            cp_async16(kst + col * L::kKvColBytes + static_cast<uint32_t>(r) * 128u + swc,
-                       kbase + blk * p.k_block_stride + static_cast<int64_t>(rslot) * p.k_row_stride, n);
-            cp_async16(vst + static_cast<uint32_t>((r >> 3) * 1024 * kCols) + col * 1024u +
-                           static_cast<uint32_t>(r & 7) * 128u + swc,
-                       vbase + blk * p.v_block_stride + static_cast<int64_t>(rslot) * p.v_row_stride, n);
-        }
-        cp_async_arrive_noinc(bar_kf + 8 * s); // K and V of a stage land together
+        copy_row(sV + s * L::kTileBytes + v_row,
+                 static_cast<const T *>(p.v) + blk * p.v_block_stride + slot * p.v_row_stride +
+                     static_cast<int64_t>(hkv) * p.v_head_stride,
+                 n, 1024u);
         cp_async_arrive_noinc(bar_vf + 8 * s);
         id = nid;
         slot = nslot;
