@@ -8,8 +8,8 @@
 // What a call may have here: q / k / v / out all bf16 or all f16, head size 64, 128 or 256
 // (Dims<D>: 128-key tiles at 64 and 128, 64-key tiles at 256), a paged cache of any block size (a
 // power of two in [8, BN]: a TMA box per page; a multiple of BN: a box of BN rows at a row offset
-// inside the block; any other: the cp.async producer of the general kernels, gather_producer),
-// or dense K/V with num_keys given (the same maps over one block of
+// inside the block; any other: the cp.async producer, gather_producer), or dense K/V with
+// num_keys given (the same maps over one block of
 // num_keys rows, a sequence's boxes from its cu_seqlens_k row); bottom-right causal and windows
 // (left, right), softcap, LSE out, query-head groups (one launch per group, at most 16 groups),
 // and, in the General kernels (the plain ones stay free of their work), split-KV (grid z = S, a
@@ -329,13 +329,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint32_t bar_q = ring.bar_q, bar_kf = ring.kf, bar_vf = ring.vf, bar_ke = ring.ke, bar_ve = ring.ve;
     const int wg = static_cast<int>(threadIdx.x) / 128;
 
-    if (threadIdx.x == 0) ring.init(&tmQ, &tmK, &tmV, General && p.gather ? 128u : 1u);
+    if (threadIdx.x == 0) ring.init(&tmQ, &tmK, &tmV, p.gather ? 128u : 1u);
     __syncthreads();
 
     if (wg == 0) {
         // ---------------- producer ----------------
         setmaxnreg_dec<kLibProducerRegs>();
-        if ((threadIdx.x >= 32 && !(General && p.gather)) || n_tiles == 0) return;
+        if ((threadIdx.x >= 32 && !p.gather) || n_tiles == 0) return;
         const int lane = static_cast<int>(threadIdx.x);
         if (lane == 0) {
             mbar_arrive_expect_tx(bar_q, L::kQBytes);
@@ -347,7 +347,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     tma_load_3d(sQ + w * L::kQWgBytes + c * L::kQColBytes, &tmQ, bar_q, c * 64, h, qrow);
             }
         }
-        if (General && p.gather) { // (the plain kernels carry none of the gather's registers)
+        if (p.gather) {
             gather_producer<T, D>(p, bt, hkv, b, tb, n_tiles, kmin, kmax, sK, sV, bar_kf, bar_vf, bar_ke,
                                   bar_ve);
             return;
@@ -466,7 +466,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         wait_full(bar_q, 0);
         { // prologue: S(0), softmax(0), P(0)
             wait_full(bar_kf, 0);
-            if (General && p.gather) fence_proxy_async_smem(); // cp.async's writes, before wgmma reads them
+            if (p.gather) fence_proxy_async_smem(); // cp.async's writes, before wgmma reads them
             turn_begin(cw);
             issue_qk<kLibStages, T, D>(sacc, qb, sK);
             turn_end(cw, false);
@@ -488,7 +488,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int kbase = (tb + i) * BN;
             wait_full(bar_kf + 8 * s, phase);
             wait_full(bar_vf + 8 * sp, phase_p);
-            if (General && p.gather) fence_proxy_async_smem();
+            if (p.gather) fence_proxy_async_smem();
             turn_begin(cw);
             issue_qk<kLibStages, T, D>(sacc, qb, sK + s * L::kTileBytes); // S(i)
             issue_pv<kLibStages, T, D>(o, pa, sV + sp * L::kTileBytes, v_lbo, v_sbo,
@@ -512,7 +512,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         {
             const int i = n_tiles - 1, s = i % kLibStages;
             wait_full(bar_vf + 8 * s, static_cast<uint32_t>(i / kLibStages) & 1u);
-            if (General && p.gather) fence_proxy_async_smem();
+            if (p.gather) fence_proxy_async_smem();
             if (tail_valid < BN) zero_v_tail<D>(sV + s * L::kTileBytes, tail_valid, p.box_log2, tid, 3 + cw);
             turn_begin(cw);
             issue_pv<kLibStages, T, D>(o, pa, sV + s * L::kTileBytes, v_lbo, v_sbo, p.box_log2);
@@ -830,13 +830,13 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     int smem = 0;
     switch (D) {
 #ifdef FA_ATTN_HD_64
-    case 64: kern = pick_kernel<64>(f16, softcap, split || extra || p.gather, smem); break;
+    case 64: kern = pick_kernel<64>(f16, softcap, split || extra, smem); break;
 #endif
 #ifdef FA_ATTN_HD_128
-    case 128: kern = pick_kernel<128>(f16, softcap, split || extra || p.gather, smem); break;
+    case 128: kern = pick_kernel<128>(f16, softcap, split || extra, smem); break;
 #endif
 #ifdef FA_ATTN_HD_256
-    case 256: kern = pick_kernel<256>(f16, softcap, split || extra || p.gather, smem); break;
+    case 256: kern = pick_kernel<256>(f16, softcap, split || extra, smem); break;
 #endif
     default: break;
     }
