@@ -2197,7 +2197,8 @@ static void usage(void)
         "  --blocks-in-order  block tables take the physical blocks in order (default: a random\n"
         "                     permutation of the whole cache); rows say \"inorder\"\n"
         "  --family F         kernel families of the CUDA backend: auto (default: the wgmma family\n"
-        "                     for the prefill calls it takes on sm_90) or mma_sync (every call)\n"
+        "                     for the prefill calls it takes on sm_90), mma_sync (every call) or\n"
+        "                     wgmma (every call the wgmma family takes, decode ones included)\n"
         "  --list             print the selected rows and exit (no GPU needed)\n");
 }
 
@@ -2330,8 +2331,10 @@ static int parse_args(int argc, char **argv)
                 O.family = FA_CUDA_FAMILY_AUTO;
             } else if (!strcmp(v, "mma_sync")) {
                 O.family = FA_CUDA_FAMILY_MMA_SYNC;
+            } else if (!strcmp(v, "wgmma")) {
+                O.family = FA_CUDA_FAMILY_WGMMA;
             } else {
-                fprintf(stderr, "bench_gpu: --family %s: want auto or mma_sync\n", v);
+                fprintf(stderr, "bench_gpu: --family %s: want auto, mma_sync or wgmma\n", v);
                 return -1;
             }
         } else if (!strcmp(a, "--block")) {

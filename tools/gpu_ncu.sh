@@ -2,19 +2,21 @@
 # tools/gpu_ncu.sh - one GPU-machine call: where the decode, cache-write, merge and dcp_correct
 # kernels stand, with ncu numbers.
 #
-# "A" is the tree, built for sm_90a at -Dhead_dims=64,128,256. "S" (job sm90dec only) is a copy
-# in which decode calls run in the sm_90a (wgmma) family instead of the decode
-# tiles (sed on attention.cu): the two families side by side on the decode rows. Jobs, in order
-# (each bounded in time):
+# "A" is the tree, built for sm_90a at -Dhead_dims=64,128,256. Jobs, in order (each bounded in
+# time):
 #   ops      A: bench_ops (cache write bf16 / fp8, merge, dcp_correct against a device copy)
 #   small    A: bench_gpu --only splits on the launch-bound rows (batch 1 and 8 at 1k, every
 #            head, bf16 and fp8): fixed splits against the planner
 #   grid     A: bench_gpu's decode grid at 32/8 heads (heads 64 / 128 / 256, bf16 and fp8)
-#   sm90dec  A and S: bench_gpu's head-128 bf16 decode grid (32/8), time per row and S/A
+#   sm90dec  bench_gpu's bf16 decode grid (32/8; heads FA_NCU_DEC_DIMS, default 128) under the
+#            default family (A: the decode tiles) and --family wgmma (S): time per row and S/A
 #   ncu      A: one ncu report per kernel and shape (DECODE_NCU below; the memory-bound ops
 #            through bench_ops), the key metrics in summary.txt
 #
 #   tools/gpu_ncu.sh [JOB...]     default: tests gather grid small ops pblocks sm90dec ncu
+#
+# Env: FA_NCU_BUDGET (s, default 570), FA_NCU_TESTS (the tests job's "program:group" list, comma
+# separated), FA_NCU_SANITIZERS, FA_NCU_BLOCKS, FA_NCU_DEC_DIMS.
 #
 # $OUT/summary.txt, and every log in $OUT/ncu_logs.tgz.
 set -u
@@ -28,7 +30,6 @@ sum() { echo "$*" | tee -a "$out/summary.txt"; }
 deadline=$(( $(date +%s) + ${FA_NCU_BUDGET:-570} ))
 left() { echo $(( deadline - $(date +%s) )); }
 root=$(pwd)
-stree=/tmp/fa-ncu-S
 export NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv > "$out/machine.txt" 2>&1
 sum "== tools/gpu_ncu.sh ${jobs[*]} at $(date -u '+%Y-%m-%d %H:%M:%S UTC'), tree $(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet 2>/dev/null || echo +dirty)"
@@ -40,43 +41,28 @@ build() { # tree dir name head_dims
 }
 s=$(date +%s)
 build "$root" build-ncuA A 64,128,256 "tests/gpu/test_gpu_attention tests/gpu/test_gpu_checks tests/gpu/test_gpu_ops" & pa=$!
-rs=0
-if want sm90dec; then
-    rm -rf "$stree"; mkdir -p "$stree"
-    tar cf - --exclude='./build*' --exclude=./.git . | tar xf - -C "$stree"
-    python3 - "$stree/backends/cuda/attention/attention.cu" <<'EOF' || exit 1
-import sys
-p = sys.argv[1]
-s = open(p).read()
-for pat, rep in [
-        ("    if (!decode && L != nullptr && L->sm90 && fa_sm90__accepts(a, nullptr)) {",
-         "    if (L != nullptr && L->sm90 && fa_sm90__accepts(a, nullptr)) {\n        pl->mw = false;"),
-        ("        pl->sm90_skip_rows = dec_ok ? fa_attn::kDecodeRows : 0;", "        pl->sm90_skip_rows = 0;"),
-        ("        pl->sm90_decode = dec_ok &&", "        pl->sm90_decode = false && dec_ok &&")]:
-    if s.count(pat) != 1:
-        sys.exit("gpu_ncu.sh: %r is no longer in attention.cu once (update the pattern)" % pat)
-    s = s.replace(pat, rep)
-open(p, "w").write(s)
-print("S tree: decode calls in the sm_90a family")
-EOF
-    build "$stree" build-ncuS S 64,128,256 & ps=$!
-    wait $ps; rs=$?
-fi
 wait $pa; ra=$?
-sum "builds: A rc $ra, S rc $rs, $(( $(date +%s) - s )) s"
-[ $rs -eq 0 ] || { tail -n 5 "$out/setup_S.txt"; tail -n 20 "$out/build_S.txt" 2>/dev/null; } | tee -a "$out/summary.txt"
+sum "build: rc $ra, $(( $(date +%s) - s )) s"
 [ $ra -eq 0 ] || { grep -hE "error|FAILED" "$out"/build_*.txt | head -20; exit 1; }
-A=$root/build-ncuA; S=$stree/build-ncuS
+A=$root/build-ncuA
 
 if want tests; then
-    for t in "test_gpu_attention:multi-warp decode" "test_gpu_attention:batch invariance" "test_gpu_attention:fp8" "test_gpu_ops:" \
-             "test_gpu_checks:"; do
+    tl=("test_gpu_attention:multi-warp decode" "test_gpu_attention:batch invariance" "test_gpu_attention:fp8"
+        "test_gpu_ops:" "test_gpu_checks:")
+    [ -n "${FA_NCU_TESTS:-}" ] && IFS=',' read -r -a tl <<< "$FA_NCU_TESTS" # e.g. "test_gpu_checks:,test_gpu_ops:"
+    for t in "${tl[@]}"; do
         prog=${t%%:*}; grp=${t#*:}
         s=$(date +%s)
         # shellcheck disable=SC2086
         timeout 150 "$A/tests/gpu/$prog" ${grp:+"$grp"} > "$out/tests_${prog}_${grp// /_}.txt" 2>&1
         sum "$prog \"$grp\": rc $?, $(( $(date +%s) - s )) s, $(tail -n 1 "$out/tests_${prog}_${grp// /_}.txt")"
         grep -E "^not ok" -A3 "$out/tests_${prog}_${grp// /_}.txt" | head -24 | tee -a "$out/summary.txt"
+    done
+    for grp in "multi-warp decode" "kernel family" "splits"; do # decode calls in the wgmma family
+        s=$(date +%s)
+        FA_GPU_FAMILY=wgmma timeout 150 "$A/tests/gpu/test_gpu_attention" "$grp" > "$out/tests_wgmma_${grp// /_}.txt" 2>&1
+        sum "test_gpu_attention \"$grp\" (FA_GPU_FAMILY=wgmma): rc $?, $(( $(date +%s) - s )) s, $(tail -n 1 "$out/tests_wgmma_${grp// /_}.txt")"
+        grep -E "^not ok" -A3 "$out/tests_wgmma_${grp// /_}.txt" | head -24 | tee -a "$out/summary.txt"
     done
 fi
 if want gather; then
@@ -150,12 +136,12 @@ if want grid; then
     cp "$out/grid.csv" "$top/grid.csv"
     python3 tools/grid_tables.py "$out/grid.csv" | tail -n 16 | tee -a "$out/summary.txt"
 fi
-if want sm90dec && [ $rs -eq 0 ]; then
+if want sm90dec; then
     for r in A S; do
-        bin=$A; [ $r = S ] && bin=$S
+        fam=auto; [ $r = S ] && fam=wgmma
         s=$(date +%s)
-        timeout $(( $(left) > 150 ? 100 : 30 )) "$bin/bench/bench_gpu" --only decode --dim 128 --kv bf16 \
-            --heads 32/8 --csv "$out/dec_$r.csv" > "$out/dec_$r.txt" 2>&1
+        timeout $(( $(left) > 150 ? 100 : 30 )) "$A/bench/bench_gpu" --only decode --dim ${FA_NCU_DEC_DIMS:-128} \
+            --kv bf16 --heads 32/8 --family $fam --csv "$out/dec_$r.csv" > "$out/dec_$r.txt" 2>&1
         sum "sm90dec $r: rc $?, $(( $(date +%s) - s )) s"
     done
     python3 - "$out" <<'EOF' | tee -a "$out/summary.txt"

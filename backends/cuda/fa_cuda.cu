@@ -120,14 +120,14 @@ Ctx *ctx_of(void *ctx) { return static_cast<Ctx *>(ctx); }
     cudaGetLastError();
 
 // Whether calls the sm_90a family accepts run there (built, 9.x device, family auto).
-bool wgmma_on(const Ctx *c) { return c->sm90_ok && c->family == FA_CUDA_FAMILY_AUTO; }
+bool wgmma_on(const Ctx *c) { return c->sm90_ok && c->family != FA_CUDA_FAMILY_MMA_SYNC; }
 
 FaLaunch launch_of(Ctx *c) {
     FaLaunch L;
     L.stream = c->stream;
     L.info = &c->be.info;
     L.err_word = c->err_dev;
-    L.sm90 = wgmma_on(c) ? 1 : 0;
+    L.sm90 = wgmma_on(c) ? (c->family == FA_CUDA_FAMILY_WGMMA ? 2 : 1) : 0;
     L.tmap_encode = c->tmap_encode;
     return L;
 }
@@ -433,10 +433,23 @@ extern "C" fa_status fa_cuda_backend_set_family(fa_backend *be, int family) {
     if (be == nullptr || be->name == nullptr || strcmp(be->name, "cuda") != 0 || be->ctx == nullptr)
         return FA_ERR_INVALID_ARG;
     Ctx *c = ctx_of(be->ctx);
-    if (family != FA_CUDA_FAMILY_AUTO && family != FA_CUDA_FAMILY_MMA_SYNC)
-        return fail(c, FA_ERR_INVALID_ARG,
-                    "fa_cuda_backend_set_family: family %d is not a fa_cuda_family (0 auto, 1 mma_sync)",
-                    family);
+    if (family != FA_CUDA_FAMILY_AUTO && family != FA_CUDA_FAMILY_MMA_SYNC && family != FA_CUDA_FAMILY_WGMMA)
+        return fail(
+            c, FA_ERR_INVALID_ARG,
+            "fa_cuda_backend_set_family: family %d is not a fa_cuda_family (0 auto, 1 mma_sync, 2 wgmma)",
+            family);
+    if (family == FA_CUDA_FAMILY_WGMMA && !c->sm90_ok) {
+        if (!FA_CUDA_HAVE_SM90)
+            return fail(
+                c, FA_ERR_UNSUPPORTED,
+                "fa_cuda_backend_set_family: family 2 (wgmma) is not built (gpu_arch without sm_90a)");
+        if (be->info.cc_major != 9)
+            return fail(c, FA_ERR_UNSUPPORTED,
+                        "fa_cuda_backend_set_family: family 2 (wgmma) needs a 9.x device, this one is %d.%d",
+                        static_cast<int>(be->info.cc_major), static_cast<int>(be->info.cc_minor));
+        return fail(c, FA_ERR_UNSUPPORTED,
+                    "fa_cuda_backend_set_family: family 2 (wgmma): the driver has no cuTensorMapEncodeTiled");
+    }
     c->family = family;
     set_family_caps(c);
     return FA_OK;

@@ -47,11 +47,16 @@ typedef enum fa_cuda_family {
     FA_CUDA_FAMILY_AUTO = 0,     /* the fastest built family the call and the device allow: on
                                     sm_90 devices (with sm_90a in gpu_arch) the wgmma family for
                                     the prefill calls it accepts (docs/cuda.md), else mma.sync */
-    FA_CUDA_FAMILY_MMA_SYNC = 1  /* the mma.sync (FA2-class) family for every call */
+    FA_CUDA_FAMILY_MMA_SYNC = 1, /* the mma.sync (FA2-class) family for every call */
+    FA_CUDA_FAMILY_WGMMA = 2     /* the wgmma family for every call it accepts, decode calls
+                                    included (auto runs those in the decode tiles, which are
+                                    faster: docs/perf.md); the others as under auto */
 } fa_cuda_family;
 /* Picks the kernel families of be's attention op (default FA_CUDA_FAMILY_AUTO) and updates
    be->caps (dims[].prefill_family). Not thread-safe against ops running on be. Returns
-   FA_ERR_INVALID_ARG for a NULL or non-CUDA be or an unknown family. */
+   FA_ERR_INVALID_ARG for a NULL or non-CUDA be or an unknown family, FA_ERR_UNSUPPORTED for
+   FA_CUDA_FAMILY_WGMMA where the wgmma family is not built (gpu_arch without sm_90a) or the
+   device is not 9.x (nothing changed then). */
 fa_status fa_cuda_backend_set_family(fa_backend *be, int family);
 /* Destroys a backend made by fa_cuda_backend_create (NULL is a no-op). Does not free device
    memory obtained through ops.alloc, nor the stream. */

@@ -51,7 +51,8 @@ struct FaLaunch {
     cudaStream_t stream;
     const fa_device_info *info;
     FaDevErr *err_word; // device address of the backend's error word
-    int sm90;           // 1: calls the sm_90a family accepts run there (built, device 9.x, family auto)
+    int sm90;           // 1: the prefill calls the sm_90a family accepts run there (built, device 9.x,
+                        // family auto); 2: every call it accepts (family wgmma); 0: none
     void *tmap_encode;  // cuTensorMapEncodeTiled (resolved at create when sm90 can be 1)
 };
 

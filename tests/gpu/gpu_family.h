@@ -11,8 +11,9 @@
 
 /* The kernel families of a CUDA backend under test: FA_GPU_FAMILY=mma_sync in the environment
    runs the program with the mma.sync family only (run_gpu_tests.sh runs the attention programs
-   once per family); otherwise the backend's default (auto). Prints what head 128's prefill
-   calls use. 0, or -1 when the family cannot be set. */
+   once per family), FA_GPU_FAMILY=wgmma with the wgmma family for every call it takes (decode
+   included); otherwise the backend's default (auto). Prints what head 128's prefill calls use.
+   0, or -1 when the family cannot be set. */
 static inline int gt_apply_family(fa_backend *be)
 {
 #ifdef GT_GPU_IS_CPU
@@ -24,6 +25,11 @@ static inline int gt_apply_family(fa_backend *be)
     if (f != NULL && strcmp(f, "mma_sync") == 0 &&
         fa_cuda_backend_set_family(be, FA_CUDA_FAMILY_MMA_SYNC) != FA_OK) {
         printf("# fa_cuda_backend_set_family(mma_sync) failed\n");
+        return -1;
+    }
+    if (f != NULL && strcmp(f, "wgmma") == 0 &&
+        fa_cuda_backend_set_family(be, FA_CUDA_FAMILY_WGMMA) != FA_OK) {
+        printf("# fa_cuda_backend_set_family(wgmma) failed\n");
         return -1;
     }
     for (i = 0; i < be->caps.num_dims; ++i)

@@ -1563,8 +1563,10 @@ static void test_family(void)
 #else /* !GT_GPU_IS_CPU */
     fa_backend *gpu = gt_gpu();
     const char *env = getenv("FA_GPU_FAMILY");
-    const int restore =
-        env != NULL && strcmp(env, "mma_sync") == 0 ? FA_CUDA_FAMILY_MMA_SYNC : FA_CUDA_FAMILY_AUTO;
+    const int restore = env != NULL && strcmp(env, "mma_sync") == 0 ? FA_CUDA_FAMILY_MMA_SYNC
+                        : env != NULL && strcmp(env, "wgmma") == 0  ? FA_CUDA_FAMILY_WGMMA
+                                                                    : FA_CUDA_FAMILY_AUTO;
+    int wg_ok;
     int i, d = -1, want;
     if (!gt_case("kernel family: fa_cuda_backend_set_family and the capability block")) return;
     for (i = 0; i < gpu->caps.num_dims; ++i)
@@ -1572,8 +1574,15 @@ static void test_family(void)
     gt_expect_status(fa_cuda_backend_set_family(NULL, 0), FA_ERR_INVALID_ARG, NULL, "set_family(NULL)");
     gt_expect_status(fa_cuda_backend_set_family(gt_cpu(), 0), FA_ERR_INVALID_ARG, NULL,
                      "set_family(cpu backend)");
-    gt_expect_status(fa_cuda_backend_set_family(gpu, 2), FA_ERR_INVALID_ARG, gpu, "set_family(2)");
+    gt_expect_status(fa_cuda_backend_set_family(gpu, 3), FA_ERR_INVALID_ARG, gpu, "set_family(3)");
     gt_expect_status(fa_cuda_backend_set_family(gpu, -1), FA_ERR_INVALID_ARG, gpu, "set_family(-1)");
+    /* wgmma: accepted exactly where auto would use the family; elsewhere refused, nothing changed */
+    wg_ok = FA_TEST_SM90_BUILT && gpu->info.cc_major == 9;
+    if (d >= 0 &&
+        gt_expect_status(fa_cuda_backend_set_family(gpu, FA_CUDA_FAMILY_WGMMA),
+                         wg_ok ? FA_OK : FA_ERR_UNSUPPORTED, gpu, "set wgmma") &&
+        gpu->caps.dims[d].prefill_family != (wg_ok ? FA_KERNEL_FAMILY_WGMMA : FA_KERNEL_FAMILY_MMA_SYNC))
+        gt_fail("wgmma: caps.dims[head 128].prefill_family = %d", (int)gpu->caps.dims[d].prefill_family);
     if (d >= 0) {
         if (gt_expect_status(fa_cuda_backend_set_family(gpu, FA_CUDA_FAMILY_MMA_SYNC), FA_OK, gpu,
                              "set mma_sync") &&

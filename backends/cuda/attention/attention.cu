@@ -80,45 +80,58 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ fa
     if (p.split_plan != nullptr) ns = min(p.split_plan[1 + b], ns);
     if (ns <= 1) return;   // 0: no work; 1: the kernel wrote out directly
 
+    // launched as a programmatic dependent of the kernel before it (sm_90+): the partials are read
+    // only once that grid has finished and its writes are visible
+    fa_attn::grid_dependency_wait();
     const int64_t lse_stride = static_cast<int64_t>(p.num_heads_q) * p.num_tokens;
     const float *ls = p.split_lse + static_cast<int64_t>(h) * p.num_tokens + tok;
-    float M = -INFINITY;
-    for (int s = lane; s < ns; s += 32) M = fmaxf(M, ls[s * lse_stride]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-    const float Muse = M == -INFINITY ? 0.f : M;
-    float sum = 0.f;
-    for (int s = lane; s < ns; s += 32) sum += expf(ls[s * lse_stride] - Muse);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    const float L = sum == 0.f ? -INFINITY : Muse + logf(sum);
-
     // each lane owns float4 chunks c = lane and lane + 32 of the row (head_size <= 256)
     const int nchunk = p.head_size / 4;
-    float4 acc0 = make_float4(0.f, 0.f, 0.f, 0.f), acc1 = acc0;
     const int64_t ostride = static_cast<int64_t>(p.num_tokens) * p.num_heads_q * p.head_size;
     const float *os = p.split_out + (static_cast<int64_t>(tok) * p.num_heads_q + h) * p.head_size;
     // batches of CB splits: every read of a batch is issued before the first is used (the
     // partial rows were just written and sit in L2; a read per round trip made the combine of
-    // a 64-split request ~latency x 64). Accumulation order: s ascending, as one loop would.
+    // a 64-split request ~latency x 64). The first batch goes out with the first 32 LSEs, before
+    // any weight is known (every split below ns wrote its row: an empty one zeros and -inf).
+    // Accumulation order: s ascending, as one loop would.
     constexpr int CB = 8;
+    float4 v0[CB], v1[CB];
+    auto load = [&](int s, int cnt) { // splits s .. s + CB - 1 that are below cnt
+#pragma unroll
+        for (int j = 0; j < CB; ++j) {
+            const float *src = os + static_cast<int64_t>(s + j) * ostride;
+            const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+            const bool in = s + j < cnt;
+            v0[j] = in && lane < nchunk ? *reinterpret_cast<const float4 *>(src + lane * 4) : z;
+            v1[j] = in && lane + 32 < nchunk ? *reinterpret_cast<const float4 *>(src + (lane + 32) * 4) : z;
+        }
+    };
+    const float l0 = lane < ns ? ls[lane * lse_stride] : -INFINITY;
+    load(0, ns);
+    float M = l0;
+    for (int s = 32 + lane; s < ns; s += 32) M = fmaxf(M, ls[s * lse_stride]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    const float Muse = M == -INFINITY ? 0.f : M;
+    float sum = lane < ns ? expf(l0 - Muse) : 0.f;
+    for (int s = 32 + lane; s < ns; s += 32) sum += expf(ls[s * lse_stride] - Muse);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const float L = sum == 0.f ? -INFINITY : Muse + logf(sum);
+
+    float4 acc0 = make_float4(0.f, 0.f, 0.f, 0.f), acc1 = acc0;
     for (int s0 = 0; s0 < ns; s0 += 32) {
         const int sl = s0 + lane;
-        const float wl = (sl < ns && L != -INFINITY) ? expf(ls[sl * lse_stride] - L) : 0.f;
+        const float lsl = s0 == 0 ? l0 : (sl < ns ? ls[sl * lse_stride] : -INFINITY);
+        const float wl = (sl < ns && L != -INFINITY) ? expf(lsl - L) : 0.f;
         const int cnt = min(32, ns - s0);
         for (int k0 = 0; k0 < cnt; k0 += CB) {
+            if (s0 + k0 > 0) load(s0 + k0, ns);
             float w[CB];
-            float4 v0[CB], v1[CB];
 #pragma unroll
             for (int j = 0; j < CB; ++j) {
                 const float wj = __shfl_sync(0xffffffffu, wl, (k0 + j) & 31);
                 w[j] = k0 + j < cnt ? wj : 0.f;   // 0: past the last split, or an empty split
-                const float *src = os + static_cast<int64_t>(s0 + k0 + j) * ostride;
-                const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
-                v0[j] = w[j] != 0.f && lane < nchunk ? *reinterpret_cast<const float4 *>(src + lane * 4) : z;
-                v1[j] = w[j] != 0.f && lane + 32 < nchunk
-                            ? *reinterpret_cast<const float4 *>(src + (lane + 32) * 4)
-                            : z;
             }
 #pragma unroll
             for (int j = 0; j < CB; ++j) {
@@ -139,6 +152,24 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ fa
     if (lane < nchunk) store4(dst + lane * 4, acc0.x, acc0.y, acc0.z, acc0.w);
     if (lane + 32 < nchunk) store4(dst + (lane + 32) * 4, acc1.x, acc1.y, acc1.z, acc1.w);
     if (lane == 0 && p.lse != nullptr) p.lse[static_cast<int64_t>(h) * p.lse_head_stride + tok] = L;
+}
+
+// The combine right behind the kernel that wrote the partials; on sm_90+ as its programmatic
+// dependent (CUDA Programming Guide, "Programmatic Dependent Launch"): the combine's CTAs launch
+// while that kernel's last CTAs run and wait in grid_dependency_wait, which hides a launch.
+template <typename QT>
+cudaError_t launch_combine(const fa_attn::Params &p, int64_t blocks, bool pdl, cudaStream_t stream) {
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(static_cast<unsigned>(blocks), 1, 1);
+    cfg.blockDim = dim3(128, 1, 1);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = stream;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, combine_kernel<QT>, p);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -414,11 +445,20 @@ fa_status prepare(const fa_attn_args *a, const FaLaunch *L, Plan *pl, const fa_b
     // The sm_90a family takes the sequences longer than the decode tile's rows of a call it
     // accepts; a sequence's family depends only on its own query length, never on the rest of
     // the batch (batch invariance): Lq * G <= kDecodeRows always runs in the decode tile.
-    if (!decode && L != nullptr && L->sm90 && fa_sm90__accepts(a, nullptr)) {
+    // Family wgmma (L->sm90 == 2) takes every sequence of a call it accepts, decode ones too.
+    if ((!decode || (L != nullptr && L->sm90 == 2)) && L != nullptr && L->sm90 &&
+        fa_sm90__accepts(a, nullptr)) {
         pl->sm90 = true;
-        pl->sm90_skip_rows = dec_ok ? fa_attn::kDecodeRows : 0;
-        pl->sm90_decode = dec_ok && (a->min_seqlen_q <= 0 ||
-                                     static_cast<int64_t>(a->min_seqlen_q) * group <= fa_attn::kDecodeRows);
+        if (L->sm90 == 2) {
+            pl->mw = false;
+            pl->sm90_skip_rows = 0;
+            pl->sm90_decode = false;
+        } else {
+            pl->sm90_skip_rows = dec_ok ? fa_attn::kDecodeRows : 0;
+            pl->sm90_decode =
+                dec_ok && (a->min_seqlen_q <= 0 ||
+                           static_cast<int64_t>(a->min_seqlen_q) * group <= fa_attn::kDecodeRows);
+        }
     }
 #endif
     return FA_OK;
@@ -534,11 +574,9 @@ fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err
     // the split combine (every tile's partials: the same [S, T, Hq, D] / [S, Hq, T] layout)
     if (p.num_splits > 1) {
         const int64_t blocks = (static_cast<int64_t>(a->num_tokens) * a->num_heads_q + 3) / 4;
-        if (a->q_dtype == FA_DTYPE_F16)
-            combine_kernel<__half><<<static_cast<unsigned>(blocks), 128, 0, stream>>>(p);
-        else
-            combine_kernel<__nv_bfloat16><<<static_cast<unsigned>(blocks), 128, 0, stream>>>(p);
-        ce = cudaGetLastError();
+        const bool pdl = L->info != nullptr && L->info->cc_major >= 9;
+        ce = a->q_dtype == FA_DTYPE_F16 ? launch_combine<__half>(p, blocks, pdl, stream)
+                                        : launch_combine<__nv_bfloat16>(p, blocks, pdl, stream);
         if (ce != cudaSuccess)
             return fa_bu_fail(e, FA_ERR_BACKEND, "split combine launch: %s", cudaGetErrorString(ce));
     }

@@ -106,6 +106,22 @@ template <int D, typename QT, int KV> int64_t attention_smem_bytes(bool decode);
 // calculator; 0 when it fails).
 template <int D, typename QT, int KV> int attention_ctas_per_sm(bool decode);
 
+// Programmatic dependent launch (PTX ISA 8.x, "griddepcontrol"; sm_90+, no-ops below): a kernel
+// lets the kernel launched behind it with the programmatic-serialization attribute start
+// (launch_dependents), and that kernel waits for the first one's completion and memory flush
+// before it touches what the first one wrote (wait).
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(__HIP_PLATFORM_AMD__)
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void grid_dependency_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(__HIP_PLATFORM_AMD__)
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 }  // namespace fa_attn
 
 #if defined(__HIP_PLATFORM_AMD__)

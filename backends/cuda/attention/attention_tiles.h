@@ -68,19 +68,28 @@ constexpr int decode_stages(int D, bool fp8) {
 // an SM; 16-bit at 256 holds one CTA an SM, 192 KiB)
 constexpr int kMwWarps = 4;
 constexpr int kMwMaxGroup = 16;
-constexpr int kMwMinBlocks = 2;              // __launch_bounds__ minimum blocks per SM
+// __launch_bounds__ minimum blocks per SM (nf: n8 fragments of query heads, 1 for G <= 8): 4 for
+// E4M3 at head 64 and at head 128 with nf 1 (registers <= 128 without spills, a 3-stage ring at
+// 64), so that 16 warps an SM hide the conversion's dependent chains; else 2
+constexpr int mw_min_blocks(int D, bool fp8, int nf) {
+    return fp8 && (D == 64 || (D == 128 && nf == 1)) ? 4 : 2;
+}
 constexpr bool mw_width(int D) { return D == 64 || D == 128 || D == 256; }
 constexpr int mw_max_group(int D) { return D > 128 ? 8 : kMwMaxGroup; }
 constexpr int mw_keys(int D) { return D <= 64 ? 32 : 16; }
-constexpr int mw_stages(int D, bool fp8) { return fp8 && D <= 128 ? 4 : 3; }
+constexpr int mw_stages(int D, bool fp8) { return fp8 && D == 128 ? 4 : 3; }
 constexpr int mw_ring_bytes(int D, bool fp8) {
     return kMwWarps * mw_stages(D, fp8) * 2 * mw_keys(D) * D * (fp8 ? 1 : 2);
 }
-constexpr int mw_combine_bytes(int D) {
-    return kMwWarps * kMwMaxGroup * (D + 4) * 4 + 2 * kMwWarps * kMwMaxGroup * 4;
+// the warps' combine rows (floats): 16-bit K/V D + 4; E4M3 D + 20, its 8 lane groups of D / 8 dims
+// at a stride of D / 8 + 2 (decode_mw.cu: conflict-free float2 writes)
+constexpr int mw_combine_ld(int D, bool fp8) { return fp8 ? D + 20 : D + 4; }
+constexpr int mw_combine_bytes(int D, bool fp8) {
+    return kMwWarps * kMwMaxGroup * mw_combine_ld(D, fp8) * 4 + 2 * kMwWarps * kMwMaxGroup * 4;
 }
 constexpr int mw_smem_bytes(int D, bool fp8) {
-    return mw_ring_bytes(D, fp8) > mw_combine_bytes(D) ? mw_ring_bytes(D, fp8) : mw_combine_bytes(D);
+    return mw_ring_bytes(D, fp8) > mw_combine_bytes(D, fp8) ? mw_ring_bytes(D, fp8)
+                                                            : mw_combine_bytes(D, fp8);
 }
 
 // What the constants must keep: a step is a multiple of 16 keys with a power-of-two count of n8

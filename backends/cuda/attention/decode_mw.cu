@@ -47,7 +47,8 @@ template <int D_, bool FP8_> struct MwCfg {
     static constexpr int MT = D / 16;          // m-tiles of O^T
     static constexpr int NT = NW * 32;
     static constexpr int QN = kMwMaxGroup;     // combine columns
-    static constexpr int LDO = D + 4;          // combine row (floats): conflict-free 16-bit-path writes
+    static constexpr int LDO = mw_combine_ld(D, FP8); // combine row (floats)
+    static constexpr int GRP = D / 8 + 2;             // E4M3: a lane group's dims in a combine row
     static constexpr int COMB = NW * QN * LDO * 4 + 2 * NW * QN * 4;
     static constexpr int SMEM = NW * WARPB > COMB ? NW *WARPB : COMB;
     static_assert(D == 64 || D == 128 || D == 256, "mw widths: 64, 128, 256");
@@ -117,7 +118,7 @@ __device__ __forceinline__ float q_f16_scale(float amax) {
 }
 
 template <int D, typename QT, bool FP8, int NF>
-__global__ void __launch_bounds__(kMwWarps * 32, kMwMinBlocks)
+__global__ void __launch_bounds__(kMwWarps * 32, mw_min_blocks(D, FP8, NF))
     decode_mw_kernel(const __grid_constant__ Params p) {
     using C = MwCfg<D, FP8>;
     using OT = typename std::conditional<FP8, __half, QT>::type; // MMA operand type
@@ -130,6 +131,7 @@ __global__ void __launch_bounds__(kMwWarps * 32, kMwMinBlocks)
     const int split = static_cast<int>(blockIdx.y);
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int r = lane >> 2, q = lane & 3;
+    grid_dependency_launch(); // the split combine's CTAs may launch now (it waits for this grid)
     const int q0 = p.cu_seqlens_q[b];
     if (p.cu_seqlens_q[b + 1] - q0 != 1) return; // the other launches' sequences
     int nsplit = p.num_splits;
@@ -511,15 +513,23 @@ __global__ void __launch_bounds__(kMwWarps * 32, kMwMinBlocks)
     float *sO = reinterpret_cast<float *>(smem); // [NW][QN][LDO]
     float *sM = sO + NW * QN * LDO; // [NW][QN]
     float *sL = sM + NW * QN; // [NW][QN]
+    // 16-bit: a lane's dims 16 mt + r (+ 8), banks 8 q + r. E4M3: its dims r D / 8 + 2 mt (+ 1), one
+    // float2 at r GRP + 2 mt: a half warp's 16 lanes (r in 4 values, q) hit 16 distinct 8-byte bank
+    // pairs (4 q + r (D / 16 + 1) mod 16); at r D / 8 they would share 4 banks (8-way)
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int f = 0; f < NF; ++f)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int n = f * 8 + 2 * q + (i & 1);
-                const int dim = FP8 ? r * (D / 8) + 2 * mt + (i >> 1) : 16 * mt + r + 8 * (i >> 1);
-                sO[(w * QN + n) * LDO + dim] = o[mt][f][i];
+            for (int e = 0; e < 2; ++e) {
+                float *row = sO + (w * QN + f * 8 + 2 * q + e) * LDO;
+                if constexpr (FP8) {
+                    *reinterpret_cast<float2 *>(row + r * C::GRP + 2 * mt) =
+                        make_float2(o[mt][f][e], o[mt][f][2 + e]);
+                } else {
+                    row[16 * mt + r] = o[mt][f][e];
+                    row[16 * mt + r + 8] = o[mt][f][2 + e];
+                }
             }
     if (r == 0) {
 #pragma unroll
@@ -534,6 +544,7 @@ __global__ void __launch_bounds__(kMwWarps * 32, kMwMinBlocks)
     const int64_t tok = q0;
     for (int idx = threadIdx.x; idx < G * (D / 2); idx += C::NT) {
         const int n = idx / (D / 2), d = 2 * (idx % (D / 2));
+        const int dp = FP8 ? (d / (D / 8)) * C::GRP + d % (D / 8) : d; // d's place in a combine row
         float M = sM[n];
 #pragma unroll
         for (int v = 1; v < NW; ++v) M = fmaxf(M, sM[v * QN + n]);
@@ -542,7 +553,7 @@ __global__ void __launch_bounds__(kMwWarps * 32, kMwMinBlocks)
         for (int v = 0; v < NW; ++v) {
             const float mv = sM[v * QN + n];
             const float wt = mv == -INFINITY ? 0.f : fast_exp2(mv - M);
-            const float2 ov = *reinterpret_cast<const float2 *>(sO + (v * QN + n) * LDO + d);
+            const float2 ov = *reinterpret_cast<const float2 *>(sO + (v * QN + n) * LDO + dp);
             Ls = fmaf(sL[v * QN + n], wt, Ls);
             a0 = fmaf(ov.x, wt, a0);
             a1 = fmaf(ov.y, wt, a1);
