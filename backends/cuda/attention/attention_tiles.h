@@ -64,8 +64,8 @@ constexpr int decode_stages(int D, bool fp8) {
 // the multi-warp decode tile (decode_mw.cu): the sequences with one query token on widths 64, 128
 // and 256, up to mw_max_group query heads per KV head (16, 8 at 256: the O^T accumulators of 16
 // heads would not fit the registers); kMwWarps warps a CTA split the keys in tiles of mw_keys,
-// each warp with its own ring of mw_stages stages of K and V (E4M3 at 256: 3, so that two CTAs fit
-// an SM; 16-bit at 256 holds one CTA an SM, 192 KiB)
+// each warp with its own ring of mw_stages (3) stages of K and V (16-bit at 256 holds one CTA an
+// SM, 192 KiB; 4 stages were measured slower for E4M3 at 128 and for 16-bit at 128: perf.md)
 constexpr int kMwWarps = 4;
 constexpr int kMwMaxGroup = 16;
 // __launch_bounds__ minimum blocks per SM (nf: n8 fragments of query heads, 1 for G <= 8): 4 for
@@ -77,7 +77,7 @@ constexpr int mw_min_blocks(int D, bool fp8, int nf) {
 constexpr bool mw_width(int D) { return D == 64 || D == 128 || D == 256; }
 constexpr int mw_max_group(int D) { return D > 128 ? 8 : kMwMaxGroup; }
 constexpr int mw_keys(int D) { return D <= 64 ? 32 : 16; }
-constexpr int mw_stages(int D, bool fp8) { return fp8 && D == 128 ? 4 : 3; }
+constexpr int mw_stages(int, bool) { return 3; }
 constexpr int mw_ring_bytes(int D, bool fp8) {
     return kMwWarps * mw_stages(D, fp8) * 2 * mw_keys(D) * D * (fp8 ? 1 : 2);
 }
