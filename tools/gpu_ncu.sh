@@ -16,7 +16,8 @@
 #   tools/gpu_ncu.sh [JOB...]     default: tests gather grid small ops pblocks sm90dec ncu
 #
 # Env: FA_NCU_BUDGET (s, default 570), FA_NCU_TESTS (the tests job's "program:group" list, comma
-# separated), FA_NCU_SANITIZERS, FA_NCU_BLOCKS, FA_NCU_DEC_DIMS.
+# separated), FA_NCU_SANITIZERS, FA_NCU_BLOCKS, FA_NCU_DEC_DIMS, FA_NCU_PROFS (only these ncu
+# reports, by name, comma separated).
 #
 # $OUT/summary.txt, and every log in $OUT/ncu_logs.tgz.
 set -u
@@ -174,6 +175,7 @@ if want ncu; then
     done
     prof() { # name kernel-regex skip program args...
         local name=$1 k=$2 skip=$3; shift 3
+        [ -n "${FA_NCU_PROFS:-}" ] && [[ ",$FA_NCU_PROFS," != *",$name,"* ]] && return
         [ "$(left)" -gt 25 ] || { sum "ncu $name: skipped (time)"; return; }
         timeout 60 ncu --kernel-name-base mangled -k "regex:$k" --launch-skip "$skip" --launch-count 1 \
             --metrics "$m" --csv --page raw "$@" > "$out/ncu_$name.csv" 2> "$out/ncu_$name.err"
@@ -195,6 +197,9 @@ EOF
     }
     dec=(--only decode --heads 32/8 --no-check --no-ceilings --no-graph)
     prof dec_h128_fp8_64x8k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv fp8 --batch 64 --ctx 8k
+    prof dec_h64_fp8_64x8k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 64 --kv fp8 --batch 64 --ctx 8k
+    prof dec_h128_bf16_1x32k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv bf16 --batch 1 --ctx 32k
+    prof comb_h128_bf16_1x32k combine_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv bf16 --batch 1 --ctx 32k
     prof dec_h128_fp8_1x1k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv fp8 --batch 1 --ctx 1k
     prof dec_h128_bf16_1x1k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv bf16 --batch 1 --ctx 1k
     prof cache_bf16 "reshape_and_cache_kernel.*TF16ELi0" 30 "$A/bench/bench_ops"

@@ -59,7 +59,7 @@ typedef struct {
 #define EXPECT_FAMILY "portable (attention_portable.cuh)"
 /* widths 64 / 128 / 256, every one compiled; one tile of 32 rows x 64 / 32 / 16 keys serves
    prefill and decode; step 6.4 us x D / 128 x keys / 32 = 6.4 us at all three */
-enum { EXPECT_DECODE_ROWS = 32, EXPECT_ALL_WIDTHS = 1 };
+enum { EXPECT_DECODE_ROWS = 32, EXPECT_ALL_WIDTHS = 1, EXPECT_COMBINE_PDL = 0 };
 static int expect_width(int D) { return D == 64 || D == 128 || D == 256; }
 static expect_dim expect_for(int D)
 {
@@ -76,7 +76,7 @@ static expect_dim expect_for(int D)
    (4 warps x 32 / 16 / 16 keys a step, 1.0 / 1.0 / 1.4 us; 256 only where a CTA may take 192 KiB of shared
    memory), the others in the packed tile (16 rows x 64 keys up to head 64, else 32; step times
    1.6 us x 0.8 / 1.0 / 1.3); -Dhead_dims may leave widths out */
-enum { EXPECT_DECODE_ROWS = 16, EXPECT_ALL_WIDTHS = 0 };
+enum { EXPECT_DECODE_ROWS = 16, EXPECT_ALL_WIDTHS = 0, EXPECT_COMBINE_PDL = 1 };
 static int expect_width(int D) { return D == 32 || D == 64 || D == 96 || D == 128 || D == 192 || D == 256; }
 /* the 16-bit head-256 multi-warp tile's shared memory (4 warps x 3 stages x 16 keys of K and V) */
 static int mw256_fits(void)
@@ -203,6 +203,14 @@ static void test_caps(void)
                 EXPECT_DECODE_ROWS, (int)c->max_splits, (int)c->align_bytes);
     if (c->sm_bytes_per_us <= 0 || c->cta_us <= 0 || c->combine_us <= 0 || c->combine_us_per_split <= 0)
         gt_fail("cost constants not positive");
+    /* the split combine's fixed cost follows its launch: a programmatic dependent on 9.x and up
+       (the mma.sync backend; the portable one launches it plainly) */
+    {
+        const double want = EXPECT_COMBINE_PDL && gpu->info.cc_major >= 9 ? 4.0 : 6.0;
+        if (fabs((double)c->combine_us - want) > 1e-6)
+            gt_fail("combine_us %g on a %d.%d device, expected %g", (double)c->combine_us,
+                    (int)gpu->info.cc_major, (int)gpu->info.cc_minor, want);
+    }
 
     {
         void *dq = gt_dmalloc(1024), *dkv = gt_dmalloc((size_t)4 * 16 * 272 * 2), *dout = gt_dmalloc(1024);

@@ -506,7 +506,13 @@ void fa_cuda__attention_caps(fa_backend_caps *caps) {
     caps->align_bytes = fa_attn::kAlignBytes;
     caps->sm_bytes_per_us = fa_attn::kSmBytesPerUs;
     caps->cta_us = fa_attn::kCtaUs;
-    caps->combine_us = fa_attn::kCombineUs;
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+        cudaGetLastError();
+        major = 0;
+    }
+    caps->combine_us = major >= 9 ? fa_attn::kCombineUsPdl : fa_attn::kCombineUs; // launch_combine's PDL
     caps->combine_us_per_split = fa_attn::kCombineUsPerSplit;
 }
 

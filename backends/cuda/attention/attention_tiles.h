@@ -132,7 +132,11 @@ constexpr float kMwStepUs = 1.0f;            // one step of the multi-warp decod
 // head 128's 64 (1 x 1k, 32/8 heads: 10.2 us in one split of 8 steps, 9.1 in 4, H200)
 constexpr float mw_step_factor(int D) { return D > 128 ? 1.4f : (D <= 64 ? 1.3f : 1.0f); }
 constexpr float kCtaUs = 0.008f;
+// the split combine: 6 us + 0.2 a split as a plain launch; 4 us on sm_90+, where it is launched as
+// a programmatic dependent of the decode kernel and its first reads go out together (H200,
+// 2026-12-03: 1 x 1k at head 128, 32/8 heads, 2-16 splits, 0.7-0.8 us less a call; perf.md)
 constexpr float kCombineUs = 6.0f;
+constexpr float kCombineUsPdl = 4.0f;
 constexpr float kCombineUsPerSplit = 0.2f;
 
 static_assert(kDecodeRows == 16, "the decode tile is one m16 fragment of one warp");
