@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ fa
     // a 64-split request ~latency x 64). The first batch goes out with the first 32 LSEs, before
     // any weight is known (every split below ns wrote its row: an empty one zeros and -inf).
     // Accumulation order: s ascending, as one loop would.
-    constexpr int CB = 8;
+    constexpr int CB = 16; // 16 splits (the planner's count at 1 x 8k..32k) in one round trip
     float4 v0[CB], v1[CB];
     auto load = [&](int s, int cnt) { // splits s .. s + CB - 1 that are below cnt
 #pragma unroll
