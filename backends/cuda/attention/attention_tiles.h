@@ -132,12 +132,13 @@ constexpr float kMwStepUs = 1.0f;            // one step of the multi-warp decod
 // head 128's 64 (1 x 1k, 32/8 heads: 10.2 us in one split of 8 steps, 9.1 in 4, H200)
 constexpr float mw_step_factor(int D) { return D > 128 ? 1.4f : (D <= 64 ? 1.3f : 1.0f); }
 constexpr float kCtaUs = 0.008f;
-// the split combine: 6 us + 0.2 a split as a plain launch; 4 us on sm_90+, where it is launched as
-// a programmatic dependent of the decode kernel and its first reads go out together (H200,
-// 2026-12-03: 1 x 1k at head 128, 32/8 heads, 2-16 splits, 0.7-0.8 us less a call; perf.md)
+// the split combine: 6 us as a plain launch, 4 us on sm_90+, where it is launched as a
+// programmatic dependent of the decode kernel (H200, 2026-12-03: 0.7-1.0 us less a call at
+// 1 x 1k); 0.05 us a split, as it reads 16 splits' rows a round trip (fitted to that day's
+// split sweeps: perf.md)
 constexpr float kCombineUs = 6.0f;
 constexpr float kCombineUsPdl = 4.0f;
-constexpr float kCombineUsPerSplit = 0.2f;
+constexpr float kCombineUsPerSplit = 0.05f;
 
 static_assert(kDecodeRows == 16, "the decode tile is one m16 fragment of one warp");
 static_assert(step_keys(64) == 64 && step_keys(256) == 32, "steps: 64 keys up to head 64, else 32");
