@@ -133,7 +133,7 @@ constexpr float kMwStepUs = 1.0f;            // one step of the multi-warp decod
 constexpr float mw_step_factor(int D) { return D > 128 ? 1.4f : (D <= 64 ? 1.3f : 1.0f); }
 constexpr float kCtaUs = 0.008f;
 // the split combine: 6 us as a plain launch, 4 us on sm_90+, where it is launched as a
-// programmatic dependent of the decode kernel (H200, 2026-12-03: 0.7-1.0 us less a call at
+// programmatic dependent of the decode kernel (H200, 2026-12-03: 0.7-1.1 us less a call at
 // 1 x 1k); 0.05 us a split, as it reads 16 splits' rows a round trip (fitted to that day's
 // split sweeps: perf.md)
 constexpr float kCombineUs = 6.0f;
