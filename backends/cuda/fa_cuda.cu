@@ -410,7 +410,7 @@ extern "C" fa_status fa_cuda_backend_create(int device, void *stream, fa_backend
     be->info.smem_per_block = smem_block;
     be->info.smem_per_sm = smem_sm;
 #if FA_CUDA_HAVE_ATTENTION
-    fa_cuda__attention_caps(&be->caps); // the kernels' compiled tile facts (attention_tiles.h)
+    fa_cuda__attention_caps(&be->caps, major); // the kernels' compiled tile facts (attention_tiles.h)
 #if FA_CUDA_HAVE_SM90
     if (major == 9) {
         c->tmap_encode = fa_sm90__encode_fn();

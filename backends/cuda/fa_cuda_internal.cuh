@@ -73,8 +73,9 @@ void *fa_sm90__encode_fn(void);
 // Whether this build's sm_90a family serves head size d (fa_kernel_dim.prefill_family).
 bool fa_sm90__serves_head(int d);
 // The attention part of the capability block: compiled widths with their tile facts
-// (decode_ctas_per_sm from the occupancy calculator on the current device).
-void fa_cuda__attention_caps(fa_backend_caps *caps);
+// (decode_ctas_per_sm from the occupancy calculator on the current device; combine_us from the
+// device's compute capability major, cc_major: the combine's dependent launch from 9 on).
+void fa_cuda__attention_caps(fa_backend_caps *caps, int cc_major);
 
 // Memory-bound kernels (cache_kernels.cu, merge_kernels.cu); same contract.
 fa_status fa_cuda__reshape_and_cache_check(const fa_cache_write_args *a, char *err, size_t err_size);

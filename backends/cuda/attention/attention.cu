@@ -226,7 +226,7 @@ fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err
     return fa_cuda__attention_check(a, nullptr, err, err_size);
 }
 
-void fa_cuda__attention_caps(fa_backend_caps *caps) { caps->num_dims = 0; }
+void fa_cuda__attention_caps(fa_backend_caps *caps, int) { caps->num_dims = 0; }
 
 #else  // !__HIP_PLATFORM_AMD__
 
@@ -446,8 +446,7 @@ fa_status prepare(const fa_attn_args *a, const FaLaunch *L, Plan *pl, const fa_b
     // accepts; a sequence's family depends only on its own query length, never on the rest of
     // the batch (batch invariance): Lq * G <= kDecodeRows always runs in the decode tile.
     // Family wgmma (L->sm90 == 2) takes every sequence of a call it accepts, decode ones too.
-    if ((!decode || (L != nullptr && L->sm90 == 2)) && L != nullptr && L->sm90 &&
-        fa_sm90__accepts(a, nullptr)) {
+    if (L != nullptr && L->sm90 && (!decode || L->sm90 == 2) && fa_sm90__accepts(a, nullptr)) {
         pl->sm90 = true;
         if (L->sm90 == 2) {
             pl->mw = false;
@@ -466,7 +465,7 @@ fa_status prepare(const fa_attn_args *a, const FaLaunch *L, Plan *pl, const fa_b
 
 }  // namespace
 
-void fa_cuda__attention_caps(fa_backend_caps *caps) {
+void fa_cuda__attention_caps(fa_backend_caps *caps, int cc_major) {
     caps->num_dims = 0;
     for (int i = 0; kCompiledDims[i] != 0 && caps->num_dims < FA_MAX_KERNEL_DIMS; ++i) {
         const int dim = kCompiledDims[i];
@@ -506,13 +505,7 @@ void fa_cuda__attention_caps(fa_backend_caps *caps) {
     caps->align_bytes = fa_attn::kAlignBytes;
     caps->sm_bytes_per_us = fa_attn::kSmBytesPerUs;
     caps->cta_us = fa_attn::kCtaUs;
-    int dev = 0, major = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-        cudaGetLastError();
-        major = 0;
-    }
-    caps->combine_us = major >= 9 ? fa_attn::kCombineUsPdl : fa_attn::kCombineUs; // launch_combine's PDL
+    caps->combine_us = cc_major >= 9 ? fa_attn::kCombineUsPdl : fa_attn::kCombineUs; // launch_combine's PDL
     caps->combine_us_per_split = fa_attn::kCombineUsPerSplit;
 }
 

@@ -51,7 +51,7 @@ fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err
 // max_q x (Hq / Hkv) fits the BM rows runs one CTA per (sequence, KV head, split), which is
 // what the planner's decode rule assumes. Step time: a first estimate (plain FMA over a BN-key
 // tile, about 4x the CUDA decode tile's 1.6 us at head 128), not a measurement on AMD.
-void fa_cuda__attention_caps(fa_backend_caps *caps) {
+void fa_cuda__attention_caps(fa_backend_caps *caps, int) {
     caps->num_dims = 0;
     for (int i = 0; i < 3 && caps->num_dims < FA_MAX_KERNEL_DIMS; ++i) {
         const int dim = kDims[i];
