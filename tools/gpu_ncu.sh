@@ -10,13 +10,14 @@
 #   grid     A: bench_gpu's decode grid at 32/8 heads (heads 64 / 128 / 256, bf16 and fp8)
 #   sm90dec  bench_gpu's bf16 decode grid (32/8; heads FA_NCU_DEC_DIMS, default 128) under the
 #            default family (A: the decode tiles) and --family wgmma (S): time per row and S/A
+#   san      A: compute-sanitizer (FA_NCU_SANITIZERS) on the --quick sets of FA_NCU_SAN_TESTS
 #   ncu      A: one ncu report per kernel and shape (DECODE_NCU below; the memory-bound ops
 #            through bench_ops), the key metrics in summary.txt
 #
 #   tools/gpu_ncu.sh [JOB...]     default: tests gather grid small ops pblocks sm90dec ncu
 #
 # Env: FA_NCU_BUDGET (s, default 570), FA_NCU_TESTS (the tests job's "program:group" list, comma
-# separated), FA_NCU_SANITIZERS, FA_NCU_BLOCKS, FA_NCU_DEC_DIMS, FA_NCU_PROFS (only these ncu
+# separated), FA_NCU_SANITIZERS, FA_NCU_SAN_TESTS, FA_NCU_BLOCKS, FA_NCU_DEC_DIMS, FA_NCU_PROFS (only these ncu
 # reports, by name, comma separated).
 #
 # $OUT/summary.txt, and every log in $OUT/ncu_logs.tgz.
@@ -136,6 +137,21 @@ if want grid; then
     sum "grid: rc $?, $(( $(date +%s) - s )) s"
     cp "$out/grid.csv" "$top/grid.csv"
     python3 tools/grid_tables.py "$out/grid.csv" | tail -n 16 | tee -a "$out/summary.txt"
+fi
+if want san; then # compute-sanitizer on the --quick sets of FA_NCU_SAN_TESTS ("program:group,...")
+    sl=("test_gpu_attention:multi-warp decode" "test_gpu_attention:splits" "test_gpu_checks:")
+    [ -n "${FA_NCU_SAN_TESTS:-}" ] && IFS=',' read -r -a sl <<< "$FA_NCU_SAN_TESTS"
+    for tool in ${FA_NCU_SANITIZERS:-memcheck racecheck}; do
+        for t in "${sl[@]}"; do
+            prog=${t%%:*}; grp=${t#*:}
+            [ "$(left)" -gt 40 ] || { sum "$tool $prog \"$grp\": skipped (time)"; continue; }
+            s=$(date +%s); f="$out/san_${tool}_${prog}_${grp// /_}.txt"
+            # shellcheck disable=SC2086
+            timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 "$A/tests/gpu/$prog" --quick \
+                ${grp:+"$grp"} > "$f" 2>&1
+            sum "$tool $prog \"$grp\": rc $?, $(( $(date +%s) - s )) s, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|passed, ' "$f" | tr '\n' ' ')"
+        done
+    done
 fi
 if want sm90dec; then
     for r in A S; do
