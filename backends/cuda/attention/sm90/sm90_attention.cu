@@ -75,6 +75,8 @@ struct AttnParams {
     int32_t box_rows, pages_per_tile; // TMA box rows per page (min(block_size, 128)), 128 / box_rows
     int32_t box_log2; // log2(box_rows)
     int32_t gather; // 1: K / V rows by cp.async in pages of 8 keys (a block size no box serves)
+    int32_t mcast; // 2: the CTA pair of a cluster (query heads 2k, 2k + 1 of one KV head) shares
+                   // the K / V boxes: each issues the pages of its rank, multicast to both; else 1
     int32_t window_left, window_right; // -1 = unbounded (causal folded into right = 0)
     int32_t skip_rows; // sequences with Lq * group <= skip_rows run in the decode tile (skipped)
     float scale_log2; // softmax scale * log2(e); with a softcap: softcap * log2(e)
@@ -329,8 +331,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint32_t bar_q = ring.bar_q, bar_kf = ring.kf, bar_vf = ring.vf, bar_ke = ring.ke, bar_ve = ring.ve;
     const int wg = static_cast<int>(threadIdx.x) / 128;
 
-    if (threadIdx.x == 0) ring.init(&tmQ, &tmK, &tmV, p.gather ? 128u : 1u);
-    __syncthreads();
+    // with a multicast pair, a stage is free once the consumer warps of both CTAs released it,
+    // and neither CTA's TMA may reach the other before the other's barriers exist
+    const uint32_t mc = static_cast<uint32_t>(p.mcast);
+    if (threadIdx.x == 0) ring.init(&tmQ, &tmK, &tmV, p.gather ? 128u : 1u, kConsumerWarps * mc);
+    if (mc > 1)
+        cluster_sync();
+    else
+        __syncthreads();
 
     if (wg == 0) {
         // ---------------- producer ----------------
@@ -352,10 +360,20 @@ __global__ void __launch_bounds__(kThreads, 1)
                                   bar_ve);
             return;
         }
-        // lane l < kCols * pages_per_tile issues page l / kCols, column block l % kCols of each tile
+        // lane l < kCols * pages_per_tile issues page l / kCols, column block l % kCols of each
+        // tile; in a multicast pair only the pages p with p % 2 = this CTA's rank
         const int ppt = p.pages_per_tile;
-        const bool active = lane < kCols * ppt;
+        const uint32_t rank = mc > 1 ? cluster_ctarank() : 0u;
+        const uint16_t mask = static_cast<uint16_t>((1u << mc) - 1u);
         const int page = lane >> Dims<D>::kColsLog2, col = lane & (kCols - 1);
+        const bool active = lane < kCols * ppt && (static_cast<uint32_t>(page) & (mc - 1u)) == rank;
+        const bool v_active = lane < ppt && (static_cast<uint32_t>(lane) & (mc - 1u)) == rank;
+        auto wait_empty = [&](uint32_t bar, uint32_t par) {
+            if (mc > 1)
+                mbar_wait_cluster(bar, par);
+            else
+                mbar_wait(bar, par);
+        };
         bool bad = false;
         int bad_id = 0, bad_col = 0;
         // block coordinate and row-in-page of this lane's box of tile i. A box with no key of
@@ -387,14 +405,19 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (active && i + 1 < n_tiles) coords(i + 1, nblk, nrow); // a tile ahead
             const uint32_t off = page * p.box_rows * 128 + col * L::kKvColBytes; // K: [column block][BN][64]
             if (lane == 0) {
-                mbar_wait(bar_ke + 8 * s, par);
-                mbar_arrive_expect_tx(bar_kf + 8 * s, L::kTileBytes);
+                wait_empty(bar_ke + 8 * s, par);
+                mbar_arrive_expect_tx(bar_kf + 8 * s, L::kTileBytes); // the whole tile, both ranks' boxes
             }
             __syncwarp();
-            if (active)
-                tma_load_4d(sK + s * L::kTileBytes + off, &tmK, bar_kf + 8 * s, col * 64, row, hkv, blk);
+            if (active) {
+                if (mc > 1)
+                    tma_load_4d_mc(sK + s * L::kTileBytes + off, &tmK, bar_kf + 8 * s, col * 64, row, hkv, blk,
+                                   mask);
+                else
+                    tma_load_4d(sK + s * L::kTileBytes + off, &tmK, bar_kf + 8 * s, col * 64, row, hkv, blk);
+            }
             if (lane == 0) {
-                mbar_wait(bar_ve + 8 * s, par);
+                wait_empty(bar_ve + 8 * s, par);
                 mbar_arrive_expect_tx(bar_vf + 8 * s, L::kTileBytes);
             }
             __syncwarp();
@@ -402,12 +425,25 @@ __global__ void __launch_bounds__(kThreads, 1)
             // lane l < ppt takes page l's coordinates from lane kCols l (its K box of column block 0)
             const int vblk = __shfl_sync(0xffffffffu, blk, (kCols * lane) & 31);
             const int vrow = __shfl_sync(0xffffffffu, row, (kCols * lane) & 31);
-            if (lane < ppt)
-                tma_load_5d(sV + s * L::kTileBytes + lane * p.box_rows * 128 * kCols, &tmV, bar_vf + 8 * s, 0,
-                            vrow, 0, hkv, vblk);
+            if (v_active) {
+                const uint32_t dst = sV + s * L::kTileBytes + lane * p.box_rows * 128 * kCols;
+                if (mc > 1)
+                    tma_load_5d_mc(dst, &tmV, bar_vf + 8 * s, 0, vrow, 0, hkv, vblk, mask);
+                else
+                    tma_load_5d(dst, &tmV, bar_vf + 8 * s, 0, vrow, 0, hkv, vblk);
+            }
             blk = nblk;
             row = nrow;
         }
+        // a multicast pair: this CTA exits only after both CTAs' consumers released its last
+        // stages (no box of its issue is then still landing in the other CTA, and no arrival of
+        // the other's consumers is still to come on its barriers)
+        if (mc > 1 && lane == 0)
+            for (int i = max(0, n_tiles - kLibStages); i < n_tiles; ++i) {
+                const uint32_t par = static_cast<uint32_t>(i / kLibStages) & 1u;
+                mbar_wait_cluster(bar_ke + 8 * (i % kLibStages), par);
+                mbar_wait_cluster(bar_ve + 8 * (i % kLibStages), par);
+            }
         if (bad) fa_dev_err_report(p.err_word, FA_DEVERR_BLOCK_ID, b, bad_id, p.num_blocks, bad_col);
         return;
     }
@@ -418,6 +454,23 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int tid = static_cast<int>(threadIdx.x) % 128;
     const int warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, t4 = lane % 4;
+    // a stage's release: this CTA's barrier, and in a multicast pair the other CTA's too
+    const uint32_t peer = mc > 1 ? cluster_ctarank() ^ 1u : 0u;
+    const uint32_t pke = mc > 1 ? mapa_shared(bar_ke, peer) : 0u, pve = mc > 1 ? mapa_shared(bar_ve, peer) : 0u;
+    auto release_k = [&](int s) {
+        __syncwarp();
+        if (lane == 0) {
+            mbar_arrive(bar_ke + 8 * s);
+            if (mc > 1) mbar_arrive_cluster(pke + 8 * s);
+        }
+    };
+    auto release_v = [&](int s) {
+        __syncwarp();
+        if (lane == 0) {
+            mbar_arrive(bar_ve + 8 * s);
+            if (mc > 1) mbar_arrive_cluster(pve + 8 * s);
+        }
+    };
     const int row_lo = m0 + cw * kWgRows;
     const int r0 = row_lo + warp * 16 + g, r1 = r0 + 8;
     const float sl2 = p.scale_log2;
@@ -473,7 +526,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             wgmma_wait_group<0>();
 #pragma unroll
             for (int x = 0; x < Dims<D>::kSRegs; ++x) reg_fence(sacc[x]);
-            release(bar_ke, lane);
+            release_k(0);
             float a0, a1;
             const int kbase = tb * BN;
             softmax_tile<Softcap, Dims<D>::kSRegs, General>(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0,
@@ -497,7 +550,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             wgmma_wait_group<1>(); // S(i) done (groups retire in order)
 #pragma unroll
             for (int x = 0; x < Dims<D>::kSRegs; ++x) reg_fence(sacc[x]);
-            release(bar_ke + 8 * s, lane);
+            release_k(s);
             float a0, a1;
             softmax_tile<Softcap, Dims<D>::kSRegs, General>(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0,
                                                             lo1, hi1, sl2, p.sc_cap, mrow0, mrow1, lrow0,
@@ -505,7 +558,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             wgmma_wait_group<0>(); // P(i-1) V(i-1) done: O and pa may be touched again
 #pragma unroll
             for (int x = 0; x < Dims<D>::kORegs; ++x) reg_fence(o[x]);
-            release(bar_ve + 8 * sp, lane);
+            release_v(sp);
             rescale_o(o, a0, a1);
             pack_p<T>(pa, sacc);
         }
@@ -520,7 +573,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             wgmma_wait_group<0>();
 #pragma unroll
             for (int x = 0; x < Dims<D>::kORegs; ++x) reg_fence(o[x]);
-            release(bar_ve + 8 * s, lane);
+            release_v(s);
         }
     }
 
@@ -807,6 +860,9 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     p.gather = !dense && !block_on(a->block_size, D) ? 1 : 0;
     p.box_rows = p.gather ? 8 : box_rows;
     p.pages_per_tile = bn / p.box_rows;
+    // TMA boxes of pages, at least two a tile, and query heads in pairs of one KV head: a cluster
+    // of two CTAs (heads 2k, 2k + 1) shares every K / V box (half the boxes a CTA issues)
+    p.mcast = !dense && !p.gather && p.pages_per_tile >= 2 && qg % 2 == 0 && (qg / a->num_heads_kv) % 2 == 0 ? 2 : 1;
     p.box_log2 = ilog2_exact(p.box_rows); // a power of two in [8, bn]
     p.window_left = a->window_left < 0 ? -1 : a->window_left;
     p.window_right = a->causal ? 0 : (a->window_right < 0 ? -1 : a->window_right);
@@ -854,10 +910,20 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
         // the decode tile routes by Lq * (Hq / Hkv) <= skip_rows; here G is qg / Hkv = (Hq / Hkv) /
         // ngroups, and Lq * G * ngroups <= skip_rows exactly when Lq * G <= skip_rows / ngroups
         pg.skip_rows = skip_rows / ngroups;
-        kern<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(qg),
-                    static_cast<unsigned>(split ? a->num_splits : 1)),
-               kThreads, smem, stream>>>(tq[gi], tk, tv, pg);
-        ce = cudaGetLastError();
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(qg),
+                           static_cast<unsigned>(split ? a->num_splits : 1));
+        cfg.blockDim = dim3(kThreads);
+        cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+        cfg.stream = stream;
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = 1;
+        at[0].val.clusterDim.y = static_cast<unsigned>(p.mcast);
+        at[0].val.clusterDim.z = 1;
+        cfg.attrs = at;
+        cfg.numAttrs = p.mcast > 1 ? 1 : 0;
+        ce = cudaLaunchKernelEx(&cfg, kern, tq[gi], tk, tv, pg);
     }
     if (ce != cudaSuccess)
         return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 kernel launch: %s", cudaGetErrorString(ce));

@@ -170,6 +170,72 @@ __device__ __forceinline__ void tma_load_5d(uint32_t dst, const void *tmap, uint
                  : "memory");
 }
 
+// The same copies with .multicast::cluster (PTX ISA 9.7.9.25.5.2): the box lands at offset `dst`
+// of the shared memory of every CTA of the cluster whose bit is set in `cta_mask` (rank order),
+// and each of those CTAs' mbarrier at offset `bar` receives the box's complete_tx bytes.
+__device__ __forceinline__ void tma_load_4d_mc(uint32_t dst, const void *tmap, uint32_t bar, int32_t c0,
+                                               int32_t c1, int32_t c2, int32_t c3, uint16_t cta_mask) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster [%0], [%1, {%3, %4, %5, %6}], [%2], %7;" ::"r"(dst),
+                 "l"(tmap), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "h"(cta_mask)
+                 : "memory");
+}
+
+__device__ __forceinline__ void tma_load_5d_mc(uint32_t dst, const void *tmap, uint32_t bar, int32_t c0,
+                                               int32_t c1, int32_t c2, int32_t c3, int32_t c4,
+                                               uint16_t cta_mask) {
+    asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster [%0], [%1, {%3, %4, %5, %6, %7}], [%2], %8;" ::"r"(dst),
+                 "l"(tmap), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "h"(cta_mask)
+                 : "memory");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Thread-block clusters (PTX ISA 10 special registers %cluster_ctarank; 9.7.9.15 mapa; 9.7.13.2
+// barrier.cluster; 9.7.13.15.13 mbarrier.arrive on a shared::cluster address)
+// ---------------------------------------------------------------------------------------------
+
+// This CTA's rank in its cluster.
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+// The shared::cluster address of the variable at shared::cta address `addr` in the CTA of rank
+// `rank` (the CTAs of a cluster have the same layout).
+__device__ __forceinline__ uint32_t mapa_shared(uint32_t addr, uint32_t rank) {
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+    return r;
+}
+
+// One arrival on an mbarrier of another CTA of the cluster (its shared::cluster address),
+// release at cluster scope: this CTA's earlier reads of the stage happen before the peer's
+// producer overwrites it.
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t cluster_bar) {
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_bar) : "memory");
+}
+
+// mbar_wait with acquire at cluster scope (a barrier that other CTAs' threads arrive on).
+__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
+    uint32_t ok = 0;
+    while (!ok) {
+        asm volatile("{\n\t.reg .pred p;\n\t"
+                     "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(ok)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    }
+}
+
+// Every thread of every CTA of the cluster arrives (release), then waits (acquire): the
+// barriers one CTA initialised are visible to the others before they are used.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
 // PTX ISA prefetch, .tensormap form (#data-movement-and-conversion-instructions-prefetch-
 // prefetchu): bring a tensor map into the descriptor cache once per CTA.
 __device__ __forceinline__ void prefetch_tensormap(const void *tmap) {

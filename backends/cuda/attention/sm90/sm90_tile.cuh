@@ -250,8 +250,9 @@ template <int Stages, int D = kHeadDim> struct Ring {
     // thread 0: prefetch the three tensor maps and initialise the barriers (the caller then
     // synchronises the CTA)
     // (full_count: arrivals that fill a K / V stage: 1 for TMA, the producer threads for cp.async)
+    // (empty_count: arrivals that free a stage: the consumer warps of every CTA that reads it)
     __device__ __forceinline__ void init(const void *tmQ, const void *tmK, const void *tmV,
-                                         uint32_t full_count = 1) const {
+                                         uint32_t full_count = 1, uint32_t empty_count = kConsumerWarps) const {
         prefetch_tensormap(tmQ);
         prefetch_tensormap(tmK);
         prefetch_tensormap(tmV);
@@ -259,8 +260,8 @@ template <int Stages, int D = kHeadDim> struct Ring {
         for (int s = 0; s < Stages; ++s) {
             mbar_init(kf + 8 * s, full_count);
             mbar_init(vf + 8 * s, full_count);
-            mbar_init(ke + 8 * s, kConsumerWarps);
-            mbar_init(ve + 8 * s, kConsumerWarps);
+            mbar_init(ke + 8 * s, empty_count);
+            mbar_init(ve + 8 * s, empty_count);
         }
         fence_mbarrier_init();
     }
