@@ -41,8 +41,8 @@ for path, old, new in runpy.run_path(spec)["VARIANTS"][name]:
 PY
 done
 build() { # tree name
-    (cd "$1" && meson setup build-var -Dcuda=enabled -Dtests=false -Dnccl=disabled -Dgpu_arch=sm_90a \
-        -Dhead_dims=64,128,256 --buildtype=release > "$out/setup_$2.txt" 2>&1 &&
+    (cd "$1" && { [ -f build-var/build.ninja ] || meson setup build-var -Dcuda=enabled -Dtests=false -Dnccl=disabled -Dgpu_arch=sm_90a \
+        -Dhead_dims=64,128,256 --buildtype=release > "$out/setup_$2.txt" 2>&1; } &&
         timeout 400 ninja -C build-var bench/bench_gpu > "$out/build_$2.txt" 2>&1)
 }
 s=$(date +%s); pids=()

@@ -1101,6 +1101,33 @@ static void test_family_edges(void)
         }
         run_named("family edges", &c);
     }
+    /* queries of 4096 rows and more at head 128, query heads in pairs of a KV head: the wgmma
+       family's multicast pair (a cluster of two CTAs sharing every K / V box) at blocks 16 and 8;
+       causal over 4200 keys with a short second sequence (group 2), f16 with softcap, a window
+       and split-KV (group 4), a two-sided window (three KV heads, group 2) */
+    for (v = 0; v < 3; ++v) {
+        acase c = base_case(v == 1 ? FA_DTYPE_F16 : FA_DTYPE_BF16, 128, v == 1 ? 8 : 16, v == 2 ? 6 : 4 * (v + 1),
+                            v == 2 ? 3 : 2);
+        if (gt_quick() && v == 0) continue;
+        if (v == 0) {
+            static const int ql[] = {4100, 37}, kl[] = {4200, 500};
+            set_seqs(&c, 2, ql, kl);
+            c.causal = 1;
+        } else if (v == 1) {
+            static const int ql[] = {4096}, kl[] = {5000};
+            set_seqs(&c, 1, ql, kl);
+            c.causal = 1;
+            c.wl = 300;
+            c.softcap = 30.0f;
+            c.splits = 2;
+        } else {
+            static const int ql[] = {4097}, kl[] = {4097};
+            set_seqs(&c, 1, ql, kl);
+            c.wl = 200;
+            c.wr = 50;
+        }
+        run_named("family edges", &c);
+    }
     /* ALiBi and sinks: [Hq] slopes with moderate sinks (head 128), [B, Hq] slopes with a window
        and softcap (f16, head 64), dominant sinks with split-KV (head 256) */
     for (v = 0; v < 3; ++v) {

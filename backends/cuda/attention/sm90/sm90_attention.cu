@@ -861,8 +861,15 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     p.box_rows = p.gather ? 8 : box_rows;
     p.pages_per_tile = bn / p.box_rows;
     // TMA boxes of pages, at least two a tile, and query heads in pairs of one KV head: a cluster
-    // of two CTAs (heads 2k, 2k + 1) shares every K / V box (half the boxes a CTA issues)
-    p.mcast = !dense && !p.gather && p.pages_per_tile >= 2 && qg % 2 == 0 && (qg / a->num_heads_kv) % 2 == 0 ? 2 : 1;
+    // of two CTAs (heads 2k, 2k + 1) shares every K / V box (half the boxes a CTA issues). Taken
+    // where it measured faster (H200, block 16, docs/perf.md): head 128 with queries of at least
+    // kMcastMinRows (0.97-0.98 of the time at 4 x 4096 and 1 x 16384); at 16 x 1024 and at heads
+    // 64 / 256 the pair's co-scheduling costs more than the boxes it saves (1.00-1.06).
+    constexpr int kMcastMinRows = 4096;
+    p.mcast = !dense && !p.gather && p.pages_per_tile >= 2 && D == 128 && a->max_seqlen_q >= kMcastMinRows &&
+                      qg % 2 == 0 && (qg / a->num_heads_kv) % 2 == 0
+                  ? 2
+                  : 1;
     p.box_log2 = ilog2_exact(p.box_rows); // a power of two in [8, bn]
     p.window_left = a->window_left < 0 ? -1 : a->window_left;
     p.window_right = a->causal ? 0 : (a->window_right < 0 ? -1 : a->window_right);
