@@ -1293,6 +1293,22 @@ static void test_multiwarp_decode(void)
     c.alibi = 1;
     c.alone = 3;
     run_named("multi-warp decode", &c);
+    /* E4M3 at head 64 over 8k+ keys with more than two CTAs an SM (40 sequences x 8 KV heads):
+       the 6-stage ring; the first sequence alone (8 CTAs) takes the 3-stage one, bit for bit */
+    if (!gt_quick()) {
+        int b;
+        c = base_case(FA_DTYPE_BF16, 64, 16, 32, 8);
+        c.nseq = 40;
+        for (b = 0; b < c.nseq; ++b) {
+            c.qlen[b] = 1;
+            c.klen[b] = 8200 + 13 * b;
+        }
+        c.kvdt = FA_DTYPE_FP8_E4M3;
+        c.descale = 1;
+        c.causal = 1;
+        c.alone = 1;
+        run_named("multi-warp decode", &c);
+    }
     /* head 256: one column fragment (G <= 8); G = 16 keeps the packed tile */
     c = base_case(FA_DTYPE_BF16, 256, 16, 32, 8);
     set_seqs(&c, 5, ql, kl);

@@ -96,7 +96,8 @@ cudaError_t launch_attention(const Params &p, bool decode, cudaStream_t stream);
 // sequences of p with one query token; f16: the q dtype is f16, else bf16; fp8: E4M3 K/V, else
 // K/V of the q dtype), and its CTAs per SM on the current device (0 when unknown).
 bool decode_mw_compiled(int D);
-cudaError_t launch_decode_mw(const Params &p, int D, bool f16, bool fp8, cudaStream_t stream);
+// deep: the kMwDeepStages ring where it is built (mw_deep widths; ignored elsewhere)
+cudaError_t launch_decode_mw(const Params &p, int D, bool f16, bool fp8, bool deep, cudaStream_t stream);
 int decode_mw_ctas_per_sm(int D);
 
 // Dynamic shared memory of an instance's tile shape (bytes), for the host's capability check.

@@ -78,8 +78,16 @@ constexpr bool mw_width(int D) { return D == 64 || D == 128 || D == 256; }
 constexpr int mw_max_group(int D) { return D > 128 ? 8 : kMwMaxGroup; }
 constexpr int mw_keys(int D) { return D <= 64 ? 32 : 16; }
 constexpr int mw_stages(int, bool) { return 3; }
-constexpr int mw_ring_bytes(int D, bool fp8) {
-    return kMwWarps * mw_stages(D, fp8) * 2 * mw_keys(D) * D * (fp8 ? 1 : 2);
+// a deeper ring, built for E4M3 at head 64 only: a decode call that fills the SMs (more than two
+// CTAs an SM) with long splits (kMwDeepKeys keys and more) streams faster with 6 stages (0.74-0.87
+// of the 3-stage time at batch 64 / 256 with 8k / 32k keys, H200), shorter ones slower (1.02-1.20:
+// the prologue's tiles and the larger code); the stage count changes no arithmetic (a row's bits
+// are the same with either ring)
+constexpr int kMwDeepStages = 6;
+constexpr int kMwDeepKeys = 8192;
+constexpr bool mw_deep(int D, bool fp8) { return fp8 && D == 64; }
+constexpr int mw_ring_bytes(int D, bool fp8, bool deep = false) {
+    return kMwWarps * (deep ? kMwDeepStages : mw_stages(D, fp8)) * 2 * mw_keys(D) * D * (fp8 ? 1 : 2);
 }
 // the warps' combine rows (floats): 16-bit K/V D + 4; E4M3 D + 20, its 8 lane groups of D / 8 dims
 // at a stride of D / 8 + 2 (decode_mw.cu: conflict-free float2 writes)
@@ -87,9 +95,9 @@ constexpr int mw_combine_ld(int D, bool fp8) { return fp8 ? D + 20 : D + 4; }
 constexpr int mw_combine_bytes(int D, bool fp8) {
     return kMwWarps * kMwMaxGroup * mw_combine_ld(D, fp8) * 4 + 2 * kMwWarps * kMwMaxGroup * 4;
 }
-constexpr int mw_smem_bytes(int D, bool fp8) {
-    return mw_ring_bytes(D, fp8) > mw_combine_bytes(D, fp8) ? mw_ring_bytes(D, fp8)
-                                                            : mw_combine_bytes(D, fp8);
+constexpr int mw_smem_bytes(int D, bool fp8, bool deep = false) {
+    return mw_ring_bytes(D, fp8, deep) > mw_combine_bytes(D, fp8) ? mw_ring_bytes(D, fp8, deep)
+                                                                  : mw_combine_bytes(D, fp8);
 }
 
 // What the constants must keep: a step is a multiple of 16 keys with a power-of-two count of n8

@@ -30,12 +30,12 @@
 namespace fa_attn {
 namespace {
 
-template <int D_, bool FP8_> struct MwCfg {
+template <int D_, bool FP8_, bool DEEP = false> struct MwCfg {
     static constexpr int D = D_;
     static constexpr bool FP8 = FP8_;
     static constexpr int NW = kMwWarps;
     static constexpr int KT = mw_keys(D);
-    static constexpr int NS = mw_stages(D, FP8);
+    static constexpr int NS = DEEP ? kMwDeepStages : mw_stages(D, FP8);
     static constexpr int ES = FP8 ? 1 : 2;     // bytes per element of K/V
     static constexpr int ROWB = D * ES;        // bytes of one key row
     static constexpr int CPR = ROWB / 16;      // 16-byte chunks per row
@@ -55,7 +55,8 @@ template <int D_, bool FP8_> struct MwCfg {
     static_assert(KT == 16 || KT == 32, "one key offset per lane");
     static_assert(CPR <= 32 && (KT * CPR) % 32 == 0, "whole chunk rounds per lane");
     static_assert(FP8 || CPR >= 8, "16-bit swizzle needs 8 chunks a row");
-    static_assert(SMEM == mw_smem_bytes(D, FP8), "attention_tiles.h: mw_smem_bytes");
+    static_assert(SMEM == mw_smem_bytes(D, FP8, DEEP), "attention_tiles.h: mw_smem_bytes");
+    static_assert(!DEEP || mw_deep(D, FP8), "the deep ring is built for mw_deep widths only");
 };
 
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
@@ -117,10 +118,10 @@ __device__ __forceinline__ float q_f16_scale(float amax) {
     return ldexpf(1.f, max(-126, min(127, 15 - ex)));
 }
 
-template <int D, typename QT, bool FP8, int NF>
+template <int D, typename QT, bool FP8, int NF, bool DEEP>
 __global__ void __launch_bounds__(kMwWarps * 32, mw_min_blocks(D, FP8, NF))
     decode_mw_kernel(const __grid_constant__ Params p) {
-    using C = MwCfg<D, FP8>;
+    using C = MwCfg<D, FP8, DEEP>;
     using OT = typename std::conditional<FP8, __half, QT>::type; // MMA operand type
     constexpr int KT = C::KT, NS = C::NS, NW = C::NW, KM = C::KM, KS = C::KS, MT = C::MT;
     constexpr float kLog2e = 1.4426950408889634f;
@@ -578,11 +579,12 @@ __global__ void __launch_bounds__(kMwWarps * 32, mw_min_blocks(D, FP8, NF))
     }
 }
 
-template <int D, typename QT, bool FP8, int NF> cudaError_t launch_mw(const Params &p, cudaStream_t stream) {
-    using C = MwCfg<D, FP8>;
+template <int D, typename QT, bool FP8, int NF, bool DEEP>
+cudaError_t launch_mw_ring(const Params &p, cudaStream_t stream) {
+    using C = MwCfg<D, FP8, DEEP>;
     const int64_t blocks = static_cast<int64_t>(p.num_seqs) * p.num_heads_kv;
     if (blocks > 0x7fffffffLL || p.num_splits > 65535) return cudaErrorInvalidConfiguration;
-    auto kern = decode_mw_kernel<D, QT, FP8, NF>;
+    auto kern = decode_mw_kernel<D, QT, FP8, NF, DEEP>;
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
     if (e != cudaSuccess) return e;
     kern<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(p.num_splits), 1), C::NT, C::SMEM,
@@ -590,25 +592,34 @@ template <int D, typename QT, bool FP8, int NF> cudaError_t launch_mw(const Para
     return cudaGetLastError();
 }
 
-template <int D, typename QT, bool FP8> cudaError_t launch_mw_groups(const Params &p, cudaStream_t stream) {
+template <int D, typename QT, bool FP8, int NF>
+cudaError_t launch_mw(const Params &p, bool deep, cudaStream_t stream) {
+    if constexpr (mw_deep(D, FP8)) {
+        if (deep) return launch_mw_ring<D, QT, FP8, NF, true>(p, stream);
+    }
+    return launch_mw_ring<D, QT, FP8, NF, false>(p, stream);
+}
+
+template <int D, typename QT, bool FP8>
+cudaError_t launch_mw_groups(const Params &p, bool deep, cudaStream_t stream) {
     if constexpr (mw_max_group(D) <= 8) {
-        return p.group <= 8 ? launch_mw<D, QT, FP8, 1>(p, stream) : cudaErrorInvalidValue;
+        return p.group <= 8 ? launch_mw<D, QT, FP8, 1>(p, deep, stream) : cudaErrorInvalidValue;
     } else {
-        return p.group <= 8 ? launch_mw<D, QT, FP8, 1>(p, stream) : launch_mw<D, QT, FP8, 2>(p, stream);
+        return p.group <= 8 ? launch_mw<D, QT, FP8, 1>(p, deep, stream) : launch_mw<D, QT, FP8, 2>(p, deep, stream);
     }
 }
 
-template <int D> cudaError_t launch_mw_width(const Params &p, bool f16, bool fp8, cudaStream_t stream) {
+template <int D> cudaError_t launch_mw_width(const Params &p, bool f16, bool fp8, bool deep, cudaStream_t stream) {
     if (f16)
-        return fp8 ? launch_mw_groups<D, __half, true>(p, stream)
-                   : launch_mw_groups<D, __half, false>(p, stream);
-    return fp8 ? launch_mw_groups<D, __nv_bfloat16, true>(p, stream)
-               : launch_mw_groups<D, __nv_bfloat16, false>(p, stream);
+        return fp8 ? launch_mw_groups<D, __half, true>(p, deep, stream)
+                   : launch_mw_groups<D, __half, false>(p, deep, stream);
+    return fp8 ? launch_mw_groups<D, __nv_bfloat16, true>(p, deep, stream)
+               : launch_mw_groups<D, __nv_bfloat16, false>(p, deep, stream);
 }
 
 // CTAs of the 16-bit-K/V kernel (bf16, one n8 fragment) an SM holds
 template <int D> cudaError_t mw_occupancy(int *n) {
-    auto kern = decode_mw_kernel<D, __nv_bfloat16, false, 1>;
+    auto kern = decode_mw_kernel<D, __nv_bfloat16, false, 1, false>;
     cudaError_t e =
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, MwCfg<D, false>::SMEM);
     if (e != cudaSuccess) return e;
@@ -631,19 +642,20 @@ bool decode_mw_compiled(int D) {
     return false;
 }
 
-cudaError_t launch_decode_mw(const Params &p, int D, bool f16, bool fp8, cudaStream_t stream) {
+cudaError_t launch_decode_mw(const Params &p, int D, bool f16, bool fp8, bool deep, cudaStream_t stream) {
 #ifdef FA_ATTN_HD_64
-    if (D == 64) return launch_mw_width<64>(p, f16, fp8, stream);
+    if (D == 64) return launch_mw_width<64>(p, f16, fp8, deep, stream);
 #endif
 #ifdef FA_ATTN_HD_128
-    if (D == 128) return launch_mw_width<128>(p, f16, fp8, stream);
+    if (D == 128) return launch_mw_width<128>(p, f16, fp8, deep, stream);
 #endif
 #ifdef FA_ATTN_HD_256
-    if (D == 256) return launch_mw_width<256>(p, f16, fp8, stream);
+    if (D == 256) return launch_mw_width<256>(p, f16, fp8, deep, stream);
 #endif
     (void)p;
     (void)f16;
     (void)fp8;
+    (void)deep;
     (void)stream;
     return cudaErrorInvalidValue;
 }
