@@ -1106,8 +1106,8 @@ static void test_family_edges(void)
        causal over 4200 keys with a short second sequence (group 2), f16 with softcap, a window
        and split-KV (group 4), a two-sided window (three KV heads, group 2) */
     for (v = 0; v < 3; ++v) {
-        acase c = base_case(v == 1 ? FA_DTYPE_F16 : FA_DTYPE_BF16, 128, v == 1 ? 8 : 16, v == 2 ? 6 : 4 * (v + 1),
-                            v == 2 ? 3 : 2);
+        acase c = base_case(v == 1 ? FA_DTYPE_F16 : FA_DTYPE_BF16, 128, v == 1 ? 8 : 16,
+                            v == 2 ? 6 : 4 * (v + 1), v == 2 ? 3 : 2);
         if (gt_quick() && v == 0) continue;
         if (v == 0) {
             static const int ql[] = {4100, 37}, kl[] = {4200, 500};

@@ -567,7 +567,8 @@ fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err
         p.tile_filter = 0;
         // the deep ring (attention_tiles.h): more than two CTAs an SM, kMwDeepKeys keys a split
         const bool fp8 = kv_kind != fa_attn::KV_SAME;
-        const int64_t ctas = static_cast<int64_t>(a->num_seqs) * a->num_heads_kv * (p.num_splits > 1 ? p.num_splits : 1);
+        const int64_t ctas =
+            static_cast<int64_t>(a->num_seqs) * a->num_heads_kv * (p.num_splits > 1 ? p.num_splits : 1);
         const bool deep = fa_attn::mw_deep(dim, fp8) && L->info != nullptr && ctas > 2LL * L->info->num_sms &&
                           a->max_seqlen_k / (p.num_splits > 1 ? p.num_splits : 1) >= fa_attn::kMwDeepKeys;
         ce = fa_attn::launch_decode_mw(p, dim, a->q_dtype == FA_DTYPE_F16, fp8, deep, stream);

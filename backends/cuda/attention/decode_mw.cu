@@ -605,11 +605,13 @@ cudaError_t launch_mw_groups(const Params &p, bool deep, cudaStream_t stream) {
     if constexpr (mw_max_group(D) <= 8) {
         return p.group <= 8 ? launch_mw<D, QT, FP8, 1>(p, deep, stream) : cudaErrorInvalidValue;
     } else {
-        return p.group <= 8 ? launch_mw<D, QT, FP8, 1>(p, deep, stream) : launch_mw<D, QT, FP8, 2>(p, deep, stream);
+        return p.group <= 8 ? launch_mw<D, QT, FP8, 1>(p, deep, stream)
+                            : launch_mw<D, QT, FP8, 2>(p, deep, stream);
     }
 }
 
-template <int D> cudaError_t launch_mw_width(const Params &p, bool f16, bool fp8, bool deep, cudaStream_t stream) {
+template <int D>
+cudaError_t launch_mw_width(const Params &p, bool f16, bool fp8, bool deep, cudaStream_t stream) {
     if (f16)
         return fp8 ? launch_mw_groups<D, __half, true>(p, deep, stream)
                    : launch_mw_groups<D, __half, false>(p, deep, stream);

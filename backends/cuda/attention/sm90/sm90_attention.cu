@@ -411,8 +411,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             __syncwarp();
             if (active) {
                 if (mc > 1)
-                    tma_load_4d_mc(sK + s * L::kTileBytes + off, &tmK, bar_kf + 8 * s, col * 64, row, hkv, blk,
-                                   mask);
+                    tma_load_4d_mc(sK + s * L::kTileBytes + off, &tmK, bar_kf + 8 * s, col * 64, row, hkv,
+                                   blk, mask);
                 else
                     tma_load_4d(sK + s * L::kTileBytes + off, &tmK, bar_kf + 8 * s, col * 64, row, hkv, blk);
             }
@@ -456,7 +456,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int g = lane / 4, t4 = lane % 4;
     // a stage's release: this CTA's barrier, and in a multicast pair the other CTA's too
     const uint32_t peer = mc > 1 ? cluster_ctarank() ^ 1u : 0u;
-    const uint32_t pke = mc > 1 ? mapa_shared(bar_ke, peer) : 0u, pve = mc > 1 ? mapa_shared(bar_ve, peer) : 0u;
+    const uint32_t pke = mc > 1 ? mapa_shared(bar_ke, peer) : 0u,
+                   pve = mc > 1 ? mapa_shared(bar_ve, peer) : 0u;
     auto release_k = [&](int s) {
         __syncwarp();
         if (lane == 0) {

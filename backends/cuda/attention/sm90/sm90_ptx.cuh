@@ -214,7 +214,8 @@ __device__ __forceinline__ uint32_t mapa_shared(uint32_t addr, uint32_t rank) {
 // release at cluster scope: this CTA's earlier reads of the stage happen before the peer's
 // producer overwrites it.
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t cluster_bar) {
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_bar) : "memory");
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_bar)
+                 : "memory");
 }
 
 // mbar_wait with acquire at cluster scope (a barrier that other CTAs' threads arrive on).
@@ -233,7 +234,8 @@ __device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity)
 // Every thread of every CTA of the cluster arrives (release), then waits (acquire): the
 // barriers one CTA initialised are visible to the others before they are used.
 __device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::
+                     : "memory");
 }
 
 // PTX ISA prefetch, .tensormap form (#data-movement-and-conversion-instructions-prefetch-

@@ -252,7 +252,8 @@ template <int Stages, int D = kHeadDim> struct Ring {
     // (full_count: arrivals that fill a K / V stage: 1 for TMA, the producer threads for cp.async)
     // (empty_count: arrivals that free a stage: the consumer warps of every CTA that reads it)
     __device__ __forceinline__ void init(const void *tmQ, const void *tmK, const void *tmV,
-                                         uint32_t full_count = 1, uint32_t empty_count = kConsumerWarps) const {
+                                         uint32_t full_count = 1,
+                                         uint32_t empty_count = kConsumerWarps) const {
         prefetch_tensormap(tmQ);
         prefetch_tensormap(tmK);
         prefetch_tensormap(tmV);
