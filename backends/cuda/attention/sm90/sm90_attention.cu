@@ -932,6 +932,15 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
         cfg.attrs = at;
         cfg.numAttrs = p.mcast > 1 ? 1 : 0;
         ce = cudaLaunchKernelEx(&cfg, kern, tq[gi], tk, tv, pg);
+        if (ce != cudaSuccess && pg.mcast > 1) {
+            // a launch the device (partition) refuses with the pair (cluster size, resources):
+            // the same call with one CTA a head (the pair changes which CTA issues a box, not a
+            // result); an error that is not the cluster's comes back from this launch too
+            cudaGetLastError();
+            pg.mcast = 1;
+            cfg.numAttrs = 0;
+            ce = cudaLaunchKernelEx(&cfg, kern, tq[gi], tk, tv, pg);
+        }
     }
     if (ce != cudaSuccess)
         return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 kernel launch: %s", cudaGetErrorString(ce));
