@@ -218,6 +218,8 @@ EOF
     prof comb_h128_bf16_1x32k combine_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv bf16 --batch 1 --ctx 32k
     prof dec_h128_fp8_1x1k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv fp8 --batch 1 --ctx 1k
     prof dec_h128_bf16_1x1k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv bf16 --batch 1 --ctx 1k
+    prof dec_h64_fp8_1x1k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 64 --kv fp8 --batch 1 --ctx 1k
+    prof dec_h64_bf16_1x1k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 64 --kv bf16 --batch 1 --ctx 1k
     prof cache_bf16 "reshape_and_cache_kernel.*TF16ELi0" 30 "$A/bench/bench_ops"
     prof cache_fp8 "reshape_and_cache_kernel.*TBF16ELi1" 30 "$A/bench/bench_ops"
     prof merge merge_states_kernel 30 "$A/bench/bench_ops"
