@@ -701,8 +701,8 @@ static void ref_free(ref_sample *s)
 
 /* CPU reference: dense causal attention of m query rows (bottom-right aligned) over Lk keys of
    one KV head; q [m][G][D] bf16, k / v [Lk][D] of kvdt, out [m][G][D] bf16. */
-static int cpu_ref(const uint16_t *q, const void *k, const void *v, fa_dtype kvdt, int m, int G, int D,
-                   int Lk, float scale, float ks, float vs, uint16_t *out)
+static int cpu_ref(const void *q, fa_dtype qdt, const void *k, const void *v, fa_dtype kvdt, int m, int G,
+                   int D, int Lk, float scale, float ks, float vs, uint16_t *out)
 {
     fa_attn_args a;
     int32_t cuq[2], cuk[2];
@@ -715,7 +715,8 @@ static int cpu_ref(const uint16_t *q, const void *k, const void *v, fa_dtype kvd
     a.q = q;
     a.q_token_stride = (int64_t)G * D;
     a.q_head_stride = D;
-    a.q_dtype = FA_DTYPE_BF16;
+    a.q_dtype = qdt;
+    a.out_dtype = FA_DTYPE_BF16; /* (an fp8 query's output) */
     a.k = k;
     a.v = v;
     a.k_row_stride = D;
@@ -1061,8 +1062,8 @@ static int pworld_ref(const pworld *w, int req, int m, int hk, ref_sample *s)
     s->h0 = hk * G;
     s->row0 = row0;
     s->ref = (uint16_t *)xmalloc(sizeof(uint16_t) * (size_t)m * G * D);
-    rc = cpu_ref(q, k, v, w->fp8 ? FA_DTYPE_FP8_E4M3 : FA_DTYPE_BF16, m, G, D, Lk, w->layer.scale,
-                 w->fp8 ? KSCALE_FP8 : 1.f, w->fp8 ? KSCALE_FP8 : 1.f, s->ref);
+    rc = cpu_ref(q, FA_DTYPE_BF16, k, v, w->fp8 ? FA_DTYPE_FP8_E4M3 : FA_DTYPE_BF16, m, G, D, Lk,
+                 w->layer.scale, w->fp8 ? KSCALE_FP8 : 1.f, w->fp8 ? KSCALE_FP8 : 1.f, s->ref);
     if (rc) ref_free(s);
     free(q);
     free(k);
@@ -1433,7 +1434,8 @@ typedef struct dense_world {
     fa_attn_args *a;
 } dense_world;
 
-static void bench_prefill_dense(int nseq, int L, int D)
+/* q8: an fp8 (e4m3) query with e4m3 K/V and a bf16 output (rows "... q=fp8", kv "fp8"). */
+static void bench_prefill_dense(int nseq, int L, int D, int q8)
 {
     const int hq = 32, hkv = 8;
     row r;
@@ -1445,13 +1447,14 @@ static void bench_prefill_dense(int nseq, int L, int D)
     memset(&w, 0, sizeof w);
     memset(&ref, 0, sizeof ref);
     row_init(&r, "prefill-dense");
-    snprintf(r.name, sizeof r.name, "prefill-dense %dx%d h=%d/%d d=%d", nseq, L, hq, hkv, D);
+    snprintf(r.name, sizeof r.name, "prefill-dense %dx%d h=%d/%d d=%d%s", nseq, L, hq, hkv, D,
+             q8 ? " q=fp8" : "");
     r.batch = nseq;
     r.ctx = L;
     r.hq = hq;
     r.hkv = hkv;
     r.d = D;
-    snprintf(r.kv, sizeof r.kv, "bf16");
+    snprintf(r.kv, sizeof r.kv, q8 ? "fp8" : "bf16");
     if (!row_selected(&r, C_PREFILL)) return;
     if (g_dead) {
         emit_na(&r, "CUDA context lost earlier");
@@ -1465,7 +1468,7 @@ static void bench_prefill_dense(int nseq, int L, int D)
         ql[i] = sl[i] = L;
         cu[i + 1] = cu[i] + L;
     }
-    batch_counts(nseq, ql, sl, 0, hq, hkv, D, 2, &r.bytes, &r.flops);
+    batch_counts(nseq, ql, sl, 0, hq, hkv, D, q8 ? 1 : 2, &r.bytes, &r.flops);
     w.nseq = nseq;
     w.L = L;
     w.T = nseq * L;
@@ -1473,15 +1476,18 @@ static void bench_prefill_dense(int nseq, int L, int D)
     w.hkv = hkv;
     w.D = D;
     w.ncopies = rot_copies(r.bytes, 0);
+    const size_t es = q8 ? 1 : 2; /* q, k, v element bytes (out: bf16) */
     {
-        size_t qb = sizeof(uint16_t) * (size_t)w.ncopies * w.T * hq * D;
-        size_t kvb = sizeof(uint16_t) * (size_t)2 * w.ncopies * w.T * hkv * D;
+        size_t qb = es * (size_t)w.ncopies * w.T * hq * D,
+               ob = sizeof(uint16_t) * (size_t)w.ncopies * w.T * hq * D;
+        size_t kvb = es * (size_t)2 * w.ncopies * w.T * hkv * D;
+        const int pat = q8 ? PAT_FP8 : PAT_BF16;
         w.q_all = dalloc(qb);
-        w.out_all = w.q_all ? dalloc(qb) : NULL;
+        w.out_all = w.q_all ? dalloc(ob) : NULL;
         w.kv_all = w.out_all ? dalloc(kvb) : NULL;
         w.cu_dev = w.kv_all ? (int32_t *)dalloc(sizeof(int32_t) * (size_t)(nseq + 1)) : NULL;
-        if (!w.cu_dev || fill_pattern(w.q_all, qb, PAT_BF16) || fill_pattern(w.kv_all, kvb, PAT_BF16) ||
-            dpoison(w.out_all, qb) || h2d(w.cu_dev, cu, sizeof(int32_t) * (size_t)(nseq + 1))) {
+        if (!w.cu_dev || fill_pattern(w.q_all, qb, pat) || fill_pattern(w.kv_all, kvb, pat) ||
+            dpoison(w.out_all, ob) || h2d(w.cu_dev, cu, sizeof(int32_t) * (size_t)(nseq + 1))) {
             emit_na(&r, g_err);
             goto out;
         }
@@ -1489,18 +1495,19 @@ static void bench_prefill_dense(int nseq, int L, int D)
     w.a = (fa_attn_args *)xmalloc(sizeof(fa_attn_args) * (size_t)w.ncopies);
     for (c = 0; c < w.ncopies; ++c) {
         fa_attn_args *a = &w.a[c];
-        size_t qo = sizeof(uint16_t) * (size_t)c * w.T * hq * D;
+        size_t qo = es * (size_t)c * w.T * hq * D, oo = sizeof(uint16_t) * (size_t)c * w.T * hq * D;
         memset(a, 0, sizeof *a);
         a->q = (char *)w.q_all + qo;
         a->q_token_stride = (int64_t)hq * D;
         a->q_head_stride = D;
-        a->q_dtype = FA_DTYPE_BF16;
-        a->k = (char *)w.kv_all + sizeof(uint16_t) * (size_t)c * w.T * hkv * D;
-        a->v = (char *)w.kv_all + sizeof(uint16_t) * ((size_t)w.ncopies + c) * w.T * hkv * D;
+        a->q_dtype = q8 ? FA_DTYPE_FP8_E4M3 : FA_DTYPE_BF16;
+        a->out_dtype = FA_DTYPE_BF16;
+        a->k = (char *)w.kv_all + es * (size_t)c * w.T * hkv * D;
+        a->v = (char *)w.kv_all + es * ((size_t)w.ncopies + c) * w.T * hkv * D;
         a->k_row_stride = a->v_row_stride = (int64_t)hkv * D;
         a->k_head_stride = a->v_head_stride = D;
-        a->kv_dtype = FA_DTYPE_BF16;
-        a->out = (char *)w.out_all + qo;
+        a->kv_dtype = q8 ? FA_DTYPE_FP8_E4M3 : FA_DTYPE_BF16;
+        a->out = (char *)w.out_all + oo;
         a->out_token_stride = (int64_t)hq * D;
         a->out_head_stride = D;
         a->cu_seqlens_q = w.cu_dev;
@@ -1526,19 +1533,30 @@ static void bench_prefill_dense(int nseq, int L, int D)
         const int m = 4, hk = 3 % hkv, G = hq / hkv;
         int64_t tok0 = (int64_t)(nseq - 1) * L, row0 = tok0 + L - m,
                 vofs = (int64_t)w.ncopies * w.T * hkv * D;
-        uint16_t *q = (uint16_t *)xmalloc(sizeof(uint16_t) * (size_t)m * G * D);
-        uint16_t *k = (uint16_t *)xmalloc(sizeof(uint16_t) * (size_t)L * D);
-        uint16_t *v = (uint16_t *)xmalloc(sizeof(uint16_t) * (size_t)L * D);
+        void *q = xmalloc(es * (size_t)m * G * D), *k = xmalloc(es * (size_t)L * D),
+             *v = xmalloc(es * (size_t)L * D);
+        const fa_dtype dt = q8 ? FA_DTYPE_FP8_E4M3 : FA_DTYPE_BF16;
         int g, d, j;
         for (i = 0; i < m; ++i)
             for (g = 0; g < G; ++g)
-                for (d = 0; d < D; ++d)
-                    q[((int64_t)i * G + g) * D + d] = pat_bf16(((row0 + i) * hq + hk * G + g) * D + d);
+                for (d = 0; d < D; ++d) {
+                    const int64_t x = ((int64_t)i * G + g) * D + d,
+                                  e = ((row0 + i) * hq + hk * G + g) * D + d;
+                    if (q8)
+                        ((uint8_t *)q)[x] = pat_fp8(e);
+                    else
+                        ((uint16_t *)q)[x] = pat_bf16(e);
+                }
         for (j = 0; j < L; ++j)
             for (d = 0; d < D; ++d) {
-                int64_t e = ((tok0 + j) * hkv + hk) * D + d;
-                k[(int64_t)j * D + d] = pat_bf16(e);
-                v[(int64_t)j * D + d] = pat_bf16(vofs + e);
+                int64_t e = ((tok0 + j) * hkv + hk) * D + d, x = (int64_t)j * D + d;
+                if (q8) {
+                    ((uint8_t *)k)[x] = pat_fp8(e);
+                    ((uint8_t *)v)[x] = pat_fp8(vofs + e);
+                } else {
+                    ((uint16_t *)k)[x] = pat_bf16(e);
+                    ((uint16_t *)v)[x] = pat_bf16(vofs + e);
+                }
             }
         ref.m = m;
         ref.G = G;
@@ -1547,7 +1565,7 @@ static void bench_prefill_dense(int nseq, int L, int D)
         ref.h0 = hk * G;
         ref.row0 = row0;
         ref.ref = (uint16_t *)xmalloc(sizeof(uint16_t) * (size_t)m * G * D);
-        if (cpu_ref(q, k, v, FA_DTYPE_BF16, m, G, D, L, w.a[0].softmax_scale, 1.f, 1.f, ref.ref)) {
+        if (cpu_ref(q, dt, k, v, dt, m, G, D, L, w.a[0].softmax_scale, 1.f, 1.f, ref.ref)) {
             ref_free(&ref);
             snprintf(r.check, sizeof r.check, "ref n/a: %.60s", g_err);
         }
@@ -2438,7 +2456,8 @@ static void run_all(void)
     for (d = 0; d < 3; ++d) {
         if (O.quick && dims[d] != 128) continue;
         for (s = 0; s < 3; ++s) {
-            bench_prefill_dense(pre[s][0], pre[s][1], dims[d]);
+            bench_prefill_dense(pre[s][0], pre[s][1], dims[d], 0);
+            if (dims[d] == 128) bench_prefill_dense(pre[s][0], pre[s][1], dims[d], 1); /* fp8 query */
             bench_prefill_paged(pre[s][0], pre[s][1], dims[d], 0, 0);
             if (!O.quick || s < 2) bench_prefill_paged(pre[s][0], pre[s][1], dims[d], 0, 1);
             if (!O.quick || s == 0) bench_prefill_paged(pre[s][0], pre[s][1], dims[d], 1, 0);

@@ -42,7 +42,7 @@ build() { # tree dir name head_dims
         timeout 300 ninja -C "$2" bench/bench_gpu bench/bench_ops $5 > "$out/build_$3.txt" 2>&1)
 }
 s=$(date +%s)
-build "$root" build-ncuA A 64,128,256 "tests/gpu/test_gpu_attention tests/gpu/test_gpu_checks tests/gpu/test_gpu_ops" & pa=$!
+build "$root" build-ncuA A 64,128,256 "tests/gpu/test_gpu_attention tests/gpu/test_gpu_checks tests/gpu/test_gpu_ops tests/gpu/test_gpu_fp8q" & pa=$!
 wait $pa; ra=$?
 sum "build: rc $ra, $(( $(date +%s) - s )) s"
 [ $ra -eq 0 ] || { grep -hE "error|FAILED" "$out"/build_*.txt | head -20; exit 1; }
@@ -220,6 +220,9 @@ EOF
     prof dec_h128_bf16_1x1k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv bf16 --batch 1 --ctx 1k
     prof dec_h64_fp8_1x1k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 64 --kv fp8 --batch 1 --ctx 1k
     prof dec_h64_bf16_1x1k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 64 --kv bf16 --batch 1 --ctx 1k
+    pre=(--quick --only prefill --no-ceilings --no-check --reps 20 --warmup 1)
+    prof pre_h128_bf16_4x4k sm90_attention_kernel 1 "$A/bench/bench_gpu" "${pre[@]}" --filter "prefill-dense 4x4096 h=32/8 d=128"
+    prof pre_h128_fp8q_4x4k sm90_attention_kernel 1 "$A/bench/bench_gpu" "${pre[@]}" --filter "prefill-dense 4x4096 h=32/8 d=128 q=fp8"
     prof cache_bf16 "reshape_and_cache_kernel.*TF16ELi0" 30 "$A/bench/bench_ops"
     prof cache_fp8 "reshape_and_cache_kernel.*TBF16ELi1" 30 "$A/bench/bench_ops"
     prof merge merge_states_kernel 30 "$A/bench/bench_ops"

@@ -1,19 +1,22 @@
-// tools/qgmma_probe.cu - a one-CTA probe of the fp8 (QGMMA) path planned for the wgmma family
-// (backends/cuda/attention/sm90/README.md, "Not done"), to run before that kernel is written.
-// On an sm_90a GPU it checks, against the host:
-//   1. S = Q Kᵀ by wgmma.m64n128k32.f32.e4m3.e4m3 with both operands in shared memory, K-major,
+// tools/qgmma_probe.cu - a one-CTA probe of the wgmma family's fp8 (QGMMA) fragments, with the
+// library's own wrappers (sm90_ptx.cuh, sm90_tile.cuh). On an sm_90a GPU it checks, against the
+// host:
+//   1. S = Q K^T by wgmma.m64n128k32.f32.e4m3.e4m3 with both operands in shared memory, K-major,
 //      128-byte swizzle (128 e4m3 a row: a head-128 row is one swizzle row; a k32 step is 32
-//      bytes, as a bf16 k16 step): Q [64 rows][128], K [128 keys][128];
+//      bytes): Q [64 rows][128], K [128 keys][128];
 //   2. O = P V by the same instruction with A from registers: each 32-key step of the S
-//      accumulator converted to e4m3 and packed as the k32 A fragment in place (no value moves
-//      between threads), B = Vᵀ [128 dims][128 keys] (keys contiguous, 128-byte swizzle) with
-//      each 16 keys stored in the order pi(c) = 2 (c / 4) + (c % 2) + 8 ((c % 4) / 2); the host
-//      sums over the keys in their natural order. The same with the identity order is run too
-//      and is expected to differ: it shows that the permutation is what lines the fragments up.
-// Exit status 0 when every expected outcome holds. Build and run on the GPU machine:
+//      accumulator converted to e4m3 (pack_e4m3x4) and packed as the k32 A fragment in place (no
+//      value moves between threads), B = Vt [128 dims][128 keys] (keys contiguous, 128-byte
+//      swizzle) with each 16 keys in the order pi16(c) = 2 (c / 4) + (c % 2) + 8 ((c % 4) / 2):
+//      once written so by the host, once transposed from V [128 keys][128 dims] in shared memory
+//      by the kernel's transpose_v_fp8; the host sums over the keys in their natural order. The
+//      identity order is run too and must differ: the permutation is what lines the fragments up.
+// QGMMA's sums are not f32-exact (H200, 2026-12-04: 3.1e-4 of the largest |S|, 3.6e-4 of |O|), so
+// the bound is 2e-3; the identity order misses by 1.4. Exit status 0 when every expected outcome
+// holds. Build and run on the GPU machine:
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a tools/qgmma_probe.cu -o /tmp/qp
 //   /tmp/qp
-#include "../backends/cuda/attention/sm90/sm90_ptx.cuh"
+#include "../backends/cuda/attention/sm90/sm90_tile.cuh"
 #include "proto_util.cuh"
 
 #include <cuda_fp8.h>
@@ -28,9 +31,7 @@ namespace
 constexpr int kM = 64, kD = 128, kN = 128; // query rows, head dims, keys
 constexpr float kPScale = 1.0f / 16.0f;     // P = e4m3(S * kPScale): inside e4m3's range
 
-// Key of column c (0..15) of a 16-key group of the A fragment: the S accumulator column the
-// same thread holds at that place.
-__host__ __device__ inline int pi16(int c) { return 2 * (c / 4) + (c % 2) + 8 * ((c % 4) / 2); }
+using fa_sm90::pi16; // key of column c (0..15) of a 16-key group of the A fragment
 
 // Byte offset of (row r, byte b) in a K-major tile of 128-byte rows with the 128-byte swizzle
 // (16-byte chunk b / 16 of row r at chunk (b / 16) ^ (r % 8)).
@@ -39,49 +40,11 @@ __device__ inline uint32_t sw128(int r, int b)
     return static_cast<uint32_t>(r * 128 + ((((b >> 4) ^ (r & 7)) << 4) | (b & 15)));
 }
 
-#define QP_WGMMA_E4M3(ASRC, AOPS) \
-    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %" #ASRC ", 0;\n\t" \
-                 "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " \
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " AOPS \
-                 ", p, 1, 1;\n\t}" \
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
-                   "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), \
-                   "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), \
-                   "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), \
-                   "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), \
-                   "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), \
-                   "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), \
-                   "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), \
-                   "+f"(d[62]), "+f"(d[63])
-
-// PTX ISA 9.7.15.5.2 wgmma.mma_async, m64n128k32, D f32, A and B e4m3 (no transpose operands:
-// both K-major), SS form (A and B by descriptor).
-__device__ inline void wgmma_e4m3_ss(float (&d)[64], uint64_t da, uint64_t db, int scale_d)
-{
-    QP_WGMMA_E4M3(66, "%64, %65") : "l"(da), "l"(db), "r"(scale_d));
-}
-// The RS form: A from four registers of four e4m3 each.
-__device__ inline void wgmma_e4m3_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t db, int scale_d)
-{
-    QP_WGMMA_E4M3(69, "{%64, %65, %66, %67}, %68")
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
-}
-
-// Two floats to two e4m3 (lo in the low byte), round to nearest, saturating.
-__device__ inline uint32_t e4m3x2(float lo, float hi)
-{
-    return static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3));
-}
-
 // q [64][128], k [128 keys][128], vt [128 dims][128 keys] e4m3 row-major (vt already in the key
-// order under test); s_out [64][128] and o_out [64][128] f32.
-__global__ void __launch_bounds__(128, 1)
-    probe_kernel(const uint8_t *q, const uint8_t *k, const uint8_t *vt, float *s_out, float *o_out)
+// order under test; with transpose = 1 it is V [128 keys][128 dims] and the kernel transposes it
+// in shared memory with the library's transpose_v_fp8); s_out [64][128] and o_out [64][128] f32.
+__global__ void __launch_bounds__(128, 1) probe_kernel(const uint8_t *q, const uint8_t *k, const uint8_t *vt,
+                                                       float *s_out, float *o_out, int transpose)
 {
     __shared__ __align__(1024) uint8_t sq[kM * 128];
     __shared__ __align__(1024) uint8_t sk[kN * 128];
@@ -89,7 +52,8 @@ __global__ void __launch_bounds__(128, 1)
     const int t = static_cast<int>(threadIdx.x);
     for (int i = t; i < kM * 128; i += 128) sq[sw128(i / 128, i % 128)] = q[i];
     for (int i = t; i < kN * 128; i += 128) sk[sw128(i / 128, i % 128)] = k[i];
-    for (int i = t; i < kD * 128; i += 128) sv[sw128(i / 128, i % 128)] = vt[i];
+    if (!transpose)
+        for (int i = t; i < kD * 128; i += 128) sv[sw128(i / 128, i % 128)] = vt[i];
     fa_sm90::fence_proxy_async_smem();
     __syncthreads();
 
@@ -100,12 +64,21 @@ __global__ void __launch_bounds__(128, 1)
     fa_sm90::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kD / 32; ++kk)
-        wgmma_e4m3_ss(s, fa_sm90::make_smem_desc(aq + 32 * kk, 16, 1024, fa_sm90::kSwizzle128B),
-                      fa_sm90::make_smem_desc(ak + 32 * kk, 16, 1024, fa_sm90::kSwizzle128B), kk > 0);
+        fa_sm90::wgmma_m64n128k32_e4m3_ss(
+            s, fa_sm90::make_smem_desc(aq + 32 * kk, 16, 1024, fa_sm90::kSwizzle128B),
+            fa_sm90::make_smem_desc(ak + 32 * kk, 16, 1024, fa_sm90::kSwizzle128B), kk > 0);
     fa_sm90::wgmma_commit_group();
     fa_sm90::wgmma_wait_group<0>();
 #pragma unroll
     for (int i = 0; i < 64; ++i) fa_sm90::reg_fence(s[i]);
+    if (transpose) { // V into sk (K is read), laid out as the library's TMA box; then transposed into sv
+        __syncthreads();
+        for (int i = t; i < kN * 128; i += 128) sk[sw128(i / 128, i % 128)] = vt[i];
+        __syncthreads();
+        fa_sm90::transpose_v_fp8(ak, av, t, kN);
+        fa_sm90::fence_proxy_async_smem();
+        __syncthreads();
+    }
 
     // the accumulator layout: d[4j + i] = D[16 w + t / 4 + 8 (i / 2)][8 j + 2 (t % 4) + i % 2]
     const int w = t / 32, l = t % 32, r = 16 * w + l / 4, c2 = 2 * (l % 4);
@@ -125,12 +98,13 @@ __global__ void __launch_bounds__(128, 1)
 #pragma unroll
             for (int rr = 0; rr < 2; ++rr) { // rows r, r + 8
                 const int j0 = 4 * kk + 2 * h, j1 = j0 + 1;
-                const uint32_t lo = e4m3x2(s[4 * j0 + 2 * rr] * kPScale, s[4 * j0 + 2 * rr + 1] * kPScale);
-                const uint32_t hi = e4m3x2(s[4 * j1 + 2 * rr] * kPScale, s[4 * j1 + 2 * rr + 1] * kPScale);
-                a[2 * h + rr] = lo | (hi << 16);
+                a[2 * h + rr] =
+                    fa_sm90::pack_e4m3x4(s[4 * j0 + 2 * rr] * kPScale, s[4 * j0 + 2 * rr + 1] * kPScale,
+                                         s[4 * j1 + 2 * rr] * kPScale, s[4 * j1 + 2 * rr + 1] * kPScale);
             }
         }
-        wgmma_e4m3_rs(o, a, fa_sm90::make_smem_desc(av + 32 * kk, 16, 1024, fa_sm90::kSwizzle128B), kk > 0);
+        fa_sm90::wgmma_m64n128k32_e4m3_rs(
+            o, a, fa_sm90::make_smem_desc(av + 32 * kk, 16, 1024, fa_sm90::kSwizzle128B), kk > 0);
     }
     fa_sm90::wgmma_commit_group();
     fa_sm90::wgmma_wait_group<0>();
@@ -152,15 +126,16 @@ uint8_t float_to_e4m3(float x)
     return static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
 }
 
-// One run with the key order `perm` (1: pi16, 0: identity); returns the largest |O - ref| / scale.
+// One run with the key order `perm` (1: pi16, 0: identity, 2: V as is, transposed by the kernel);
+// returns the largest |O - ref| / scale.
 double run(int perm, const std::vector<uint8_t> &q, const std::vector<uint8_t> &k,
            const std::vector<uint8_t> &v, double *s_err)
 {
     std::vector<uint8_t> vt(kD * kN);
     for (int d = 0; d < kD; ++d)
         for (int c = 0; c < kN; ++c) {
-            const int key = perm ? (c / 16) * 16 + pi16(c % 16) : c;
-            vt[d * kN + c] = v[key * kD + d];
+            const int key = perm == 1 ? (c / 16) * 16 + pi16(c % 16) : c;
+            vt[d * kN + c] = perm == 2 ? v[d * kN + c] : v[key * kD + d]; // (2: V [keys][dims] as is)
         }
     uint8_t *dq, *dk, *dv;
     float *ds, *dout;
@@ -174,13 +149,14 @@ double run(int perm, const std::vector<uint8_t> &q, const std::vector<uint8_t> &
     CK(cudaMemcpy(dv, vt.data(), vt.size(), cudaMemcpyHostToDevice));
     CK(cudaMemset(ds, 0xff, sizeof(float) * kM * kN)); // NaN poison
     CK(cudaMemset(dout, 0xff, sizeof(float) * kM * kD));
-    probe_kernel<<<1, 128>>>(dq, dk, dv, ds, dout);
+    probe_kernel<<<1, 128>>>(dq, dk, dv, ds, dout, perm == 2);
     CK(cudaGetLastError());
     sync_or_die(0, 10.0, "probe_kernel");
     std::vector<float> s(kM * kN), o(kM * kD);
     CK(cudaMemcpy(s.data(), ds, sizeof(float) * s.size(), cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(o.data(), dout, sizeof(float) * o.size(), cudaMemcpyDeviceToHost));
-    // S against the host (exact products, f32 sums in another order: relative 1e-5)
+    // S against the host (exact products; QGMMA's sums are not f32-exact: measured 3.1e-4 of the
+    // largest |S| on the H200, 2026-12-04; bound 2e-3)
     double se = 0, sm = 0;
     for (int m = 0; m < kM; ++m)
         for (int n = 0; n < kN; ++n) {
@@ -226,17 +202,17 @@ int main()
         printf("%s - e4m3x2 packing: x in the low byte (0x%04x)\n", ok ? "ok" : "not ok", pair);
         ok ? ++g_pass : ++g_fail;
     }
-    for (int perm = 1; perm >= 0; --perm) {
+    for (int perm = 2; perm >= 0; --perm) {
         double se = 0;
         const double oe = run(perm, q, k, v, &se);
-        const bool s_ok = se < 1e-5;
-        const bool o_ok = oe < 1e-5;
-        const bool want = perm == 1; // the identity order is expected to differ
+        const bool s_ok = se < 2e-3;
+        const bool o_ok = oe < 2e-3;
+        const bool want = perm != 0; // the identity order is expected to differ
+        static const char *order[] = {"in natural order", "in pi16 order", "transposed by transpose_v_fp8"};
         printf("%s - S = Q K^T (SS, e4m3): max rel err %.2e\n", s_ok ? "ok" : "not ok", se);
         s_ok ? ++g_pass : ++g_fail;
         printf("%s - O = P V (RS, P in place, keys %s): max rel err %.2e (%s expected)\n",
-               o_ok == want ? "ok" : "not ok", perm ? "in pi16 order" : "in natural order", oe,
-               want ? "a match" : "a mismatch");
+               o_ok == want ? "ok" : "not ok", order[perm], oe, want ? "a match" : "a mismatch");
         o_ok == want ? ++g_pass : ++g_fail;
     }
     finish_and_exit(g_fail == 0 ? 0 : 1);

@@ -178,7 +178,7 @@ if [ "${FA_GPU_PLAIN:-1}" != 0 ]; then
     # first pass ran head 128's prefill in the wgmma family, this one in mma.sync
     if [ "${FA_GPU_SECOND_FAMILY:-1}" != 0 ]; then
         for p in "${programs[@]}"; do
-            case " test_gpu_attention test_gpu_forward test_gpu_graph test_gpu_checks " in
+            case " test_gpu_attention test_gpu_forward test_gpu_graph test_gpu_checks test_gpu_fp8q " in
                 *" $p "*) FA_GPU_FAMILY=mma_sync run_program "$p (mma_sync)" "$logs/$p.mma_sync.log" "$build/tests/gpu/$p" ;;
             esac
         done

@@ -367,10 +367,12 @@ fa_status prepare(const fa_attn_args *a, const FaLaunch *L, Plan *pl, const fa_b
     pl->sm90_skip_rows = 0;
     pl->mw = pl->dec_skip = false;
     FA_BU_TRY(fa_bu_check_attention(e, a, fa_attn::kBlockSizeMultiple));
-    if (a->q_dtype != FA_DTYPE_F16 && a->q_dtype != FA_DTYPE_BF16)
-        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "q_dtype %s: the CUDA backend takes f16 or bf16",
+    // an fp8 (e4m3) query runs only in the sm_90a family (QGMMA); every other call's q is f16 / bf16
+    const bool q8 = a->q_dtype == FA_DTYPE_FP8_E4M3;
+    if (a->q_dtype != FA_DTYPE_F16 && a->q_dtype != FA_DTYPE_BF16 && !q8)
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "q_dtype %s: the CUDA backend takes f16, bf16 or fp8_e4m3",
                           fa_bu_dtype_name(a->q_dtype, n1));
-    const int kv_kind = a->kv_dtype == a->q_dtype ? fa_attn::KV_SAME : fa_attn::KV_FP8;
+    const int kv_kind = a->kv_dtype == a->q_dtype && !q8 ? fa_attn::KV_SAME : fa_attn::KV_FP8;
     const bool paged = a->cu_seqlens_k == nullptr;
     const int dim = padded_dim(a->head_size);
     if (dim == 0) {
@@ -397,6 +399,29 @@ fa_status prepare(const fa_attn_args *a, const FaLaunch *L, Plan *pl, const fa_b
     bool kv16 = false;
     FA_BU_TRY(check_alignment(a, paged, fp8, e, &kv16));
     fill_params(a, paged, fp8, kv16, group, S, pl->p);
+    if (q8) {
+#if FA_CUDA_HAVE_SM90
+        const char *why = nullptr;
+        if (L == nullptr || !L->sm90)
+            return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
+                              "q_dtype fp8_e4m3 runs in the sm_90a (wgmma) family only, which %s",
+                              L == nullptr ? "has no device here"
+                                           : "this device / family setting does not use");
+        if (!fa_sm90__accepts(a, &why))
+            return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
+                              "q_dtype fp8_e4m3: the sm_90a family does not take the call: %s", why);
+        pl->dim = dim;
+        pl->kv_kind = kv_kind;
+        pl->decode = pl->mixed = false;
+        pl->sm90 = true; // every sequence, decode ones too
+        pl->empty = false;
+        return FA_OK;
+#else
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED,
+                          "q_dtype fp8_e4m3 runs in the sm_90a (wgmma) family only, not built here (gpu_arch "
+                          "without sm_90a)");
+#endif
+    }
 
     // ---- tile shape and shared memory. The packed decode tile (kDecodeRows rows = query
     // rows x heads of a KV head) when every sequence fits; a mixed batch (decode queries next to
@@ -579,8 +604,9 @@ fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err
     if (p.num_splits > 1) {
         const int64_t blocks = (static_cast<int64_t>(a->num_tokens) * a->num_heads_q + 3) / 4;
         const bool pdl = L->info != nullptr && L->info->cc_major >= 9;
-        ce = a->q_dtype == FA_DTYPE_F16 ? launch_combine<__half>(p, blocks, pdl, stream)
-                                        : launch_combine<__nv_bfloat16>(p, blocks, pdl, stream);
+        const fa_dtype odt = a->q_dtype == FA_DTYPE_FP8_E4M3 ? a->out_dtype : a->q_dtype;
+        ce = odt == FA_DTYPE_F16 ? launch_combine<__half>(p, blocks, pdl, stream)
+                                 : launch_combine<__nv_bfloat16>(p, blocks, pdl, stream);
         if (ce != cudaSuccess)
             return fa_bu_fail(e, FA_ERR_BACKEND, "split combine launch: %s", cudaGetErrorString(ce));
     }

@@ -42,6 +42,8 @@
 #include "../dispatch_generated.h" // FA_ATTN_HD_<d>: the compiled widths
 #include "sm90_tile.cuh"
 
+#include <cuda_fp8.h>
+
 #include <limits.h>
 #include <math.h>
 #include <string.h>
@@ -51,8 +53,12 @@ namespace fa_sm90 {
 #if FA_SM90_DEVICE_OK // (the kernel body is empty in the other architectures' code)
 constexpr int kLibProducerRegs = 40; // 40 * 128 + 232 * 256 = 64512 <= 65536
 constexpr int kLibConsumerRegs = 232;
+// FP8: the producer warpgroup also transposes V; its consumers hold half the P registers
+constexpr int kFp8ProducerRegs = 56; // 56 * 128 + 224 * 256 = 64512
+constexpr int kFp8ConsumerRegs = 224;
 #endif
 constexpr int kLibStages = 2;
+constexpr int kFp8Stages = 2; // the FP8 kernels' ring (their stages are half the bytes)
 
 // Kernel parameters besides the three tensor maps.
 struct AttnParams {
@@ -89,6 +95,11 @@ struct AttnParams {
     const float *alibi_slopes; // NULL-able [Hq] / [B, Hq]
     int64_t alibi_batch_stride;
     const float *sinks; // NULL-able [Hq]
+    // fp8 (the FP8 kernels: e4m3 q, k, v): q[t, h] stands for q_descale[b, hkv] x q (NULL: 1),
+    // K and V for k_descale / v_descale [b, hkv] x the codes (NULL: k_scale / v_scale)
+    const float *q_descale, *k_descale, *v_descale;
+    int64_t descale_batch_stride, descale_head_stride;
+    float k_scale, v_scale;
 };
 
 // Sequence b of flat row-block tile `tile`: the last b with tile_off(b) = cu_q[b] / 128 + b <=
@@ -139,41 +150,47 @@ __device__ __forceinline__ bool key_offsets(const AttnParams &p, const int32_t *
 template <typename T> __device__ __forceinline__ float to_f32(T x) {
     if constexpr (std::is_same<T, __nv_bfloat16>::value) {
         return __bfloat162float(x);
+    } else if constexpr (std::is_same<T, __nv_fp8_e4m3>::value) {
+        return static_cast<float>(x);
     } else {
         return __half2float(x);
     }
 }
 
-template <typename T, bool Softcap, int D, bool Alibi>
+// (E: the element type of q, k, v; sc: the CTA's logit scales sl2, sc_cap and V's descale)
+struct Scales {
+    float sl2, sc_cap, vd;
+};
+template <typename E, bool Softcap, int D, bool Alibi>
 __device__ __forceinline__ float fix_nan_core(const AttnParams &p, int q_tok, int h, int hkv,
                                               const int32_t *bt, int kb, int lo, int hi, int d, float m,
-                                              float l, float slope, int td) {
-    const T *qr = static_cast<const T *>(p.q) + q_tok * p.q_token_stride + h * p.q_head_stride;
-    const T *kp = static_cast<const T *>(p.k), *vp = static_cast<const T *>(p.v);
+                                              float l, Scales sc, float slope, int td) {
+    const E *qr = static_cast<const E *>(p.q) + q_tok * p.q_token_stride + h * p.q_head_stride;
+    const E *kp = static_cast<const E *>(p.k), *vp = static_cast<const E *>(p.v);
     float acc = 0.f;
     for (int j = lo; j < hi; ++j) {
         int64_t ok, ov;
         if (!key_offsets(p, bt, kb, j, hkv, ok, ov)) continue;
         float s = 0.f;
         for (int x = 0; x < D; ++x) s += to_f32(qr[x]) * to_f32(kp[ok + x]);
-        float xl = Softcap ? __fmul_rn(p.scale_log2, tanh_approx(__fmul_rn(s, p.sc_cap))) : s * p.scale_log2;
+        float xl = Softcap ? __fmul_rn(sc.sl2, tanh_approx(__fmul_rn(s, sc.sc_cap))) : s * sc.sl2;
         if constexpr (Alibi) xl = __fmaf_rn(slope, fabsf(static_cast<float>(td - j)), xl);
         acc += ex2_approx(xl - m) * to_f32(vp[ov + d]);
     }
-    return l > 0.f ? acc / l : 0.f;
+    return l > 0.f ? acc * sc.vd / l : 0.f;
 }
-template <typename T, bool Softcap, int D>
+template <typename E, bool Softcap, int D>
 static __device__ __noinline__ float fix_nan_entry(const AttnParams &p, int q_tok, int h, int hkv,
                                                    const int32_t *bt, int kb, int lo, int hi, int d, float m,
-                                                   float l) {
-    return fix_nan_core<T, Softcap, D, false>(p, q_tok, h, hkv, bt, kb, lo, hi, d, m, l, 0.f, 0);
+                                                   float l, Scales sc) {
+    return fix_nan_core<E, Softcap, D, false>(p, q_tok, h, hkv, bt, kb, lo, hi, d, m, l, sc, 0.f, 0);
 }
 // The same with the ALiBi bias (the General kernels; slope in log2 units, td the row's diagonal key).
-template <typename T, bool Softcap, int D>
+template <typename E, bool Softcap, int D>
 static __device__ __noinline__ float fix_nan_entry_alibi(const AttnParams &p, int q_tok, int h, int hkv,
                                                          const int32_t *bt, int kb, int lo, int hi, int d,
-                                                         float m, float l, float slope, int td) {
-    return fix_nan_core<T, Softcap, D, true>(p, q_tok, h, hkv, bt, kb, lo, hi, d, m, l, slope, td);
+                                                         float m, float l, Scales sc, float slope, int td) {
+    return fix_nan_core<E, Softcap, D, true>(p, q_tok, h, hkv, bt, kb, lo, hi, d, m, l, sc, slope, td);
 }
 
 __device__ __forceinline__ bool is_nan(float x) { return x != x; }
@@ -273,13 +290,20 @@ __device__ __forceinline__ void gather_producer(const AttnParams &p, const int32
     }
 }
 
-template <typename T, bool Softcap, int D, bool General>
+// T: the element type of q, k, v and out (bf16 / f16); with FP8 (head 128) q, k, v are e4m3
+// and T is out's type.
+template <typename T, bool Softcap, int D, bool General, bool FP8 = false>
 __global__ void __launch_bounds__(kThreads, 1)
     sm90_attention_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                           const __grid_constant__ CUtensorMap tmV, const __grid_constant__ AttnParams p) {
 #if FA_SM90_DEVICE_OK
-    using L = Smem<kLibStages, D>;
-    constexpr int BN = Dims<D>::kBN, kCols = Dims<D>::kCols;
+    static_assert(!FP8 || D == 128, "sm90 family: fp8 at head 128");
+    constexpr int ST = FP8 ? kFp8Stages : kLibStages; // ring stages
+    using L = Smem<ST, D, FP8>;
+    using E = typename std::conditional<FP8, __nv_fp8_e4m3, T>::type; // q, k, v elements
+    // column blocks of a row: 128 bytes each (64 bf16 / f16 dims, 128 e4m3 dims)
+    constexpr int BN = Dims<D>::kBN, kColDims = FP8 ? 128 : 64, kCols = D / kColDims;
+    constexpr int kColsLog2 = FP8 ? 0 : Dims<D>::kColsLog2;
     extern __shared__ uint8_t smem_raw[];
     // ---- the CTA's tile: causal / windowed long row blocks first (reversed order)
     const int64_t tile = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
@@ -326,7 +350,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         n_tiles = t1 - t0;
     }
 
-    const Ring<kLibStages, D> ring(smem_raw);
+    const Ring<ST, D, FP8> ring(smem_raw);
     const uint32_t sQ = ring.q, sK = ring.k, sV = ring.v;
     const uint32_t bar_q = ring.bar_q, bar_kf = ring.kf, bar_vf = ring.vf, bar_ke = ring.ke, bar_ve = ring.ve;
     const int wg = static_cast<int>(threadIdx.x) / 128;
@@ -342,8 +366,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     if (wg == 0) {
         // ---------------- producer ----------------
-        setmaxnreg_dec<kLibProducerRegs>();
-        if ((threadIdx.x >= 32 && !p.gather) || n_tiles == 0) return;
+        setmaxnreg_dec<FP8 ? kFp8ProducerRegs : kLibProducerRegs>();
+        // (FP8: the whole warpgroup stays to transpose V; only warp 0 issues boxes)
+        if ((threadIdx.x >= 32 && !p.gather && !FP8) || n_tiles == 0) return;
         const int lane = static_cast<int>(threadIdx.x);
         if (lane == 0) {
             mbar_arrive_expect_tx(bar_q, L::kQBytes);
@@ -352,20 +377,23 @@ __global__ void __launch_bounds__(kThreads, 1)
                 // block) re-reads the lower rows: never stored
                 const int qrow = q0 + (m0 + w * kWgRows < Lq ? m0 + w * kWgRows : m0);
                 for (int c = 0; c < kCols; ++c)
-                    tma_load_3d(sQ + w * L::kQWgBytes + c * L::kQColBytes, &tmQ, bar_q, c * 64, h, qrow);
+                    tma_load_3d(sQ + w * L::kQWgBytes + c * L::kQColBytes, &tmQ, bar_q, c * kColDims, h,
+                                qrow);
             }
         }
-        if (p.gather) {
-            gather_producer<T, D>(p, bt, hkv, b, tb, n_tiles, kmin, kmax, sK, sV, bar_kf, bar_vf, bar_ke,
-                                  bar_ve);
-            return;
+        if constexpr (!FP8) {
+            if (p.gather) {
+                gather_producer<T, D>(p, bt, hkv, b, tb, n_tiles, kmin, kmax, sK, sV, bar_kf, bar_vf, bar_ke,
+                                      bar_ve);
+                return;
+            }
         }
         // lane l < kCols * pages_per_tile issues page l / kCols, column block l % kCols of each
         // tile; in a multicast pair only the pages p with p % 2 = this CTA's rank
         const int ppt = p.pages_per_tile;
         const uint32_t rank = mc > 1 ? cluster_ctarank() : 0u;
         const uint16_t mask = static_cast<uint16_t>((1u << mc) - 1u);
-        const int page = lane >> Dims<D>::kColsLog2, col = lane & (kCols - 1);
+        const int page = lane >> kColsLog2, col = lane & (kCols - 1);
         const bool active = lane < kCols * ppt && (static_cast<uint32_t>(page) & (mc - 1u)) == rank;
         const bool v_active = lane < ppt && (static_cast<uint32_t>(lane) & (mc - 1u)) == rank;
         auto wait_empty = [&](uint32_t bar, uint32_t par) {
@@ -373,6 +401,18 @@ __global__ void __launch_bounds__(kThreads, 1)
                 mbar_wait_cluster(bar, par);
             else
                 mbar_wait(bar, par);
+        };
+        // FP8: V tile j, once landed and once its Vt stage is free, transposed by the 128 threads
+        // (keys at or past Lk zeroed), then Vt full and the V stage free
+        auto transpose_tile = [&](int j) {
+            const int s = j % ST;
+            const uint32_t par = static_cast<uint32_t>(j / ST) & 1u;
+            mbar_wait(bar_vf + 8 * s, par);
+            mbar_wait(ring.te + 8 * s, par ^ 1u);
+            transpose_v_fp8(sV + s * L::kTileBytes, ring.vt + s * L::kTileBytes, lane, Lk - (tb + j) * BN);
+            fence_proxy_async_smem();
+            mbar_arrive(ring.tf + 8 * s);
+            mbar_arrive(bar_ve + 8 * s);
         };
         bool bad = false;
         int bad_id = 0, bad_col = 0;
@@ -399,8 +439,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         int blk = 0, row = 0;
         if (active) coords(0, blk, row);
         for (int i = 0; i < n_tiles; ++i) {
-            const int s = i % kLibStages;
-            const uint32_t par = (static_cast<uint32_t>(i / kLibStages) & 1u) ^ 1u;
+            const int s = i % ST;
+            const uint32_t par = (static_cast<uint32_t>(i / ST) & 1u) ^ 1u;
             int nblk = 0, nrow = 0;
             if (active && i + 1 < n_tiles) coords(i + 1, nblk, nrow); // a tile ahead
             const uint32_t off = page * p.box_rows * 128 + col * L::kKvColBytes; // K: [column block][BN][64]
@@ -411,10 +451,11 @@ __global__ void __launch_bounds__(kThreads, 1)
             __syncwarp();
             if (active) {
                 if (mc > 1)
-                    tma_load_4d_mc(sK + s * L::kTileBytes + off, &tmK, bar_kf + 8 * s, col * 64, row, hkv,
-                                   blk, mask);
+                    tma_load_4d_mc(sK + s * L::kTileBytes + off, &tmK, bar_kf + 8 * s, col * kColDims, row,
+                                   hkv, blk, mask);
                 else
-                    tma_load_4d(sK + s * L::kTileBytes + off, &tmK, bar_kf + 8 * s, col * 64, row, hkv, blk);
+                    tma_load_4d(sK + s * L::kTileBytes + off, &tmK, bar_kf + 8 * s, col * kColDims, row, hkv,
+                                blk);
             }
             if (lane == 0) {
                 wait_empty(bar_ve + 8 * s, par);
@@ -434,22 +475,25 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
             blk = nblk;
             row = nrow;
+            if constexpr (FP8)
+                if (i > 0) transpose_tile(i - 1);
         }
+        if constexpr (FP8) transpose_tile(n_tiles - 1);
         // a multicast pair: this CTA exits only after both CTAs' consumers released its last
         // stages (no box of its issue is then still landing in the other CTA, and no arrival of
         // the other's consumers is still to come on its barriers)
         if (mc > 1 && lane == 0)
-            for (int i = max(0, n_tiles - kLibStages); i < n_tiles; ++i) {
-                const uint32_t par = static_cast<uint32_t>(i / kLibStages) & 1u;
-                mbar_wait_cluster(bar_ke + 8 * (i % kLibStages), par);
-                mbar_wait_cluster(bar_ve + 8 * (i % kLibStages), par);
+            for (int i = max(0, n_tiles - ST); i < n_tiles; ++i) {
+                const uint32_t par = static_cast<uint32_t>(i / ST) & 1u;
+                mbar_wait_cluster(bar_ke + 8 * (i % ST), par);
+                mbar_wait_cluster(bar_ve + 8 * (i % ST), par);
             }
         if (bad) fa_dev_err_report(p.err_word, FA_DEVERR_BLOCK_ID, b, bad_id, p.num_blocks, bad_col);
         return;
     }
 
     // ---------------- consumers ----------------
-    setmaxnreg_inc<kLibConsumerRegs>();
+    setmaxnreg_inc<FP8 ? kFp8ConsumerRegs : kLibConsumerRegs>();
     const int cw = wg - 1; // rows [m0 + 64 cw, m0 + 64 cw + 64) of the sequence
     const int tid = static_cast<int>(threadIdx.x) % 128;
     const int warp = tid / 32, lane = tid % 32;
@@ -465,16 +509,31 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (mc > 1) mbar_arrive_cluster(pke + 8 * s);
         }
     };
+    // P V reads the V stage (FP8: the transposed one)
+    const uint32_t bar_pf = FP8 ? ring.tf : bar_vf, bar_pe = FP8 ? ring.te : bar_ve;
+    const uint32_t sPV = FP8 ? ring.vt : sV;
     auto release_v = [&](int s) {
         __syncwarp();
         if (lane == 0) {
-            mbar_arrive(bar_ve + 8 * s);
+            mbar_arrive(bar_pe + 8 * s);
             if (mc > 1) mbar_arrive_cluster(pve + 8 * s);
         }
     };
     const int row_lo = m0 + cw * kWgRows;
     const int r0 = row_lo + warp * 16 + g, r1 = r0 + 8;
-    const float sl2 = p.scale_log2;
+    // the logit scales (FP8: with the query's and K's descales folded in) and V's descale
+    Scales sc = {p.scale_log2, p.sc_cap, 1.f};
+    if constexpr (FP8) {
+        const int64_t di = static_cast<int64_t>(b) * p.descale_batch_stride + hkv * p.descale_head_stride;
+        const float qk = (p.q_descale != nullptr ? p.q_descale[di] : 1.f) *
+                         (p.k_descale != nullptr ? p.k_descale[di] : p.k_scale);
+        if (Softcap)
+            sc.sc_cap *= qk;
+        else
+            sc.sl2 *= qk;
+        sc.vd = p.v_descale != nullptr ? p.v_descale[di] : p.v_scale;
+    }
+    const float sl2 = sc.sl2;
     int lo0, hi0, lo1, hi1;
     row_keys(static_cast<int64_t>(r0) + diag, Lk, wl, wr, lo0, hi0);
     row_keys(static_cast<int64_t>(r1) + diag, Lk, wl, wr, lo1, hi1);
@@ -492,7 +551,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     float o[Dims<D>::kORegs];
     float sacc[Dims<D>::kSRegs];
-    uint32_t pa[BN / 16][4];
+    uint32_t pa[FP8 ? BN / 32 : BN / 16][4]; // P as the A operand: k16 (k32 for e4m3) steps
 #pragma unroll
     for (int i = 0; i < Dims<D>::kORegs; ++i) o[i] = 0.f;
 #pragma unroll
@@ -522,7 +581,10 @@ __global__ void __launch_bounds__(kThreads, 1)
             wait_full(bar_kf, 0);
             if (p.gather) fence_proxy_async_smem(); // cp.async's writes, before wgmma reads them
             turn_begin(cw);
-            issue_qk<kLibStages, T, D>(sacc, qb, sK);
+            if constexpr (FP8)
+                issue_qk_fp8(sacc, qb, sK);
+            else
+                issue_qk<ST, T, D>(sacc, qb, sK);
             turn_end(cw, false);
             wgmma_wait_group<0>();
 #pragma unroll
@@ -531,22 +593,30 @@ __global__ void __launch_bounds__(kThreads, 1)
             float a0, a1;
             const int kbase = tb * BN;
             softmax_tile<Softcap, Dims<D>::kSRegs, General>(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0,
-                                                            lo1, hi1, sl2, p.sc_cap, mrow0, mrow1, lrow0,
+                                                            lo1, hi1, sl2, sc.sc_cap, mrow0, mrow1, lrow0,
                                                             lrow1, a0, a1, slope, r0 + diag, r1 + diag);
-            pack_p<T>(pa, sacc); // O is still 0: nothing to rescale
+            if constexpr (FP8) // O is still 0: nothing to rescale
+                pack_p_fp8(pa, sacc);
+            else
+                pack_p<T>(pa, sacc);
         }
         for (int i = 1; i < n_tiles; ++i) {
-            const int s = i % kLibStages, sp = (i - 1) % kLibStages;
-            const uint32_t phase = static_cast<uint32_t>(i / kLibStages) & 1u;
-            const uint32_t phase_p = static_cast<uint32_t>((i - 1) / kLibStages) & 1u;
+            const int s = i % ST, sp = (i - 1) % ST;
+            const uint32_t phase = static_cast<uint32_t>(i / ST) & 1u;
+            const uint32_t phase_p = static_cast<uint32_t>((i - 1) / ST) & 1u;
             const int kbase = (tb + i) * BN;
             wait_full(bar_kf + 8 * s, phase);
-            wait_full(bar_vf + 8 * sp, phase_p);
+            wait_full(bar_pf + 8 * sp, phase_p);
             if (p.gather) fence_proxy_async_smem();
             turn_begin(cw);
-            issue_qk<kLibStages, T, D>(sacc, qb, sK + s * L::kTileBytes); // S(i)
-            issue_pv<kLibStages, T, D>(o, pa, sV + sp * L::kTileBytes, v_lbo, v_sbo,
-                                       p.box_log2); // P(i-1) V(i-1)
+            if constexpr (FP8) {
+                issue_qk_fp8(sacc, qb, sK + s * L::kTileBytes); // S(i)
+                issue_pv_fp8(o, pa, sPV + sp * L::kTileBytes); // P(i-1) V(i-1)
+            } else {
+                issue_qk<ST, T, D>(sacc, qb, sK + s * L::kTileBytes); // S(i)
+                issue_pv<ST, T, D>(o, pa, sPV + sp * L::kTileBytes, v_lbo, v_sbo,
+                                   p.box_log2); // P(i-1) V(i-1)
+            }
             turn_end(cw, false);
             wgmma_wait_group<1>(); // S(i) done (groups retire in order)
 #pragma unroll
@@ -554,22 +624,30 @@ __global__ void __launch_bounds__(kThreads, 1)
             release_k(s);
             float a0, a1;
             softmax_tile<Softcap, Dims<D>::kSRegs, General>(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0,
-                                                            lo1, hi1, sl2, p.sc_cap, mrow0, mrow1, lrow0,
+                                                            lo1, hi1, sl2, sc.sc_cap, mrow0, mrow1, lrow0,
                                                             lrow1, a0, a1, slope, r0 + diag, r1 + diag);
             wgmma_wait_group<0>(); // P(i-1) V(i-1) done: O and pa may be touched again
 #pragma unroll
             for (int x = 0; x < Dims<D>::kORegs; ++x) reg_fence(o[x]);
             release_v(sp);
             rescale_o(o, a0, a1);
-            pack_p<T>(pa, sacc);
+            if constexpr (FP8)
+                pack_p_fp8(pa, sacc);
+            else
+                pack_p<T>(pa, sacc);
         }
         {
-            const int i = n_tiles - 1, s = i % kLibStages;
-            wait_full(bar_vf + 8 * s, static_cast<uint32_t>(i / kLibStages) & 1u);
+            const int i = n_tiles - 1, s = i % ST;
+            wait_full(bar_pf + 8 * s, static_cast<uint32_t>(i / ST) & 1u);
             if (p.gather) fence_proxy_async_smem();
-            if (tail_valid < BN) zero_v_tail<D>(sV + s * L::kTileBytes, tail_valid, p.box_log2, tid, 3 + cw);
+            // (FP8: the producer's transpose zeroed the keys past Lk)
+            if (!FP8 && tail_valid < BN)
+                zero_v_tail<D>(sV + s * L::kTileBytes, tail_valid, p.box_log2, tid, 3 + cw);
             turn_begin(cw);
-            issue_pv<kLibStages, T, D>(o, pa, sV + s * L::kTileBytes, v_lbo, v_sbo, p.box_log2);
+            if constexpr (FP8)
+                issue_pv_fp8(o, pa, sPV + s * L::kTileBytes);
+            else
+                issue_pv<ST, T, D>(o, pa, sPV + s * L::kTileBytes, v_lbo, v_sbo, p.box_log2);
             turn_end(cw, true);
             wgmma_wait_group<0>();
 #pragma unroll
@@ -583,8 +661,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     lrow0 += __shfl_xor_sync(0xffffffffu, lrow0, 2);
     lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 1);
     lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 2);
-    const float inv0 = lrow0 > 0.f ? 1.f / lrow0 : 0.f;
-    const float inv1 = lrow1 > 0.f ? 1.f / lrow1 : 0.f;
+    // (FP8: O holds kPScaleFp8 P V of the codes: times V's descale / kPScaleFp8)
+    const float oscale = FP8 ? sc.vd * (1.f / kPScaleFp8) : 1.f;
+    const float inv0 = lrow0 > 0.f ? oscale / lrow0 : 0.f;
+    const float inv1 = lrow1 > 0.f ? oscale / lrow1 : 0.f;
     const bool edge = wl >= 0 || wr >= 0; // some staged key may be masked for a row
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -612,10 +692,11 @@ __global__ void __launch_bounds__(kThreads, 1)
                     if (is_nan(v[x])) {
                         const int d = 8 * (x >> 1) + 2 * t4 + (x & 1);
                         if constexpr (General)
-                            v[x] = fix_nan_entry_alibi<T, Softcap, D>(p, q0 + r, h, hkv, bt, kb, lo, hi, d, m,
-                                                                      l, slope, r + diag);
+                            v[x] = fix_nan_entry_alibi<E, Softcap, D>(p, q0 + r, h, hkv, bt, kb, lo, hi, d, m,
+                                                                      l, sc, slope, r + diag);
                         else
-                            v[x] = fix_nan_entry<T, Softcap, D>(p, q0 + r, h, hkv, bt, kb, lo, hi, d, m, l);
+                            v[x] =
+                                fix_nan_entry<E, Softcap, D>(p, q0 + r, h, hkv, bt, kb, lo, hi, d, m, l, sc);
                     }
             }
         }
@@ -668,7 +749,10 @@ int ilog2_exact(int64_t x) {
     return s;
 }
 
-bool stride_ok(int64_t elems) { return elems > 0 && (elems * 2) % 16 == 0 && elems * 2 < (int64_t(1) << 40); }
+// A stride of elements of es bytes that TMA takes (a multiple of 16 bytes below 2^40).
+bool stride_ok(int64_t elems, int64_t es = 2) {
+    return elems > 0 && (elems * es) % 16 == 0 && elems * es < (int64_t(1) << 40);
+}
 
 // The head sizes whose kernels this build has (of 64, 128 and 256).
 bool head_on(int d) {
@@ -707,7 +791,19 @@ bool fa_sm90__serves_head(int d) { return head_on(d); }
 bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
     const char *w = nullptr;
     const bool paged = a->cu_seqlens_k == nullptr;
-    if ((a->q_dtype != FA_DTYPE_BF16 && a->q_dtype != FA_DTYPE_F16) || a->kv_dtype != a->q_dtype)
+    // an fp8 query: e4m3 q, k, v at head 128, out bf16 / f16, a block size a TMA box serves
+    const bool q8 = a->q_dtype == FA_DTYPE_FP8_E4M3;
+    const int64_t es = q8 ? 1 : 2;
+    if (q8 && a->kv_dtype != FA_DTYPE_FP8_E4M3)
+        w = "kv_dtype (fp8_e4m3 with an fp8 query)";
+    else if (q8 && a->out_dtype != FA_DTYPE_BF16 && a->out_dtype != FA_DTYPE_F16)
+        w = "out_dtype (bf16 or f16 with an fp8 query)";
+    else if (q8 && a->head_size != 128)
+        w = "head_size (128 with an fp8 query)";
+    else if (q8 && paged && !block_on(a->block_size, 128))
+        w = "block_size (with an fp8 query: a power of two in [8, 128] or a multiple of 128)";
+    else if (!q8 &&
+             ((a->q_dtype != FA_DTYPE_BF16 && a->q_dtype != FA_DTYPE_F16) || a->kv_dtype != a->q_dtype))
         w = "q / kv dtype (bf16 or f16, the same)";
     else if (!head_on(a->head_size))
         w = "head_size (64, 128 or 256, compiled)";
@@ -717,7 +813,7 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
         w = "split-KV";
     else if (a->q_head_group != 0 && a->q_head_group != a->num_heads_q &&
              !(a->num_splits <= 1 && a->num_heads_q / a->q_head_group <= kMaxQGroups &&
-               stride_ok(a->q_group_stride)))
+               stride_ok(a->q_group_stride, es)))
         w = "query-head groups (with split-KV, more than 16, or a group stride TMA cannot take)";
     else if (!(a->softmax_scale > 0.f))
         w = "softmax_scale <= 0";
@@ -725,10 +821,10 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
         w = "num_blocks";
     else if (a->num_heads_q > 65535)
         w = "num_heads_q";
-    else if (!stride_ok(a->q_token_stride) || !stride_ok(a->q_head_stride) ||
-             (paged && (!stride_ok(a->k_block_stride) || !stride_ok(a->v_block_stride))) ||
-             !stride_ok(a->k_row_stride) || !stride_ok(a->k_head_stride) || !stride_ok(a->v_row_stride) ||
-             !stride_ok(a->v_head_stride))
+    else if (!stride_ok(a->q_token_stride, es) || !stride_ok(a->q_head_stride, es) ||
+             (paged && (!stride_ok(a->k_block_stride, es) || !stride_ok(a->v_block_stride, es))) ||
+             !stride_ok(a->k_row_stride, es) || !stride_ok(a->k_head_stride, es) ||
+             !stride_ok(a->v_row_stride, es) || !stride_ok(a->v_head_stride, es))
         w = "strides (TMA: multiples of 16 bytes below 2^40)";
     else if ((reinterpret_cast<uintptr_t>(a->q) | reinterpret_cast<uintptr_t>(a->k) |
               reinterpret_cast<uintptr_t>(a->v) | reinterpret_cast<uintptr_t>(a->out)) %
@@ -770,6 +866,17 @@ template <int D, bool General> KernelFn pick_kernel(bool f16, bool softcap, int 
 template <int D> KernelFn pick_kernel(bool f16, bool softcap, bool general, int &smem) {
     return general ? pick_kernel<D, true>(f16, softcap, smem) : pick_kernel<D, false>(f16, softcap, smem);
 }
+// The same for an fp8 query at head 128 (f16: out's dtype).
+#ifdef FA_ATTN_HD_128
+template <bool General> KernelFn pick_kernel_fp8(bool f16, bool softcap, int &smem) {
+    using namespace fa_sm90;
+    smem = static_cast<int>(Smem<kFp8Stages, 128, true>::kAlloc);
+    return f16 ? (softcap ? sm90_attention_kernel<__half, true, 128, General, true>
+                          : sm90_attention_kernel<__half, false, 128, General, true>)
+               : (softcap ? sm90_attention_kernel<__nv_bfloat16, true, 128, General, true>
+                          : sm90_attention_kernel<__nv_bfloat16, false, 128, General, true>);
+}
+#endif
 
 } // namespace
 
@@ -783,14 +890,20 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     if (fn == nullptr)
         return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: cuTensorMapEncodeTiled unavailable");
     CUtensorMap tq[kMaxQGroups], tk, tv;
-    const int D = a->head_size, cols = D / 64, bn = tile_keys(D);
+    const int D = a->head_size, bn = tile_keys(D);
     // query-head groups (DCP): one launch per group of qg heads, its q / out / LSE / slopes /
     // sinks from the group's first head (every group reads the same KV heads)
     const int qg = a->q_head_group > 0 ? a->q_head_group : a->num_heads_q;
     const int ngroups = a->num_heads_q / qg;
-    const bool f16 = a->q_dtype == FA_DTYPE_F16;
+    // an fp8 query: q, k, v e4m3 (1 byte, column blocks of 128 dims), out in out_dtype
+    const bool q8 = a->q_dtype == FA_DTYPE_FP8_E4M3;
+    const int64_t es = q8 ? 1 : 2;
+    const int colw = q8 ? 128 : 64;
+    const bool f16 = (q8 ? a->out_dtype : a->q_dtype) == FA_DTYPE_F16;
     const bool softcap = a->softcap > 0.f;
-    const CUtensorMapDataType dt = f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    const CUtensorMapDataType dt = q8    ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                         : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     // dense K/V: the paged maps over one "block" of num_keys rows; a tile's box starts at the
     // sequence's first key row plus the tile's keys (the kernel adds cu_seqlens_k[b])
     const bool dense = a->cu_seqlens_k != nullptr;
@@ -798,31 +911,32 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     const int64_t kbs = dense ? a->k_row_stride : a->k_block_stride; // (any valid stride: one block)
     const int64_t vbs = dense ? a->v_row_stride : a->v_block_stride;
     const int box_rows = dense || a->block_size >= bn ? bn : a->block_size;
+    const int cols = D / colw;
     for (int gi = 0; gi < ngroups; ++gi) {
         const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)qg, (cuuint64_t)a->num_tokens};
-        const cuuint64_t str[2] = {(cuuint64_t)a->q_head_stride * 2, (cuuint64_t)a->q_token_stride * 2};
-        const cuuint32_t box[3] = {64, 1, (cuuint32_t)kWgRows};
-        const void *qbase = static_cast<const char *>(a->q) + gi * a->q_group_stride * 2;
+        const cuuint64_t str[2] = {(cuuint64_t)(a->q_head_stride * es), (cuuint64_t)(a->q_token_stride * es)};
+        const cuuint32_t box[3] = {(cuuint32_t)colw, 1, (cuuint32_t)kWgRows};
+        const void *qbase = static_cast<const char *>(a->q) + gi * a->q_group_stride * es;
         if (encode(fn, &tq[gi], dt, qbase, 3, dims, str, box))
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of q failed to encode");
     }
     const cuuint64_t kdims[4] = {(cuuint64_t)D, (cuuint64_t)bsz, (cuuint64_t)a->num_heads_kv,
                                  (cuuint64_t)nblk};
-    const cuuint32_t kvbox[4] = {64, (cuuint32_t)box_rows, 1, 1};
+    const cuuint32_t kvbox[4] = {(cuuint32_t)colw, (cuuint32_t)box_rows, 1, 1};
     {
-        const cuuint64_t str[3] = {(cuuint64_t)a->k_row_stride * 2, (cuuint64_t)a->k_head_stride * 2,
-                                   (cuuint64_t)kbs * 2};
+        const cuuint64_t str[3] = {(cuuint64_t)(a->k_row_stride * es), (cuuint64_t)(a->k_head_stride * es),
+                                   (cuuint64_t)(kbs * es)};
         if (encode(fn, &tk, dt, a->k, 4, kdims, str, kvbox))
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of k failed to encode");
     }
     {
-        // V as [blocks][heads][D / 64 column blocks][rows][64]: one box holds all of a page's
-        // column blocks
-        const cuuint64_t dims[5] = {64, (cuuint64_t)bsz, (cuuint64_t)cols, (cuuint64_t)a->num_heads_kv,
-                                    (cuuint64_t)nblk};
-        const cuuint64_t str[4] = {(cuuint64_t)a->v_row_stride * 2, 128, (cuuint64_t)a->v_head_stride * 2,
-                                   (cuuint64_t)vbs * 2};
-        const cuuint32_t box[5] = {64, (cuuint32_t)box_rows, (cuuint32_t)cols, 1, 1};
+        // V as [blocks][heads][column blocks][rows][colw]: one box holds all of a page's column
+        // blocks (128 bytes a row of a column block)
+        const cuuint64_t dims[5] = {(cuuint64_t)colw, (cuuint64_t)bsz, (cuuint64_t)cols,
+                                    (cuuint64_t)a->num_heads_kv, (cuuint64_t)nblk};
+        const cuuint64_t str[4] = {(cuuint64_t)(a->v_row_stride * es), 128,
+                                   (cuuint64_t)(a->v_head_stride * es), (cuuint64_t)(vbs * es)};
+        const cuuint32_t box[5] = {(cuuint32_t)colw, (cuuint32_t)box_rows, (cuuint32_t)cols, 1, 1};
         if (encode(fn, &tv, dt, a->v, 5, dims, str, box))
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of v failed to encode");
     }
@@ -867,8 +981,8 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     // kMcastMinRows (0.97-0.98 of the time at 4 x 4096 and 1 x 16384); at 16 x 1024 and at heads
     // 64 / 256 the pair's co-scheduling costs more than the boxes it saves (1.00-1.06).
     constexpr int kMcastMinRows = 4096;
-    p.mcast = !dense && !p.gather && p.pages_per_tile >= 2 && D == 128 && a->max_seqlen_q >= kMcastMinRows &&
-                      qg % 2 == 0 && (qg / a->num_heads_kv) % 2 == 0
+    p.mcast = !q8 && !dense && !p.gather && p.pages_per_tile >= 2 && D == 128 &&
+                      a->max_seqlen_q >= kMcastMinRows && qg % 2 == 0 && (qg / a->num_heads_kv) % 2 == 0
                   ? 2
                   : 1;
     p.box_log2 = ilog2_exact(p.box_rows); // a power of two in [8, bn]
@@ -884,6 +998,13 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     p.alibi_slopes = a->alibi_slopes;
     p.alibi_batch_stride = a->alibi_batch_stride;
     p.sinks = a->sinks;
+    p.q_descale = q8 ? a->q_descale : nullptr;
+    p.k_descale = q8 ? a->k_descale : nullptr;
+    p.v_descale = q8 ? a->v_descale : nullptr;
+    p.descale_batch_stride = a->descale_batch_stride;
+    p.descale_head_stride = a->descale_head_stride;
+    p.k_scale = a->k_scale;
+    p.v_scale = a->v_scale;
     const float log2e = 1.44269504088896340736f;
     p.scale_log2 = softcap ? a->softcap * log2e : a->softmax_scale * log2e;
     p.sc_cap = softcap ? a->softmax_scale / a->softcap : 0.f;
@@ -892,7 +1013,13 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
         return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "sm90 family: %lld row blocks", (long long)tiles);
     KernelFn kern = nullptr;
     int smem = 0;
-    switch (D) {
+    switch (q8 ? -D : D) {
+#ifdef FA_ATTN_HD_128
+    case -128:
+        kern = split || extra ? pick_kernel_fp8<true>(f16, softcap, smem)
+                              : pick_kernel_fp8<false>(f16, softcap, smem);
+        break;
+#endif
 #ifdef FA_ATTN_HD_64
     case 64: kern = pick_kernel<64>(f16, softcap, split || extra, smem); break;
 #endif
@@ -912,7 +1039,7 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
         const int64_t h0 = static_cast<int64_t>(gi) * qg;
         pg.out = static_cast<char *>(a->out) + h0 * a->out_head_stride * 2;
         pg.lse = a->lse != nullptr ? a->lse + h0 * a->lse_head_stride : nullptr;
-        pg.q = static_cast<const char *>(a->q) + gi * a->q_group_stride * 2;
+        pg.q = static_cast<const char *>(a->q) + gi * a->q_group_stride * es;
         pg.alibi_slopes = a->alibi_slopes != nullptr ? a->alibi_slopes + h0 : nullptr;
         pg.sinks = a->sinks != nullptr ? a->sinks + h0 : nullptr;
         // the decode tile routes by Lq * (Hq / Hkv) <= skip_rows; here G is qg / Hkv = (Hq / Hkv) /

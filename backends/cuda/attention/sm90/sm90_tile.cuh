@@ -32,18 +32,24 @@ template <int D> struct Dims {
     static constexpr int kORegs = D / 2;
 };
 
-template <int Stages, int D = kHeadDim> struct Smem {
+// The CTA's shared memory: Q, then Stages K and V tiles (and with FP8 as many transposed V
+// tiles, Vt, written by the producer warpgroup), then the mbarriers. FP8: e4m3 elements, a
+// 128-byte swizzle row holds 128 dims (a column block), so at head 128 a row is one row of the
+// swizzle and the tiles are half the bytes.
+template <int Stages, int D = kHeadDim, bool FP8 = false> struct Smem {
     static constexpr int kBN = Dims<D>::kBN;
-    static constexpr uint32_t kQWgBytes = kWgRows * D * 2;  // one warpgroup's Q rows (16384 at D 128)
-    static constexpr uint32_t kQBytes = kBlockM * D * 2;    // 32768 at D 128
-    static constexpr uint32_t kTileBytes = kBN * D * 2;     // a K or V tile (32768 at D 128)
-    static constexpr uint32_t kQColBytes = kWgRows * 128;   // one 64-dim column block of Q (8192)
-    static constexpr uint32_t kKvColBytes = kBN * 128; // one 64-dim column block of K/V (16384 at BN 128)
+    static constexpr uint32_t kElem = FP8 ? 1 : 2;
+    static constexpr uint32_t kQWgBytes = kWgRows * D * kElem; // one warpgroup's Q rows (16384 at D 128)
+    static constexpr uint32_t kQBytes = kBlockM * D * kElem;   // 32768 at D 128
+    static constexpr uint32_t kTileBytes = kBN * D * kElem;    // a K or V tile (32768 at D 128)
+    static constexpr uint32_t kQColBytes = kWgRows * 128;      // one column block of Q (8192)
+    static constexpr uint32_t kKvColBytes = kBN * 128; // one column block of K/V (16384 at BN 128)
     static constexpr uint32_t kOffQ = 0;
     static constexpr uint32_t kOffK = kOffQ + kQBytes;
     static constexpr uint32_t kOffV = kOffK + Stages * kTileBytes;
-    static constexpr uint32_t kOffBar = kOffV + Stages * kTileBytes;
-    static constexpr uint32_t kBarBytes = 8 * (1 + 4 * Stages);
+    static constexpr uint32_t kOffVt = kOffV + Stages * kTileBytes;
+    static constexpr uint32_t kOffBar = kOffVt + (FP8 ? Stages * kTileBytes : 0u);
+    static constexpr uint32_t kBarBytes = 8 * (1 + (FP8 ? 6 : 4) * Stages);
     static constexpr uint32_t kTotal = kOffBar + kBarBytes;
     static constexpr uint32_t kAlloc = kTotal + 1024; // slack to align the dynamic base to 1024
     static_assert(kAlloc <= 227 * 1024, "shared memory per block on sm_90");
@@ -122,6 +128,94 @@ __device__ __forceinline__ void issue_pv(float (&o)[Dims<D>::kORegs], uint32_t (
         }
     }
     wgmma_commit_group();
+}
+
+// FP8 (head 128, 128-key tiles): S = Q K^T by 4 wgmma m64n128k32 e4m3 SS (Q and K K-major
+// SW128, a row of 128 dims = one swizzle row, a k32 step = 32 bytes), issued and committed.
+__device__ __forceinline__ void issue_qk_fp8(float (&sacc)[64], uint32_t qb, uint32_t kb) {
+#pragma unroll
+    for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+        wgmma_m64n128k32_e4m3_ss(sacc, make_smem_desc(qb + 32 * kk, 16, 1024, kSwizzle128B),
+                                 make_smem_desc(kb + 32 * kk, 16, 1024, kSwizzle128B), kk > 0 ? 1 : 0);
+    wgmma_commit_group();
+}
+
+// FP8: O += P V by 4 wgmma m64n128k32 e4m3 RS, B = the transposed tile Vt [128 dims][128 keys]
+// (K-major SW128: a row of a dim's 128 keys; k32 step = 32 bytes), its keys in the order of
+// pack_p_fp8 (each 16 keys permuted by pi16, see there), issued and committed.
+__device__ __forceinline__ void issue_pv_fp8(float (&o)[64], uint32_t (&pa)[4][4], uint32_t vtb) {
+#pragma unroll
+    for (int x = 0; x < 64; ++x) reg_fence(o[x]);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) reg_fence(pa[kk][x]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+        wgmma_m64n128k32_e4m3_rs(o, pa[kk], make_smem_desc(vtb + 32 * kk, 16, 1024, kSwizzle128B), 1);
+    wgmma_commit_group();
+}
+
+// FP8: P (in [0, 1]) times kPScaleFp8 as the e4m3 A operand of P V, without moving a value
+// between threads. k-step kk covers keys [32 kk, 32 kk + 32); of each 16 keys the thread holds
+// the S columns 2q, 2q + 1, 8 + 2q, 9 + 2q (q = t % 4), which the k32 A fragment places at columns
+// 4q .. 4q + 3: so column c of a 16-key group of the fragment is key pi16(c) = 2 (c / 4) + (c % 2)
+// + 8 ((c % 4) / 2), and Vt holds its keys in that order (checked by tools/qgmma_probe.cu).
+constexpr float kPScaleFp8 = 256.f; // P up to 256 of e4m3's 448: its small values stay normal
+__host__ __device__ constexpr int pi16(int c) { return 2 * (c / 4) + (c % 2) + 8 * ((c % 4) / 2); }
+__device__ __forceinline__ void pack_p_fp8(uint32_t (&pa)[4][4], const float (&sacc)[64]) {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)      // the step's two 16-key halves: n8 blocks j0, j0 + 1
+#pragma unroll
+            for (int rr = 0; rr < 2; ++rr) { // rows g, g + 8
+                const int j0 = 4 * kk + 2 * h, j1 = j0 + 1;
+                pa[kk][2 * h + rr] =
+                    pack_e4m3x4(sacc[4 * j0 + 2 * rr] * kPScaleFp8, sacc[4 * j0 + 2 * rr + 1] * kPScaleFp8,
+                                sacc[4 * j1 + 2 * rr] * kPScaleFp8, sacc[4 * j1 + 2 * rr + 1] * kPScaleFp8);
+            }
+}
+
+// FP8: the producer warpgroup's transpose of a V tile [128 keys][128 dims] (TMA's SW128 rows)
+// into Vt [128 dims][128 keys] (SW128 rows, each 16 keys in pi16 order), in 4 x 4-byte blocks:
+// a block is dims 4 db .. 4 db + 3 of the keys 16 G + {2m, 2m + 1, 2m + 8, 2m + 9}, read as 4
+// words (one per key) and written as 4 words (one per dim, at byte 4 m of chunk G). Lane bits
+// (m, db % 8) and the iteration's (db / 8, G / 4, G % 4 ^ (db / 2) % 4) make both the reads and
+// the writes of a warp hit 32 distinct banks. Keys at or past `valid` are written as 0 (the
+// stale rest of a sequence's last page: P is 0 there, and 0 x NaN is NaN).
+__device__ __forceinline__ void transpose_v_fp8(uint32_t vb, uint32_t vtb, int tid, int valid) {
+    const int m = tid & 3, dlo = (tid >> 2) & 7, warp = tid >> 5;
+#pragma unroll 2
+    for (int it = 0; it < 8; ++it) {
+        const int x = warp * 8 + it; // 32 iterations over the warpgroup: (db / 8, G / 4, c)
+        const int db = (x & 3) * 8 + dlo, G = (((x >> 2) & 1) << 2) | ((((db >> 1) & 3) ^ (x >> 3)) & 3);
+        const int k0 = 16 * G + 2 * m;
+        uint32_t w[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int r = k0 + (e & 1) + 8 * (e >> 1);
+            const uint32_t a =
+                vb + static_cast<uint32_t>(r * 128 + ((((db >> 2) ^ (r & 7)) << 4) | ((db & 3) << 2)));
+            asm volatile("ld.shared.b32 %0, [%1];" : "=r"(w[e]) : "r"(a));
+            if (r >= valid) w[e] = 0u;
+        }
+        // bytes: w[e] = (key e's dims 4db .. 4db + 3); out[i] = (dim 4db + i's keys e = 0..3)
+        const uint32_t t0 = __byte_perm(w[0], w[1], 0x5140), t1 = __byte_perm(w[0], w[1], 0x7362);
+        const uint32_t u0 = __byte_perm(w[2], w[3], 0x5140), u1 = __byte_perm(w[2], w[3], 0x7362);
+        const uint32_t out[4] = {__byte_perm(t0, u0, 0x5410), __byte_perm(t0, u0, 0x7632),
+                                 __byte_perm(t1, u1, 0x5410), __byte_perm(t1, u1, 0x7632)};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int d = 4 * db + i;
+            const uint32_t a = vtb + static_cast<uint32_t>(d * 128 + (((G ^ (d & 7)) << 4) | (m << 2)));
+            asm volatile("st.shared.b32 [%0], %1;" ::"r"(a), "r"(out[i]) : "memory");
+        }
+    }
 }
 
 // Mask and online softmax of one S tile, in place: sacc becomes P (fp32), the running maxima
@@ -227,25 +321,30 @@ __device__ __forceinline__ void pack_p(uint32_t (&pa)[K][4], const float (&sacc)
     }
 }
 
-// The CTA's shared-memory ring (layout Smem<Stages, D>, from the dynamic base rounded up to 1024
-// bytes): the Q tile, the K and V stages and their mbarriers. full[s] (k_full, v_full): one
-// arrival (arrive.expect_tx) plus the TMA bytes; empty[s] (k_empty, v_empty): lane 0 of each of
-// the 8 consumer warps, K released after S = Q K^T, V after O += P V.
-template <int Stages, int D = kHeadDim> struct Ring {
-    uint32_t q, k, v; // Q tile, K stages, V stages
+// The CTA's shared-memory ring (layout Smem<Stages, D, FP8>, from the dynamic base rounded up
+// to 1024 bytes): the Q tile, the K and V stages and their mbarriers. full[s] (k_full, v_full):
+// one arrival (arrive.expect_tx) plus the TMA bytes; empty[s] (k_empty, v_empty): lane 0 of each
+// of the 8 consumer warps, K released after S = Q K^T, V after O += P V. FP8: V is read by the
+// producer warpgroup, which writes it transposed into vt[s]: v_empty then counts its 128
+// threads, and vt_full[s] (its 128 threads) / vt_empty[s] (the consumer warps) guard vt.
+template <int Stages, int D = kHeadDim, bool FP8 = false> struct Ring {
+    uint32_t q, k, v, vt; // Q tile, K stages, V stages, transposed V stages (FP8)
     uint32_t bar_q; // Q landed
-    uint32_t kf, vf, ke, ve; // k_full[s] = kf + 8 s, v_full, k_empty, v_empty
+    uint32_t kf, vf, ke, ve, tf, te; // k_full[s] = kf + 8 s, v_full, k_empty, v_empty, vt_full, vt_empty
     __device__ __forceinline__ explicit Ring(const void *smem_raw) {
-        using L = Smem<Stages, D>;
+        using L = Smem<Stages, D, FP8>;
         const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
         q = base + L::kOffQ;
         k = base + L::kOffK;
         v = base + L::kOffV;
+        vt = base + L::kOffVt;
         bar_q = base + L::kOffBar;
         kf = bar_q + 8;
         vf = kf + 8 * Stages;
         ke = vf + 8 * Stages;
         ve = ke + 8 * Stages;
+        tf = ve + 8 * Stages;
+        te = tf + 8 * Stages;
     }
     // thread 0: prefetch the three tensor maps and initialise the barriers (the caller then
     // synchronises the CTA)
@@ -262,7 +361,11 @@ template <int Stages, int D = kHeadDim> struct Ring {
             mbar_init(kf + 8 * s, full_count);
             mbar_init(vf + 8 * s, full_count);
             mbar_init(ke + 8 * s, empty_count);
-            mbar_init(ve + 8 * s, empty_count);
+            mbar_init(ve + 8 * s, FP8 ? 128u : empty_count);
+            if (FP8) {
+                mbar_init(tf + 8 * s, 128u);
+                mbar_init(te + 8 * s, empty_count);
+            }
         }
         fence_mbarrier_init();
     }
