@@ -59,6 +59,9 @@ constexpr int kFp8ConsumerRegs = 224;
 #endif
 constexpr int kLibStages = 2;
 constexpr int kFp8Stages = 2; // the FP8 kernels' ring (their stages are half the bytes)
+// FP8: P = 2^(x - m + kFp8POff) straight from the exponent (true), or 2^(x - m) times 2^kFp8POff
+// when it is packed (false: one FMUL more an element)
+constexpr bool kFp8ExpOffset = true;
 
 // Kernel parameters besides the three tensor maps.
 struct AttnParams {
@@ -299,6 +302,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if FA_SM90_DEVICE_OK
     static_assert(!FP8 || D == 128, "sm90 family: fp8 at head 128");
     constexpr int ST = FP8 ? kFp8Stages : kLibStages; // ring stages
+    // P's scale 2^kFp8POff (FP8): in the exponent (POFF; the row sums carry it) or at the packing
+    constexpr int POFF = FP8 && kFp8ExpOffset ? kFp8POff : 0;
+    constexpr int PACK_SCALE = FP8 && !kFp8ExpOffset ? 1 << kFp8POff : 1;
     using L = Smem<ST, D, FP8>;
     using E = typename std::conditional<FP8, __nv_fp8_e4m3, T>::type; // q, k, v elements
     // column blocks of a row: 128 bytes each (64 bf16 / f16 dims, 128 e4m3 dims)
@@ -565,7 +571,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             slope = -kLog2e * p.alibi_slopes[static_cast<int64_t>(b) * p.alibi_batch_stride + h];
         if (p.sinks != nullptr && split == 0) { // the sink as the initial state (m = z, l = 1)
             mrow0 = mrow1 = p.sinks[h] * kLog2e;
-            lrow0 = lrow1 = t4 == 0 ? 1.f : 0.f; // l is a per-thread partial sum
+            lrow0 = lrow1 = t4 == 0 ? static_cast<float>(1 << POFF) : 0.f; // l is a per-thread partial sum
         }
     }
     const uint32_t qb = sQ + cw * L::kQWgBytes;
@@ -592,11 +598,12 @@ __global__ void __launch_bounds__(kThreads, 1)
             release_k(0);
             float a0, a1;
             const int kbase = tb * BN;
-            softmax_tile<Softcap, Dims<D>::kSRegs, General>(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0,
-                                                            lo1, hi1, sl2, sc.sc_cap, mrow0, mrow1, lrow0,
-                                                            lrow1, a0, a1, slope, r0 + diag, r1 + diag);
+            softmax_tile<Softcap, Dims<D>::kSRegs, General, POFF>(sacc, needs_mask(kbase), kbase + 2 * t4,
+                                                                  lo0, hi0, lo1, hi1, sl2, sc.sc_cap, mrow0,
+                                                                  mrow1, lrow0, lrow1, a0, a1, slope,
+                                                                  r0 + diag, r1 + diag);
             if constexpr (FP8) // O is still 0: nothing to rescale
-                pack_p_fp8(pa, sacc);
+                pack_p_fp8<PACK_SCALE>(pa, sacc);
             else
                 pack_p<T>(pa, sacc);
         }
@@ -623,16 +630,17 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int x = 0; x < Dims<D>::kSRegs; ++x) reg_fence(sacc[x]);
             release_k(s);
             float a0, a1;
-            softmax_tile<Softcap, Dims<D>::kSRegs, General>(sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0,
-                                                            lo1, hi1, sl2, sc.sc_cap, mrow0, mrow1, lrow0,
-                                                            lrow1, a0, a1, slope, r0 + diag, r1 + diag);
+            softmax_tile<Softcap, Dims<D>::kSRegs, General, POFF>(sacc, needs_mask(kbase), kbase + 2 * t4,
+                                                                  lo0, hi0, lo1, hi1, sl2, sc.sc_cap, mrow0,
+                                                                  mrow1, lrow0, lrow1, a0, a1, slope,
+                                                                  r0 + diag, r1 + diag);
             wgmma_wait_group<0>(); // P(i-1) V(i-1) done: O and pa may be touched again
 #pragma unroll
             for (int x = 0; x < Dims<D>::kORegs; ++x) reg_fence(o[x]);
             release_v(sp);
             rescale_o(o, a0, a1);
             if constexpr (FP8)
-                pack_p_fp8(pa, sacc);
+                pack_p_fp8<PACK_SCALE>(pa, sacc);
             else
                 pack_p<T>(pa, sacc);
         }
@@ -661,8 +669,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     lrow0 += __shfl_xor_sync(0xffffffffu, lrow0, 2);
     lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 1);
     lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 2);
-    // (FP8: O holds kPScaleFp8 P V of the codes: times V's descale / kPScaleFp8)
-    const float oscale = FP8 ? sc.vd * (1.f / kPScaleFp8) : 1.f;
+    // (FP8: O holds 2^kFp8POff P V of the codes, and l the same factor with POFF: times V's
+    // descale, and over 2^kFp8POff without it)
+    const float oscale = FP8 ? sc.vd * (1.f / static_cast<float>(PACK_SCALE)) : 1.f;
     const float inv0 = lrow0 > 0.f ? oscale / lrow0 : 0.f;
     const float inv1 = lrow1 > 0.f ? oscale / lrow1 : 0.f;
     const bool edge = wl >= 0 || wr >= 0; // some staged key may be masked for a row
@@ -687,7 +696,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                     lo = max(lo, tb * BN);
                     hi = min(hi, (tb + n_tiles) * BN);
                 }
-                const float m = half ? mrow1 : mrow0, l = half ? lrow1 : lrow0;
+                // (l without the factor 2^POFF: the fix-up's p are 2^(x - m))
+                const float m = half ? mrow1 : mrow0, l = (half ? lrow1 : lrow0) * (1.f / (1 << POFF));
                 for (int x = 0; x < D / 4; ++x)
                     if (is_nan(v[x])) {
                         const int d = 8 * (x >> 1) + 2 * t4 + (x & 1);
@@ -710,7 +720,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (t4 == 0) {
                 const float l = half ? lrow1 : lrow0, m = half ? mrow1 : mrow0;
                 p.split_lse[(static_cast<int64_t>(split) * p.num_heads_q + h) * p.num_tokens + q0 + r] =
-                    l > 0.f ? (m + __log2f(l)) * 0.693147180559945309f : -INFINITY;
+                    l > 0.f ? (m + (__log2f(l) - static_cast<float>(POFF))) * 0.693147180559945309f
+                            : -INFINITY;
             }
             continue;
         }
@@ -722,7 +733,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (p.lse != nullptr && t4 == 0) {
             const float l = half ? lrow1 : lrow0, m = half ? mrow1 : mrow0;
             p.lse[static_cast<int64_t>(h) * p.lse_head_stride + q0 + r] =
-                l > 0.f ? (m + __log2f(l)) * 0.693147180559945309f : -INFINITY;
+                l > 0.f ? (m + (__log2f(l) - static_cast<float>(POFF))) * 0.693147180559945309f : -INFINITY;
         }
     }
 #else

@@ -160,24 +160,25 @@ __device__ __forceinline__ void issue_pv_fp8(float (&o)[64], uint32_t (&pa)[4][4
     wgmma_commit_group();
 }
 
-// FP8: P (in [0, 1]) times kPScaleFp8 as the e4m3 A operand of P V, without moving a value
-// between threads. k-step kk covers keys [32 kk, 32 kk + 32); of each 16 keys the thread holds
+// FP8: P times Scale as the e4m3 A operand of P V (the kernel's P is in [0, 2^kFp8POff]: its
+// small values stay normal in e4m3, whose largest is 448), without moving a value between threads. k-step kk covers keys [32 kk, 32 kk + 32); of each 16 keys the thread holds
 // the S columns 2q, 2q + 1, 8 + 2q, 9 + 2q (q = t % 4), which the k32 A fragment places at columns
 // 4q .. 4q + 3: so column c of a 16-key group of the fragment is key pi16(c) = 2 (c / 4) + (c % 2)
 // + 8 ((c % 4) / 2), and Vt holds its keys in that order (checked by tools/qgmma_probe.cu).
-constexpr float kPScaleFp8 = 256.f; // P up to 256 of e4m3's 448: its small values stay normal
+constexpr int kFp8POff = 8; // P up to 2^8 = 256
 __host__ __device__ constexpr int pi16(int c) { return 2 * (c / 4) + (c % 2) + 8 * ((c % 4) / 2); }
+template <int Scale = 1>
 __device__ __forceinline__ void pack_p_fp8(uint32_t (&pa)[4][4], const float (&sacc)[64]) {
+    constexpr float kS = static_cast<float>(Scale);
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
-        for (int h = 0; h < 2; ++h)      // the step's two 16-key halves: n8 blocks j0, j0 + 1
+        for (int h = 0; h < 2; ++h) // the step's two 16-key halves: n8 blocks j0, j0 + 1
 #pragma unroll
             for (int rr = 0; rr < 2; ++rr) { // rows g, g + 8
                 const int j0 = 4 * kk + 2 * h, j1 = j0 + 1;
-                pa[kk][2 * h + rr] =
-                    pack_e4m3x4(sacc[4 * j0 + 2 * rr] * kPScaleFp8, sacc[4 * j0 + 2 * rr + 1] * kPScaleFp8,
-                                sacc[4 * j1 + 2 * rr] * kPScaleFp8, sacc[4 * j1 + 2 * rr + 1] * kPScaleFp8);
+                pa[kk][2 * h + rr] = pack_e4m3x4(sacc[4 * j0 + 2 * rr] * kS, sacc[4 * j0 + 2 * rr + 1] * kS,
+                                                 sacc[4 * j1 + 2 * rr] * kS, sacc[4 * j1 + 2 * rr + 1] * kS);
             }
 }
 
@@ -232,8 +233,9 @@ __device__ __forceinline__ void transpose_v_fp8(uint32_t vb, uint32_t vtb, int t
 // Softcap: x = fl(sl2 * tanh(fl(s * sc_cap))) with sl2 = softcap * log2 e and sc_cap = scale /
 // softcap (the mma.sync family's order of operations). Alibi: then x = fma(slope, |td - j|, x)
 // for key j of the row whose diagonal key is td (td0, td1), slope = -log2 e * the head's slope
-// (0 leaves x as it is).
-template <bool Softcap = false, int N = 64, bool Alibi = false>
+// (0 leaves x as it is). POff > 0: p = 2^(x - m + POff) (the fp8 kernels' P in e4m3's range;
+// the row sums then carry the same factor 2^POff).
+template <bool Softcap = false, int N = 64, bool Alibi = false, int POff = 0>
 __device__ __forceinline__ void softmax_tile(float (&sacc)[N], bool need_mask, int key0, int lo0, int hi0,
                                              int lo1, int hi1, float sl2, float sc_cap, float &mrow0,
                                              float &mrow1, float &lrow0, float &lrow1, float &alpha0,
@@ -284,13 +286,14 @@ __device__ __forceinline__ void softmax_tile(float (&sacc)[N], bool need_mask, i
     alpha1 = ex2_approx(mrow1 - ms1);
     mrow0 = mx0;
     mrow1 = mx1;
+    const float ps0 = ms0 - static_cast<float>(POff), ps1 = ms1 - static_cast<float>(POff);
     float sum0 = 0.f, sum1 = 0.f;
 #pragma unroll
     for (int j = 0; j < N / 4; ++j) {
-        sacc[4 * j + 0] = ex2_approx(sacc[4 * j + 0] - ms0);
-        sacc[4 * j + 1] = ex2_approx(sacc[4 * j + 1] - ms0);
-        sacc[4 * j + 2] = ex2_approx(sacc[4 * j + 2] - ms1);
-        sacc[4 * j + 3] = ex2_approx(sacc[4 * j + 3] - ms1);
+        sacc[4 * j + 0] = ex2_approx(sacc[4 * j + 0] - ps0);
+        sacc[4 * j + 1] = ex2_approx(sacc[4 * j + 1] - ps0);
+        sacc[4 * j + 2] = ex2_approx(sacc[4 * j + 2] - ps1);
+        sacc[4 * j + 3] = ex2_approx(sacc[4 * j + 3] - ps1);
         sum0 += sacc[4 * j + 0] + sacc[4 * j + 1];
         sum1 += sacc[4 * j + 2] + sacc[4 * j + 3];
     }
