@@ -119,6 +119,24 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Warp-wide shared-memory matrix moves (PTX ISA, warp-level matrix instructions ldmatrix and
+// stmatrix, #warp-level-matrix-instructions-ldmatrix / -stmatrix), four 8 x 8 matrices of b16: lane 8k + i gives the shared address of row i of matrix k (16 bytes); register k of thread
+// t holds matrix k's row t / 4, b16 columns 2 (t % 4), + 1 (stmatrix, and ldmatrix without .trans)
+// or, with .trans, rows 2 (t % 4) (low half) and + 1 (high half) of b16 column t / 4.
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t addr, uint32_t (&r)[4]) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+__device__ __forceinline__ void stsm_x4(uint32_t addr, const uint32_t (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
+
+// ---------------------------------------------------------------------------------------------
 // Bulk copies global -> shared, completing on an mbarrier (complete_tx::bytes)
 // ---------------------------------------------------------------------------------------------
 

@@ -183,39 +183,46 @@ __device__ __forceinline__ void pack_p_fp8(uint32_t (&pa)[4][4], const float (&s
 }
 
 // FP8: the producer warpgroup's transpose of a V tile [128 keys][128 dims] (TMA's SW128 rows)
-// into Vt [128 dims][128 keys] (SW128 rows, each 16 keys in pi16 order), in 4 x 4-byte blocks:
-// a block is dims 4 db .. 4 db + 3 of the keys 16 G + {2m, 2m + 1, 2m + 8, 2m + 9}, read as 4
-// words (one per key) and written as 4 words (one per dim, at byte 4 m of chunk G). Lane bits
-// (m, db % 8) and the iteration's (db / 8, G / 4, G % 4 ^ (db / 2) % 4) make both the reads and
-// the writes of a warp hit 32 distinct banks. Keys at or past `valid` are written as 0 (the
+// into Vt [128 dims][128 keys] (SW128 rows, each 16 keys in pi16 order). Warp w takes the dim
+// chunks 2w, 2w + 1 (16 dims each), one 16-key group G a step: ldmatrix .trans (four 8 x 8 b16
+// matrices: keys 16G + 0..7 and 8..15 of each chunk) gives thread t, per matrix, the b16 column
+// t / 4 (dims 2 (t / 4), + 1 of the chunk) of the rows (keys) 2 (t % 4), + 1; two byte
+// permutes per pair of matrices make the words of keys {2m, 2m + 1, 2m + 8, 2m + 9} (m = t % 4) of
+// each of the two dims, which is word m of the dim's 16-key chunk in pi16 order; stmatrix writes
+// word m of row t / 4 of each matrix, whose rows (one dim each) the lanes address. Which of a
+// thread's two dims goes to which matrix alternates with t / 16, so that the 8 rows of every
+// matrix sit at 8 distinct 16-byte places of their rows (no bank conflict; the loads' rows are
+// 8 consecutive keys, also at 8 distinct places). Keys at or past `valid` are written as 0 (the
 // stale rest of a sequence's last page: P is 0 there, and 0 x NaN is NaN).
 __device__ __forceinline__ void transpose_v_fp8(uint32_t vb, uint32_t vtb, int tid, int valid) {
-    const int m = tid & 3, dlo = (tid >> 2) & 7, warp = tid >> 5;
+    const int lane = tid & 31, w = tid >> 5;
+    const int k = lane >> 3, rho = lane & 7; // the matrix and the row this lane addresses
+    const int chunk = 2 * w + (k >> 1);
+    // ldmatrix row: key 16 G + 8 (k % 2) + rho, the chunk at its swizzled place chunk ^ rho
+    const uint32_t ld0 = vb + static_cast<uint32_t>((8 * (k & 1) + rho) * 128 + ((chunk ^ rho) << 4));
+    // stmatrix row: Vt row d, the 16-key chunk G at G ^ (d % 8)
+    const int hi = rho >> 2;
+    const int d = 16 * chunk + 2 * rho + ((k & 1) ? 1 - hi : hi);
+    const uint32_t st0 = vtb + static_cast<uint32_t>(d * 128), d7 = static_cast<uint32_t>(d & 7);
+    // this thread's data: keys 16G + 2m + {0, 1} (+ 8) of dims 2 (lane / 4) + {0, 1}
+    const int m = lane & 3;
+    const uint32_t sel0 = (lane >> 4) ? 0x7531u : 0x6420u, sel1 = sel0 ^ 0x1111u;
 #pragma unroll 2
-    for (int it = 0; it < 8; ++it) {
-        const int x = warp * 8 + it; // 32 iterations over the warpgroup: (db / 8, G / 4, c)
-        const int db = (x & 3) * 8 + dlo, G = (((x >> 2) & 1) << 2) | ((((db >> 1) & 3) ^ (x >> 3)) & 3);
-        const int k0 = 16 * G + 2 * m;
-        uint32_t w[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int r = k0 + (e & 1) + 8 * (e >> 1);
-            const uint32_t a =
-                vb + static_cast<uint32_t>(r * 128 + ((((db >> 2) ^ (r & 7)) << 4) | ((db & 3) << 2)));
-            asm volatile("ld.shared.b32 %0, [%1];" : "=r"(w[e]) : "r"(a));
-            if (r >= valid) w[e] = 0u;
+    for (int G = 0; G < 8; ++G) {
+        uint32_t r[4];
+        ldsm_x4_trans(ld0 + static_cast<uint32_t>(G) * 2048u, r);
+        if (16 * G + 16 > valid) {
+            const int a = 16 * G + 2 * m;
+            const uint32_t mlo = (a < valid ? 0xffffu : 0u) | (a + 1 < valid ? 0xffff0000u : 0u);
+            const uint32_t mhi = (a + 8 < valid ? 0xffffu : 0u) | (a + 9 < valid ? 0xffff0000u : 0u);
+            r[0] &= mlo;
+            r[2] &= mlo;
+            r[1] &= mhi;
+            r[3] &= mhi;
         }
-        // bytes: w[e] = (key e's dims 4db .. 4db + 3); out[i] = (dim 4db + i's keys e = 0..3)
-        const uint32_t t0 = __byte_perm(w[0], w[1], 0x5140), t1 = __byte_perm(w[0], w[1], 0x7362);
-        const uint32_t u0 = __byte_perm(w[2], w[3], 0x5140), u1 = __byte_perm(w[2], w[3], 0x7362);
-        const uint32_t out[4] = {__byte_perm(t0, u0, 0x5410), __byte_perm(t0, u0, 0x7632),
-                                 __byte_perm(t1, u1, 0x5410), __byte_perm(t1, u1, 0x7632)};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int d = 4 * db + i;
-            const uint32_t a = vtb + static_cast<uint32_t>(d * 128 + (((G ^ (d & 7)) << 4) | (m << 2)));
-            asm volatile("st.shared.b32 [%0], %1;" ::"r"(a), "r"(out[i]) : "memory");
-        }
+        const uint32_t s[4] = {__byte_perm(r[0], r[1], sel0), __byte_perm(r[0], r[1], sel1),
+                               __byte_perm(r[2], r[3], sel0), __byte_perm(r[2], r[3], sel1)};
+        stsm_x4(st0 + ((static_cast<uint32_t>(G) ^ d7) << 4), s);
     }
 }
 
