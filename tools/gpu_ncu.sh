@@ -12,7 +12,8 @@
 #            default family (A: the decode tiles) and --family wgmma (S): time per row and S/A
 #   san      A: compute-sanitizer (FA_NCU_SANITIZERS) on the --quick sets of FA_NCU_SAN_TESTS
 #   ncu      A: one ncu report per kernel and shape (DECODE_NCU below; the memory-bound ops
-#            through bench_ops), the key metrics in summary.txt
+#            through bench_ops; the wgmma family's head-128 dense prefill, bf16 and fp8 query),
+#            the key metrics in summary.txt
 #
 #   tools/gpu_ncu.sh [JOB...]     default: tests gather grid small ops pblocks sm90dec ncu
 #

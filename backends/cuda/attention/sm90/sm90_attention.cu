@@ -16,7 +16,8 @@
 // CTA takes its split's share of the key tiles and writes float partials and LSEs for the
 // combine kernel, in the mma.sync family's workspace layout), ALiBi (x = fma(slope, |td - j|, x)
 // after the scale / softcap) and sinks (the initial state m = z, l = 1 of split 0), as the
-// mma.sync family computes them. No fp8 cache (those calls stay in the mma.sync family).
+// mma.sync family computes them. A 16-bit query over an fp8 cache stays in the mma.sync family;
+// an fp8 (E4M3) query with E4M3 K / V at head 128 runs here only (the FP8 kernels, below).
 //
 // CTA = 3 warpgroups (384 threads): one (sequence, 128-token row block, query head).
 //   producer warp (warpgroup 0, warp 0): setmaxnreg.dec 40. Lane 0 loads the Q tile (TMA, once);
@@ -32,6 +33,11 @@
 //     warpgroups (named barriers 1, 2). The last tile's V rows at or past the sequence's end
 //     (the rest of its last page: stale, may hold NaN; P = 0 there, and 0 x NaN is NaN) are
 //     zeroed before its P V.
+//   FP8 (an e4m3 query, K and V at head 128, out bf16 / f16): S = Q K^T and O += P V by QGMMA
+//     (wgmma .e4m3, sm90_tile.cuh), the q / k descales in the logit scale, P = 2^(x - m + 8)
+//     rounded to e4m3 in place; QGMMA's B must be K-major, so the whole producer warpgroup
+//     (setmaxnreg 56, consumers 224) transposes each landed V tile into a Vt stage (v_empty then
+//     counts its 128 threads, vt_full / vt_empty guard Vt), zeroing the keys past the sequence.
 //   Epilogue: O / l to bf16 straight from the accumulators; LSE; a CTA under a causal / window
 //   mask whose output holds a NaN recomputes those entries scalar over the row's allowed keys
 //   (a non-finite V of a key masked for this row but staged for another reaches the row
