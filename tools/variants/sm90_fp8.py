@@ -2,8 +2,8 @@
 # change: P scaled at the packing instead of in the exponent (pmul), P V reading the
 # untransposed V stage with no wait for the transpose (novt: timing only, the results are
 # wrong), no proxy fence after the transpose (nofence: timing only), the V transpose by 32-bit
-# loads and stores (words: the first form, before ldmatrix / stmatrix). (A 3-stage ring and no ping-pong turns measured the same as the tree:
-# docs/perf.md.)
+# loads and stores (words: the first form, before ldmatrix / stmatrix). (A 3-stage ring and no
+# ping-pong turns measured the same as the tree: docs/perf.md.)
 S = "backends/cuda/attention/sm90/sm90_attention.cu"
 T = "backends/cuda/attention/sm90/sm90_tile.cuh"
 TR = "            transpose_v_fp8(sV + s * L::kTileBytes, ring.vt + s * L::kTileBytes, lane, Lk - (tb + j) * BN);\n"
