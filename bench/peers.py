@@ -132,7 +132,8 @@ def shapes_from_ours(ours):
               "cache": "cache", "merge": "merge"}
     for r in ours:
         c = catmap.get(r.get("category", ""))
-        if c is None or r["name"] in seen:
+        # (no peer runs attention with an fp8 query: those rows are ours only)
+        if c is None or r["name"] in seen or r["name"].endswith(" q=fp8"):
             continue
         seen.add(r["name"])
         sh.append(dict(category=c, batch=f2i(r["batch"]), ctx=f2i(r["ctx"]), hq=f2i(r["hq"]), hkv=f2i(r["hkv"]),
@@ -618,7 +619,9 @@ def build_tables(ours, peer_rows, out_dir, info):
         md.append("|---|---|")
         for r in sc:
             md.append("| %s | %s |" % (r["name"][13:], r.get("extra", "")))
-    pf = [r["name"] for r in ours if r["category"] == "prefill-dense"] or names("prefill")
+    pf = [r["name"] for r in ours if r["category"] == "prefill-dense" and not r["name"].endswith(" q=fp8")] \
+        or names("prefill")
+    pf8 = [r["name"] for r in ours if r["category"] == "prefill-dense" and r["name"].endswith(" q=fp8")]
 
     def paged_col(n):
         r = ours_by_name.get(n.replace("prefill-dense", "prefill-paged"))
@@ -631,6 +634,15 @@ def build_tables(ours, peer_rows, out_dir, info):
         return s
     section("Prefill, causal, 16k tokens, 32/8 bf16: TFLOP/s (ours = dense op)", pf, PEERS_ATTN, "tflops",
             lambda n: n[14:], [("ours paged (fa_forward)", paged_col)])
+
+    def bf16_col(n):
+        r, b = ours_by_name.get(n), ours_by_name.get(n[:-len(" q=fp8")])
+        if not r or not b or f2f(r.get("tflops")) is None or f2f(b.get("tflops")) is None:
+            return "n/a"
+        return "%.0f TF/s, fp8 %.2fx" % (f2f(b["tflops"]), f2f(r["tflops"]) / f2f(b["tflops"]))
+    section("Prefill with an fp8 (E4M3) query and cache, causal, 32/8: TFLOP/s (ours only, dense op; "
+            "no peer here has an fp8-query attention)", pf8, [], "tflops", lambda n: n[14:],
+            [("ours bf16 (same shape)", bf16_col)])
     section("Prefill, non-causal, 32/8 bf16: TFLOP/s (ours = paged, fa_forward with FA_CAUSAL_OFF)",
             [r["name"] for r in ours if r["category"] == "prefill-paged-nc"] or names("prefill-nc"), PEERS_ATTN,
             "tflops", lambda n: n[17:])
