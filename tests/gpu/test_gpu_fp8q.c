@@ -27,16 +27,24 @@ typedef struct qcase {
     float softcap;
     fa_dtype odt;
     int alone;              /* > 0: sequence alone - 1 again by itself: the same bits */
+    int qgroups;            /* q as two query-head groups (DCP's layout), each its own region */
 } qcase;
 
+/* Whether the backend under test runs fp8-query calls: the CUDA backend where head 128's prefill
+   is in the wgmma family; the CPU backend of the harness's self-check build (GT_GPU_IS_CPU)
+   runs every one. */
 static int wgmma_on(void)
 {
+#ifdef GT_GPU_IS_CPU
+    return 1;
+#else /* !GT_GPU_IS_CPU */
     const fa_backend *be = gt_gpu();
     int i;
     for (i = 0; i < be->caps.num_dims; ++i)
         if (be->caps.dims[i].head_dim == 128)
             return be->caps.dims[i].prefill_family == FA_KERNEL_FAMILY_WGMMA;
     return 0;
+#endif /* GT_GPU_IS_CPU */
 }
 
 static void describe(const qcase *c, char *buf, size_t n)
@@ -46,9 +54,9 @@ static void describe(const qcase *c, char *buf, size_t n)
     int b;
     for (b = 0; b < c->nseq && len < (int)n - 24; ++b)
         len += snprintf(buf + len, n - len, "%s%dx%d", b ? " " : "", c->qlen[b], c->klen[b]);
-    len += snprintf(buf + len, n - len, "]%s%s%s%s%s%s", c->causal ? " causal" : "", c->lse ? " lse" : "",
+    len += snprintf(buf + len, n - len, "]%s%s%s%s%s%s%s", c->causal ? " causal" : "", c->lse ? " lse" : "",
                     c->descale ? " descale" : " scale", c->alibi ? " alibi" : "", c->sinks ? " sinks" : "",
-                    c->alone ? " alone" : "");
+                    c->alone ? " alone" : "", c->qgroups ? " qgroups" : "");
     if (c->wl >= 0 || c->wr >= 0) len += snprintf(buf + len, n - len, " win(%d,%d)", c->wl, c->wr);
     if (c->softcap > 0) len += snprintf(buf + len, n - len, " cap%g", (double)c->softcap);
     if (c->splits > 1) snprintf(buf + len, n - len, " S=%d", c->splits);
@@ -93,8 +101,11 @@ static int run_case(const qcase *c, void *out_bits)
     T = cu_q[B] + c->pad;
     TK = cu_k[B];
     /* ---- inputs: q [T, Hq, D]; K/V paged [NB, bs, Hkv, D] (ids shuffled) or dense [TK, Hkv, D] */
-    q = gt_xmalloc((size_t)T * Hq * D);
-    fill_codes(q, (int64_t)T * Hq * D, 2.0f);
+    /* q: [T, Hq, D], or two groups of Hq / 2 heads, [T, Hq / 2, D] each, 256 bytes apart */
+    const int qg = c->qgroups ? Hq / 2 : 0;
+    const int64_t q_gs = qg ? (int64_t)T * qg * D + 256 : 0, q_elems = qg ? 2 * q_gs : (int64_t)T * Hq * D;
+    q = gt_xmalloc((size_t)q_elems);
+    fill_codes(q, q_elems, 2.0f);
     if (c->dense) {
         kv_elems = (int64_t)TK * Hkv * D;
     } else {
@@ -136,7 +147,9 @@ static int run_case(const qcase *c, void *out_bits)
     }
 
     memset(&ga, 0, sizeof ga);
-    ga.q_token_stride = (int64_t)Hq * D;
+    ga.q_token_stride = (int64_t)(qg ? qg : Hq) * D;
+    ga.q_head_group = qg;
+    ga.q_group_stride = q_gs;
     ga.q_head_stride = D;
     ga.q_dtype = FA_DTYPE_FP8_E4M3;
     ga.kv_dtype = FA_DTYPE_FP8_E4M3;
@@ -195,7 +208,7 @@ static int run_case(const qcase *c, void *out_bits)
     if (!gt_check(cpu->ops.attention(cpu->ctx, &ca), cpu, "cpu attention")) goto done;
 
     /* ---- the GPU call */
-    dq = gt_dup(q, (size_t)T * Hq * D);
+    dq = gt_dup(q, (size_t)q_elems);
     dk = gt_dup(k, (size_t)kv_elems);
     dv = gt_dup(v, (size_t)kv_elems);
     dcu_q = gt_dup(cu_q, sizeof(int32_t) * (B + 1));
@@ -433,6 +446,20 @@ static void test_grid(void)
     }
 }
 
+/* Query-head groups (DCP: two groups over the same KV heads, one launch each). */
+static void test_groups(void)
+{
+    qcase c = base_case();
+    c.nseq = 2;
+    c.qlen[0] = 200;
+    c.klen[0] = 500;
+    c.qlen[1] = 1;
+    c.klen[1] = 300;
+    c.causal = 1;
+    c.qgroups = 1;
+    run(&c);
+}
+
 /* A long prefill (several row blocks, many key tiles: the ring's phases wrap many times). */
 static void test_long(void)
 {
@@ -454,6 +481,9 @@ static void test_rejected(void)
 {
     static const char *what[] = {"head_size 64", "block_size 3", "out_dtype f32"};
     int f;
+#ifdef GT_GPU_IS_CPU /* (the CPU backend of the self-check build takes those calls) */
+    return;
+#endif
     for (f = 0; f < 3; ++f) {
         fa_backend *gpu = gt_gpu();
         fa_attn_args a;
@@ -538,6 +568,7 @@ int main(int argc, char **argv)
     if (gt_init(argc, argv) != 0) return gt_finish();
     printf("# fp8 query path: %s\n", wgmma_on() ? "the wgmma family" : "none (every call must be rejected)");
     test_grid();
+    test_groups();
     test_long();
     test_rejected();
     return gt_finish();
