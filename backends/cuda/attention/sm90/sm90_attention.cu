@@ -62,12 +62,12 @@ constexpr int kLibConsumerRegs = 232;
 // FP8: the producer warpgroup also transposes V; its consumers hold half the P registers
 constexpr int kFp8ProducerRegs = 56; // 56 * 128 + 224 * 256 = 64512
 constexpr int kFp8ConsumerRegs = 224;
-#endif
-constexpr int kLibStages = 2;
-constexpr int kFp8Stages = 2; // the FP8 kernels' ring (their stages are half the bytes)
 // FP8: P = 2^(x - m + kFp8POff) straight from the exponent (true), or 2^(x - m) times 2^kFp8POff
 // when it is packed (false: one FMUL more an element)
 constexpr bool kFp8ExpOffset = true;
+#endif
+constexpr int kLibStages = 2;
+constexpr int kFp8Stages = 2; // the FP8 kernels' ring (their stages are half the bytes)
 
 // Kernel parameters besides the three tensor maps.
 struct AttnParams {
