@@ -62,9 +62,6 @@ constexpr int kLibConsumerRegs = 232;
 // FP8: the producer warpgroup also transposes V; its consumers hold half the P registers
 constexpr int kFp8ProducerRegs = 56; // 56 * 128 + 224 * 256 = 64512
 constexpr int kFp8ConsumerRegs = 224;
-// FP8: P = 2^(x - m + kFp8POff) straight from the exponent (true), or 2^(x - m) times 2^kFp8POff
-// when it is packed (false: one FMUL more an element)
-constexpr bool kFp8ExpOffset = true;
 #endif
 constexpr int kLibStages = 2;
 constexpr int kFp8Stages = 2; // the FP8 kernels' ring (their stages are half the bytes)
@@ -308,9 +305,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if FA_SM90_DEVICE_OK
     static_assert(!FP8 || D == 128, "sm90 family: fp8 at head 128");
     constexpr int ST = FP8 ? kFp8Stages : kLibStages; // ring stages
-    // P's scale 2^kFp8POff (FP8): in the exponent (POFF; the row sums carry it) or at the packing
-    constexpr int POFF = FP8 && kFp8ExpOffset ? kFp8POff : 0;
-    constexpr int PACK_SCALE = FP8 && !kFp8ExpOffset ? 1 << kFp8POff : 1;
+    // FP8: P = 2^(x - m + POFF), in e4m3's range (the row sums carry the factor 2^POFF)
+    constexpr int POFF = FP8 ? kFp8POff : 0;
     using L = Smem<ST, D, FP8>;
     using E = typename std::conditional<FP8, __nv_fp8_e4m3, T>::type; // q, k, v elements
     // column blocks of a row: 128 bytes each (64 bf16 / f16 dims, 128 e4m3 dims)
@@ -609,7 +605,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                                                                   mrow1, lrow0, lrow1, a0, a1, slope,
                                                                   r0 + diag, r1 + diag);
             if constexpr (FP8) // O is still 0: nothing to rescale
-                pack_p_fp8<PACK_SCALE>(pa, sacc);
+                pack_p_fp8(pa, sacc);
             else
                 pack_p<T>(pa, sacc);
         }
@@ -646,7 +642,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             release_v(sp);
             rescale_o(o, a0, a1);
             if constexpr (FP8)
-                pack_p_fp8<PACK_SCALE>(pa, sacc);
+                pack_p_fp8(pa, sacc);
             else
                 pack_p<T>(pa, sacc);
         }
@@ -675,9 +671,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     lrow0 += __shfl_xor_sync(0xffffffffu, lrow0, 2);
     lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 1);
     lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 2);
-    // (FP8: O holds 2^kFp8POff P V of the codes, and l the same factor with POFF: times V's
-    // descale, and over 2^kFp8POff without it)
-    const float oscale = FP8 ? sc.vd * (1.f / static_cast<float>(PACK_SCALE)) : 1.f;
+    // (FP8: O and l carry the same factor 2^POFF; O is of V's codes: times V's descale)
+    const float oscale = FP8 ? sc.vd : 1.f;
     const float inv0 = lrow0 > 0.f ? oscale / lrow0 : 0.f;
     const float inv1 = lrow1 > 0.f ? oscale / lrow1 : 0.f;
     const bool edge = wl >= 0 || wr >= 0; // some staged key may be masked for a row

@@ -160,16 +160,15 @@ __device__ __forceinline__ void issue_pv_fp8(float (&o)[64], uint32_t (&pa)[4][4
     wgmma_commit_group();
 }
 
-// FP8: P times Scale as the e4m3 A operand of P V (the kernel's P is in [0, 2^kFp8POff]: its
-// small values stay normal in e4m3, whose largest is 448), without moving a value between threads. k-step kk covers keys [32 kk, 32 kk + 32); of each 16 keys the thread holds
-// the S columns 2q, 2q + 1, 8 + 2q, 9 + 2q (q = t % 4), which the k32 A fragment places at columns
-// 4q .. 4q + 3: so column c of a 16-key group of the fragment is key pi16(c) = 2 (c / 4) + (c % 2)
-// + 8 ((c % 4) / 2), and Vt holds its keys in that order (checked by tools/qgmma_probe.cu).
+// FP8: P as the e4m3 A operand of P V (the kernel's P is in [0, 2^kFp8POff]: its small values
+// stay normal in e4m3, whose largest is 448), without moving a value between threads. k-step kk
+// covers keys [32 kk, 32 kk + 32); of each 16 keys the thread holds the S columns 2q, 2q + 1,
+// 8 + 2q, 9 + 2q (q = t % 4), which the k32 A fragment places at columns 4q .. 4q + 3: so column c
+// of a 16-key group of the fragment is key pi16(c) = 2 (c / 4) + (c % 2) + 8 ((c % 4) / 2), and
+// Vt holds its keys in that order (checked by tools/qgmma_probe.cu).
 constexpr int kFp8POff = 8; // P up to 2^8 = 256
 __host__ __device__ constexpr int pi16(int c) { return 2 * (c / 4) + (c % 2) + 8 * ((c % 4) / 2); }
-template <int Scale = 1>
 __device__ __forceinline__ void pack_p_fp8(uint32_t (&pa)[4][4], const float (&sacc)[64]) {
-    constexpr float kS = static_cast<float>(Scale);
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
@@ -177,8 +176,8 @@ __device__ __forceinline__ void pack_p_fp8(uint32_t (&pa)[4][4], const float (&s
 #pragma unroll
             for (int rr = 0; rr < 2; ++rr) { // rows g, g + 8
                 const int j0 = 4 * kk + 2 * h, j1 = j0 + 1;
-                pa[kk][2 * h + rr] = pack_e4m3x4(sacc[4 * j0 + 2 * rr] * kS, sacc[4 * j0 + 2 * rr + 1] * kS,
-                                                 sacc[4 * j1 + 2 * rr] * kS, sacc[4 * j1 + 2 * rr + 1] * kS);
+                pa[kk][2 * h + rr] = pack_e4m3x4(sacc[4 * j0 + 2 * rr], sacc[4 * j0 + 2 * rr + 1],
+                                                 sacc[4 * j1 + 2 * rr], sacc[4 * j1 + 2 * rr + 1]);
             }
 }
 
