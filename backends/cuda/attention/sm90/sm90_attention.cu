@@ -600,7 +600,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             release_k(0);
             float a0, a1;
             const int kbase = tb * BN;
-            softmax_tile<Softcap, Dims<D>::kSRegs, General, POFF>(sacc, needs_mask(kbase), kbase + 2 * t4,
+            (void)softmax_tile<Softcap, Dims<D>::kSRegs, General, POFF>(sacc, needs_mask(kbase), kbase + 2 * t4,
                                                                   lo0, hi0, lo1, hi1, sl2, sc.sc_cap, mrow0,
                                                                   mrow1, lrow0, lrow1, a0, a1, slope,
                                                                   r0 + diag, r1 + diag);
@@ -632,15 +632,14 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int x = 0; x < Dims<D>::kSRegs; ++x) reg_fence(sacc[x]);
             release_k(s);
             float a0, a1;
-            softmax_tile<Softcap, Dims<D>::kSRegs, General, POFF>(sacc, needs_mask(kbase), kbase + 2 * t4,
-                                                                  lo0, hi0, lo1, hi1, sl2, sc.sc_cap, mrow0,
-                                                                  mrow1, lrow0, lrow1, a0, a1, slope,
-                                                                  r0 + diag, r1 + diag);
+            const bool moved = softmax_tile<Softcap, Dims<D>::kSRegs, General, POFF>(
+                sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0, lo1, hi1, sl2, sc.sc_cap, mrow0, mrow1, lrow0,
+                lrow1, a0, a1, slope, r0 + diag, r1 + diag);
             wgmma_wait_group<0>(); // P(i-1) V(i-1) done: O and pa may be touched again
 #pragma unroll
             for (int x = 0; x < Dims<D>::kORegs; ++x) reg_fence(o[x]);
             release_v(sp);
-            rescale_o(o, a0, a1);
+            rescale_o(o, a0, a1, moved);
             if constexpr (FP8)
                 pack_p_fp8(pa, sacc);
             else

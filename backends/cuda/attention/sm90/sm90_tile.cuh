@@ -228,30 +228,37 @@ __device__ __forceinline__ void transpose_v_fp8(uint32_t vb, uint32_t vtb, int t
 // Mask and online softmax of one S tile, in place: sacc becomes P (fp32), the running maxima
 // and the thread's row-sum parts are updated, and the factors that the O rows must be
 // multiplied by are returned in alpha0 / alpha1 (O itself is not touched: it may still be in
-// flight). Row r0 (r1) may see keys [lo0, hi0) ([lo1, hi1)); key0 = kbase + 2 (t % 4) is the
-// thread's first column. Units: x = fl(s * sl2) (sl2 = softmax scale * log2 e, one FMUL), the
-// running max m is the max of those x, and p = 2^(x - m): x <= m and rounding keeps the sign of a
-// difference, so every exponent is <= 0 exactly, p <= 1 and the max key's p is 1 at any
-// magnitude of the logits (an offset formed in one FFMA leaves the max key the product's
-// rounding residual, which overflows or underflows ex2 at logits ~1e10). A row with nothing
-// allowed yet (max -inf) uses offset 0, so that every p is 0, never NaN; alpha = 2^(m_old -
-// m_new) <= 1, 0 while the old max is -inf.
+// flight); the return value says whether either factor differs from 1 (the caller skips the
+// rescale of O when no thread of the warp needs one: multiplying by 1 changes no bit). Row r0
+// (r1) may see keys [lo0, hi0) ([lo1, hi1)); key0 = kbase + 2 (t % 4) is the thread's first
+// column. Units: log2 (sl2 = softmax scale * log2 e > 0). The running max m of a row is kept
+// rounded up: m >= s * sl2 exactly for every key seen, so that the exponent
+// fma(s, sl2, -m) (one FFMA, rounded once) is <= 0 and p = 2^(s sl2 - m) <= 1. Rows whose max
+// reaches 2^22 in log2 units (logits ~1e6 and beyond), and every row under softcap or ALiBi, use
+// the difference form instead: x = fl(s * sl2) (after the softcap / ALiBi terms), m = max x,
+// p = 2^(x - m), which is exact at any magnitude (x <= m and rounding keeps the sign of a
+// difference; the FFMA's round-up gap would underflow such a row). A row with nothing allowed
+// yet (max -inf) uses offset 0, so that every p is 0, never NaN; alpha = 2^(m_old - m_new) <= 1,
+// 0 while the old max is -inf.
 // Softcap: x = fl(sl2 * tanh(fl(s * sc_cap))) with sl2 = softcap * log2 e and sc_cap = scale /
 // softcap (the mma.sync family's order of operations). Alibi: then x = fma(slope, |td - j|, x)
 // for key j of the row whose diagonal key is td (td0, td1), slope = -log2 e * the head's slope
 // (0 leaves x as it is). POff > 0: p = 2^(x - m + POff) (the fp8 kernels' P in e4m3's range;
 // the row sums then carry the same factor 2^POff).
 template <bool Softcap = false, int N = 64, bool Alibi = false, int POff = 0>
-__device__ __forceinline__ void softmax_tile(float (&sacc)[N], bool need_mask, int key0, int lo0, int hi0,
-                                             int lo1, int hi1, float sl2, float sc_cap, float &mrow0,
-                                             float &mrow1, float &lrow0, float &lrow1, float &alpha0,
-                                             float &alpha1, float slope = 0.f, int td0 = 0, int td1 = 0) {
+__device__ __forceinline__ bool softmax_tile(float (&sacc)[N], bool need_mask, int key0, int lo0, int hi0, int lo1,
+                                             int hi1, float sl2, float sc_cap, float &mrow0, float &mrow1,
+                                             float &lrow0, float &lrow1, float &alpha0, float &alpha1,
+                                             float slope = 0.f, int td0 = 0, int td1 = 0) {
+    constexpr bool kFused = !Softcap && !Alibi; // the FFMA form is possible
+    if constexpr (!kFused) {
 #pragma unroll
-    for (int x = 0; x < N; ++x) {
-        if constexpr (Softcap) {
-            sacc[x] = __fmul_rn(sl2, tanh_approx(__fmul_rn(sacc[x], sc_cap)));
-        } else {
-            sacc[x] *= sl2;
+        for (int x = 0; x < N; ++x) {
+            if constexpr (Softcap) {
+                sacc[x] = __fmul_rn(sl2, tanh_approx(__fmul_rn(sacc[x], sc_cap)));
+            } else {
+                sacc[x] *= sl2;
+            }
         }
     }
     if constexpr (Alibi) {
@@ -275,17 +282,46 @@ __device__ __forceinline__ void softmax_tile(float (&sacc)[N], bool need_mask, i
                 if (key < lo1 || key >= hi1) sacc[4 * j + 2 + e] = -INFINITY;
             }
     }
-    // a row's keys (2 N of them) live in the 4 threads of a quad
-    float mx0 = mrow0, mx1 = mrow1;
+    // the row maxima of the tile (a row's 2 N keys live in the 4 threads of a quad), in a tree:
+    // raw scores in the FFMA form, log2 units otherwise
+    float t0[N / 8], t1[N / 8];
 #pragma unroll
-    for (int j = 0; j < N / 4; ++j) {
-        mx0 = fmaxf(mx0, fmaxf(sacc[4 * j], sacc[4 * j + 1]));
-        mx1 = fmaxf(mx1, fmaxf(sacc[4 * j + 2], sacc[4 * j + 3]));
+    for (int j = 0; j < N / 8; ++j) {
+        t0[j] = fmaxf(fmaxf(sacc[8 * j], sacc[8 * j + 1]), fmaxf(sacc[8 * j + 4], sacc[8 * j + 5]));
+        t1[j] = fmaxf(fmaxf(sacc[8 * j + 2], sacc[8 * j + 3]), fmaxf(sacc[8 * j + 6], sacc[8 * j + 7]));
     }
+#pragma unroll
+    for (int w = N / 16; w >= 1; w /= 2)
+#pragma unroll
+        for (int i = 0; i < w; ++i) {
+            t0[i] = fmaxf(t0[i], t0[i + w]);
+            t1[i] = fmaxf(t1[i], t1[i + w]);
+        }
+    float mx0 = t0[0], mx1 = t1[0];
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    bool fused = false; // (quad-uniform: it depends on the rows' values only)
+    if constexpr (kFused) {
+        // to log2 units, rounded up; a row at 2^22+ (either of the thread's two) falls back to
+        // the difference form for this tile, as does a scale that is not > 0 (the max of the raw
+        // scores is then not the max of the scaled ones)
+        const float u0 = fmaxf(mrow0, __fmul_ru(mx0, sl2)), u1 = fmaxf(mrow1, __fmul_ru(mx1, sl2));
+        fused = sl2 > 0.f && fabsf(u0) < 4194304.f && fabsf(u1) < 4194304.f;
+        if (fused) {
+            mx0 = u0;
+            mx1 = u1;
+        } else {
+            mx0 = fmaxf(mrow0, __fmul_rn(mx0, sl2));
+            mx1 = fmaxf(mrow1, __fmul_rn(mx1, sl2));
+#pragma unroll
+            for (int x = 0; x < N; ++x) sacc[x] *= sl2;
+        }
+    } else {
+        mx0 = fmaxf(mx0, mrow0);
+        mx1 = fmaxf(mx1, mrow1);
+    }
     const float ms0 = mx0 == -INFINITY ? 0.f : mx0;
     const float ms1 = mx1 == -INFINITY ? 0.f : mx1;
     alpha0 = ex2_approx(mrow0 - ms0);
@@ -293,21 +329,46 @@ __device__ __forceinline__ void softmax_tile(float (&sacc)[N], bool need_mask, i
     mrow0 = mx0;
     mrow1 = mx1;
     const float ps0 = ms0 - static_cast<float>(POff), ps1 = ms1 - static_cast<float>(POff);
-    float sum0 = 0.f, sum1 = 0.f;
+    if (fused) {
 #pragma unroll
-    for (int j = 0; j < N / 4; ++j) {
-        sacc[4 * j + 0] = ex2_approx(sacc[4 * j + 0] - ps0);
-        sacc[4 * j + 1] = ex2_approx(sacc[4 * j + 1] - ps0);
-        sacc[4 * j + 2] = ex2_approx(sacc[4 * j + 2] - ps1);
-        sacc[4 * j + 3] = ex2_approx(sacc[4 * j + 3] - ps1);
-        sum0 += sacc[4 * j + 0] + sacc[4 * j + 1];
-        sum1 += sacc[4 * j + 2] + sacc[4 * j + 3];
+        for (int j = 0; j < N / 4; ++j) {
+            sacc[4 * j + 0] = ex2_approx(__fmaf_rn(sacc[4 * j + 0], sl2, -ps0));
+            sacc[4 * j + 1] = ex2_approx(__fmaf_rn(sacc[4 * j + 1], sl2, -ps0));
+            sacc[4 * j + 2] = ex2_approx(__fmaf_rn(sacc[4 * j + 2], sl2, -ps1));
+            sacc[4 * j + 3] = ex2_approx(__fmaf_rn(sacc[4 * j + 3], sl2, -ps1));
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < N / 4; ++j) {
+            sacc[4 * j + 0] = ex2_approx(sacc[4 * j + 0] - ps0);
+            sacc[4 * j + 1] = ex2_approx(sacc[4 * j + 1] - ps0);
+            sacc[4 * j + 2] = ex2_approx(sacc[4 * j + 2] - ps1);
+            sacc[4 * j + 3] = ex2_approx(sacc[4 * j + 3] - ps1);
+        }
     }
-    lrow0 = lrow0 * alpha0 + sum0;
-    lrow1 = lrow1 * alpha1 + sum1;
+    // the thread's row-sum parts, in a tree
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j) {
+        t0[j] = (sacc[8 * j] + sacc[8 * j + 1]) + (sacc[8 * j + 4] + sacc[8 * j + 5]);
+        t1[j] = (sacc[8 * j + 2] + sacc[8 * j + 3]) + (sacc[8 * j + 6] + sacc[8 * j + 7]);
+    }
+#pragma unroll
+    for (int w = N / 16; w >= 1; w /= 2)
+#pragma unroll
+        for (int i = 0; i < w; ++i) {
+            t0[i] += t0[i + w];
+            t1[i] += t1[i + w];
+        }
+    lrow0 = __fmaf_rn(lrow0, alpha0, t0[0]);
+    lrow1 = __fmaf_rn(lrow1, alpha1, t1[0]);
+    return alpha0 != 1.f || alpha1 != 1.f;
 }
 
-template <int N> __device__ __forceinline__ void rescale_o(float (&o)[N], float alpha0, float alpha1) {
+// O *= alpha, skipped when no thread of the warp has a factor other than 1 (`moved`, from
+// softmax_tile; the branch is warp-uniform, so that the warp reaches its next wgmma converged)
+template <int N>
+__device__ __forceinline__ void rescale_o(float (&o)[N], float alpha0, float alpha1, bool moved = true) {
+    if (!__any_sync(0xffffffffu, moved)) return;
 #pragma unroll
     for (int j = 0; j < N / 4; ++j) {
         o[4 * j + 0] *= alpha0;

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# tools/gpu_prefill.sh - one GPU-machine call for the wgmma family's prefill work: jobs in order,
+# each with a time limit, one summary line a job.
+#   variants  tools/gpu_variants.sh on $FA_PF_SPEC (default tools/variants/sm90_softmax.py) with
+#             the prefill rows at head 128 (every shape), then heads 64 / 256 (--quick shapes)
+#   peers     bench/run_perf.sh --only prefill,mixed --quick --no-flex on the variants job's tree
+#             build (build-var: ours and cuDNN SDPA in the same machine session)
+#   tests     tests/gpu/run_gpu_tests.sh without sanitizers on $FA_PF_PROGRAMS (default the
+#             attention and fp8-query programs), both kernel families
+#   san       compute-sanitizer ($FA_PF_TOOLS, default memcheck racecheck synccheck) on the quick
+#             sets of the same programs
+# $OUT/summary.txt, the jobs' outputs beside it (variants.txt, perf_tables.md, bench_gpu.csv,
+# peers.csv), the logs in $OUT/pf_logs.tgz.
+set -u
+cd "$(dirname "$0")/.."
+top=${OUT:-/tmp/fa-pf}; mkdir -p "$top"; logs=$top/pf; mkdir -p "$logs"
+sum=$top/summary.txt; : > "$sum"
+start=$(date +%s)
+note() { echo "$*" | tee -a "$sum"; }
+left() { echo $(( ${FA_PF_BUDGET:-570} - ($(date +%s) - start) )); }
+finish() { tar czf "$top/pf_logs.tgz" -C "$logs" . 2>/dev/null && rm -rf "$logs"; }
+trap finish EXIT
+note "== tools/gpu_prefill.sh $* at $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git rev-parse --short HEAD 2>/dev/null) ($(git status --porcelain 2>/dev/null | wc -l) changed paths)"
+nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv,noheader >> "$sum" 2>&1
+programs=${FA_PF_PROGRAMS:-test_gpu_attention test_gpu_fp8q}
+for job in "$@"; do
+    t0=$(date +%s); budget=$(left)
+    [ "$budget" -gt 20 ] || { note "$job: skipped (no time left)"; continue; }
+    case $job in
+    variants)
+        OUT=$logs/var timeout $((budget - 5)) bash tools/gpu_variants.sh "${FA_PF_SPEC:-tools/variants/sm90_softmax.py}" \
+            "--only prefill --dim 128 --no-ceilings --no-check" \
+            "--only prefill --dim 64,256 --quick --no-ceilings --no-check" > "$logs/variants.out" 2>&1
+        rc=$?; cp "$logs/var/variants.txt" "$top/" 2>/dev/null
+        note "variants: rc $rc, $(( $(date +%s) - t0 )) s (table in variants.txt)" ;;
+    peers)
+        timeout $((budget - 5)) bash bench/run_perf.sh --build build-var --skip-build --only prefill,mixed --quick \
+            --no-flex --out "$logs/perf" > "$logs/peers.out" 2>&1
+        rc=$?; cp "$logs/perf/perf_tables.md" "$logs/perf/bench_gpu.csv" "$logs/perf/peers.csv" "$top/" 2>/dev/null
+        note "peers: rc $rc, $(( $(date +%s) - t0 )) s"; tail -n 25 "$logs/peers.out" >> "$sum" ;;
+    tests)
+        OUT=$logs/tests FA_GPU_SANITIZE=0 FA_GPU_PROGRAMS="$programs" FA_GPU_TIMEOUT=$((budget - 30)) \
+            timeout $((budget - 5)) bash tests/gpu/run_gpu_tests.sh > "$logs/tests.out" 2>&1
+        note "tests: rc $?, $(( $(date +%s) - t0 )) s: $(tail -n 1 "$logs/tests.out")"
+        grep -E "^test_gpu|FAIL" "$logs/tests.out" | head -20 >> "$sum" ;;
+    san)
+        OUT=$logs/san FA_GPU_PLAIN=0 FA_GPU_SECOND_FAMILY=0 FA_GPU_PROGRAMS="$programs" \
+            FA_GPU_SANITIZE_TOOLS="${FA_PF_TOOLS:-memcheck racecheck synccheck}" \
+            FA_GPU_SANITIZE_TIMEOUT=$(( (budget - 30) / 3 )) \
+            timeout $((budget - 5)) bash tests/gpu/run_gpu_tests.sh > "$logs/san.out" 2>&1
+        note "san: rc $?, $(( $(date +%s) - t0 )) s: $(tail -n 1 "$logs/san.out")"
+        grep -E "sanitize|FAIL" "$logs/san.out" | head -20 >> "$sum" ;;
+    *) note "$job: unknown job" ;;
+    esac
+done
+note "total $(( $(date +%s) - start )) s"

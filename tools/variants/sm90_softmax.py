@@ -1,0 +1,17 @@
+# tools/gpu_variants.sh spec: the wgmma family's softmax (sm90_tile.cuh), each variant against the
+# tree (the exponent as one FFMA against a rounded-up row maximum, the O rescale skipped when no
+# row of a warp moved its maximum): "noskip" rescales O on every tile; "exact" also takes the
+# difference form fl(s sl2) - m on every row (the form before the FFMA); "slack8" keeps a 16-bit
+# kernel's row maximum until a tile's exceeds it by more than 2^8 (p up to 256: the rescale then
+# runs only where a maximum jumps).
+T = "backends/cuda/attention/sm90/sm90_tile.cuh"
+S = "backends/cuda/attention/sm90/sm90_attention.cu"
+NOSKIP = (S, "            rescale_o(o, a0, a1, moved);\n", "            rescale_o(o, a0, a1);\n")
+VARIANTS = {
+    "noskip": [NOSKIP],
+    "exact": [NOSKIP, (T, "    constexpr bool kFused = !Softcap && !Alibi; // the FFMA form is possible\n",
+                       "    constexpr bool kFused = false;\n")],
+    "slack8": [(T, "        if (fused) {\n            mx0 = u0;\n            mx1 = u1;\n        } else {",
+                "        if (fused) {\n            mx0 = (POff == 0 && u0 <= mrow0 + 8.f) ? mrow0 : u0;\n"
+                "            mx1 = (POff == 0 && u1 <= mrow1 + 8.f) ? mrow1 : u1;\n        } else {")],
+}
