@@ -3,7 +3,7 @@
 # row of a warp moved its maximum): "noskip" rescales O on every tile; "exact" also takes the
 # difference form fl(s sl2) - m on every row (the form before the FFMA); "slack8" keeps a 16-bit
 # kernel's row maximum until a tile's exceeds it by more than 2^8 (p up to 256: the rescale then
-# runs only where a maximum jumps).
+# runs only where a maximum jumps); "nopersist" launches one CTA a work item (below).
 T = "backends/cuda/attention/sm90/sm90_tile.cuh"
 S = "backends/cuda/attention/sm90/sm90_attention.cu"
 NOSKIP = (S, "            rescale_o(o, a0, a1, moved);\n", "            rescale_o(o, a0, a1);\n")
@@ -15,3 +15,7 @@ VARIANTS = {
                 "        if (fused) {\n            mx0 = (POff == 0 && u0 <= mrow0 + 8.f) ? mrow0 : u0;\n"
                 "            mx1 = (POff == 0 && u1 <= mrow1 + 8.f) ? mrow1 : u1;\n        } else {")],
 }
+# the persistent grid (one CTA an SM walking work items) against one CTA an item
+S_PERSIST = "__host__ __device__ constexpr bool sm90_persistent(bool general, int d) { return !general && d <= 128; }"
+VARIANTS["nopersist"] = [(S, S_PERSIST, S_PERSIST.replace("return !general && d <= 128;",
+                                                          "return (void)general, (void)d, false;"))]

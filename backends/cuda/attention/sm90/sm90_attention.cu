@@ -50,6 +50,7 @@
 
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <limits.h>
 #include <math.h>
 #include <string.h>
@@ -91,6 +92,10 @@ struct AttnParams {
                    // the K / V boxes: each issues the pages of its rank, multicast to both; else 1
     int32_t window_left, window_right; // -1 = unbounded (causal folded into right = 0)
     int32_t skip_rows; // sequences with Lq * group <= skip_rows run in the decode tile (skipped)
+    // work items (row-block tiles x splits x heads, heads innermost): items_x tiles, num_items in
+    // all; a persistent grid walks them in rounds of gridDim.x (snake: every other round backwards)
+    int32_t items_x, snake;
+    int64_t num_items;
     float scale_log2; // softmax scale * log2(e); with a softcap: softcap * log2(e)
     float sc_cap; // softmax scale / softcap (softcap only)
     // split-KV (the General kernels): S, and the float partials [S, T, Hq, D] / LSEs [S, Hq, T]
@@ -110,20 +115,31 @@ struct AttnParams {
 
 // Sequence b of flat row-block tile `tile`: the last b with tile_off(b) = cu_q[b] / 128 + b <=
 // tile (strictly increasing; sequence b owns tiles [tile_off(b), tile_off(b + 1)), at least its
-// row blocks). Binary steps until at most 384 candidates remain, then one parallel count.
-__device__ __forceinline__ int seq_of_tile(const AttnParams &p, int64_t tile) {
+// row blocks). Binary steps until at most 32 candidates remain, then one ballot. Called by whole
+// warps (each warp finds it on its own: the producer and the consumers walk their items apart).
+__device__ __forceinline__ int seq_of_tile(const AttnParams &p, int tile) {
     int lo = 0, hi = p.num_seqs - 1;
-    while (hi - lo >= kThreads) {
+    while (hi - lo >= 32) {
         const int mid = (lo + hi + 1) >> 1;
-        if (static_cast<int64_t>(p.cu_seqlens_q[mid]) / kBlockM + mid <= tile)
+        if (p.cu_seqlens_q[mid] / kBlockM + mid <= tile)
             lo = mid;
         else
             hi = mid - 1;
     }
-    const int cand = lo + 1 + static_cast<int>(threadIdx.x);
-    const bool ok = cand <= hi && static_cast<int64_t>(p.cu_seqlens_q[cand]) / kBlockM + cand <= tile;
-    return lo + __syncthreads_count(ok);
+    const int cand = lo + 1 + static_cast<int>(threadIdx.x % 32);
+    const bool ok = cand <= hi && p.cu_seqlens_q[cand] / kBlockM + cand <= tile;
+    return lo + __popc(__ballot_sync(0xffffffffu, ok));
 }
+
+// Whether a kernel walks work items persistently (one CTA an SM) or takes one item a CTA.
+__host__ __device__ constexpr bool sm90_persistent(bool general, int d) { return !general && d <= 128; }
+
+// A work item of the kernel: (row block of a sequence, query head, split), its keys and its
+// share of the key tiles [tb, tb + n_tiles) (decode() in the kernel).
+struct Item {
+    int h, b, split, nsplit, q0, Lq, m0, hkv, kb, Lk, diag, kmin, kmax, tb, n_tiles;
+    const int32_t *bt;
+};
 
 // Allowed keys [lo, hi) of the row whose diagonal key is dk (FA_BU_KEY_ALLOWED's rule), clamped
 // to [0, Lk]; an empty range has lo >= hi.
@@ -229,9 +245,10 @@ __device__ __forceinline__ void zero_v_tail(uint32_t vb, int n, int rlog, int ti
 // [0, num_blocks) are zero-filled (nothing read); the first bad id is recorded in the error
 // word. A stage is full when every thread's copies into it have landed (cp.async.mbarrier.
 // arrive.noinc: 128 arrivals); the consumers fence the async proxy before wgmma reads it.
+// it0: the ring position of the item's first tile (the K / V tiles of the CTA's earlier items).
 template <typename T, int D>
 __device__ __forceinline__ void gather_producer(const AttnParams &p, const int32_t *bt, int hkv, int b,
-                                                int tb, int n_tiles, int kmin, int kmax, uint32_t sK,
+                                                int tb, int n_tiles, int kmin, int kmax, int it0, uint32_t sK,
                                                 uint32_t sV, uint32_t bar_kf, uint32_t bar_vf,
                                                 uint32_t bar_ke, uint32_t bar_ve) {
     using L = Smem<kLibStages, D>;
@@ -273,8 +290,8 @@ __device__ __forceinline__ void gather_producer(const AttnParams &p, const int32
     int id, slot;
     row_at(0, id, slot);
     for (int i = 0; i < n_tiles; ++i) {
-        const int s = i % kLibStages;
-        const uint32_t par = (static_cast<uint32_t>(i / kLibStages) & 1u) ^ 1u;
+        const int s = (it0 + i) % kLibStages;
+        const uint32_t par = (static_cast<uint32_t>((it0 + i) / kLibStages) & 1u) ^ 1u;
         int nid = -1, nslot = 0;
         if (i + 1 < n_tiles) row_at(i + 1, nid, nslot); // a tile ahead
         const uint32_t n = id >= 0 ? 16u : 0u;
@@ -312,52 +329,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     // column blocks of a row: 128 bytes each (64 bf16 / f16 dims, 128 e4m3 dims)
     constexpr int BN = Dims<D>::kBN, kColDims = FP8 ? 128 : 64, kCols = D / kColDims;
     constexpr int kColsLog2 = FP8 ? 0 : Dims<D>::kColsLog2;
+    constexpr bool kPersist = sm90_persistent(General, D);
+    constexpr int kMaxItems = kPersist ? INT_MAX : 1; // work items a CTA may take
     extern __shared__ uint8_t smem_raw[];
-    // ---- the CTA's tile: causal / windowed long row blocks first (reversed order)
-    const int64_t tile = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
-    const int h = blockIdx.y;
-    const int b = seq_of_tile(p, tile);
-    const int q0 = p.cu_seqlens_q[b];
-    const int Lq = p.cu_seqlens_q[b + 1] - q0;
-    const int64_t mblk = tile - (static_cast<int64_t>(q0) / kBlockM + b);
-    if (mblk < 0 || mblk * kBlockM >= Lq) return;
-    if (static_cast<int64_t>(Lq) * p.group <= p.skip_rows) return; // the decode tile's
-    if (p.split_plan != nullptr && p.split_plan[1 + b] == 0) return; // the sequence does no work
-    // split-KV: CTA z of the sequence's nsplit (its plan entry, at most S) takes the z-th share
-    // of the key tiles; with nsplit 1 it writes out directly
-    int split = 0, nsplit = 1;
-    if constexpr (General) {
-        split = static_cast<int>(blockIdx.z);
-        nsplit = p.split_plan != nullptr ? min(p.split_plan[1 + b], p.num_splits) : p.num_splits;
-        if (split >= nsplit) return;
-    }
-    const int m0 = static_cast<int>(mblk) * kBlockM;
-    const int hkv = h / p.group;
-    const bool dense = p.cu_seqlens_k != nullptr;
-    const int kb = dense ? p.cu_seqlens_k[b] : 0; // dense: the sequence's first key row
-    const int Lk = dense ? p.cu_seqlens_k[b + 1] - kb : p.seqused_k[b];
-    const int diag = Lk - Lq;
-    const int wl = p.window_left, wr = p.window_right;
-    const int32_t *bt = dense ? nullptr : p.block_table + static_cast<int64_t>(b) * p.block_table_stride;
-    // keys of the CTA: the union of its rows' ranges (first and last row)
-    int kmin, kmax;
-    {
-        int lo_a, hi_a, lo_b, hi_b;
-        const int t_hi = min(m0 + kBlockM, Lq) - 1;
-        row_keys(static_cast<int64_t>(m0) + diag, Lk, wl, wr, lo_a, hi_a);
-        row_keys(static_cast<int64_t>(t_hi) + diag, Lk, wl, wr, lo_b, hi_b);
-        kmin = lo_a;
-        kmax = max(hi_b, kmin);
-    }
-    int tb = kmin / BN;
-    int n_tiles = kmax > kmin ? (kmax + BN - 1) / BN - tb : 0;
-    if constexpr (General) {
-        const int t0 = static_cast<int>(static_cast<int64_t>(n_tiles) * split / nsplit);
-        const int t1 = static_cast<int>(static_cast<int64_t>(n_tiles) * (split + 1) / nsplit);
-        tb += t0;
-        n_tiles = t1 - t0;
-    }
-
     const Ring<ST, D, FP8> ring(smem_raw);
     const uint32_t sQ = ring.q, sK = ring.k, sV = ring.v;
     const uint32_t bar_q = ring.bar_q, bar_kf = ring.kf, bar_vf = ring.vf, bar_ke = ring.ke, bar_ve = ring.ve;
@@ -372,30 +346,76 @@ __global__ void __launch_bounds__(kThreads, 1)
     else
         __syncthreads();
 
+    // ---- work items w = (x * S + split) * H + h (heads innermost: a multicast pair's two heads
+    // are items 2k, 2k + 1), x = the row-block tile counted from the end (causal / windowed long
+    // row blocks first). CTA (cluster) c takes items c, c + G, c + 2G, ... of the G CTAs
+    // (clusters); with p.snake every other round runs backwards (a balanced static share when
+    // the items come longest first, as a single sequence's do). Both sides of the CTA walk the
+    // same list; an item with no work is skipped by both.
+    const int nclus = static_cast<int>(gridDim.x / mc), cid = static_cast<int>(blockIdx.x / mc),
+              crank = static_cast<int>(blockIdx.x % mc);
+    // (num_items < 2^31: the host checks). Persistent: the plain kernels at heads 64 / 128; the
+    // General ones (split-KV, ALiBi, sinks) and head 256 hold too many registers for the item
+    // loop's state (ptxas spills) and run one item a CTA (grid = num_items).
+    auto item_of = [&](int k) -> int {
+        if constexpr (!kPersist) return k == 0 ? static_cast<int>(blockIdx.x) : -1;
+        const int slot = (p.snake && (k & 1)) ? nclus - 1 - cid : cid;
+        const int64_t w = (static_cast<int64_t>(k) * nclus + slot) * mc + crank;
+        return w < p.num_items ? static_cast<int>(w) : -1;
+    };
+    // the item's sequence, rows, keys and share of the key tiles (false: nothing to do)
+    auto decode = [&](int w, Item &I) -> bool {
+        I.h = w % p.num_heads_q;
+        const int rest = w / p.num_heads_q;
+        const int S = General ? p.num_splits : 1;
+        I.split = rest % S;
+        const int tile = p.items_x - 1 - rest / S;
+        const int b = seq_of_tile(p, tile);
+        I.b = b;
+        I.q0 = p.cu_seqlens_q[b];
+        I.Lq = p.cu_seqlens_q[b + 1] - I.q0;
+        const int mblk = tile - (I.q0 / kBlockM + b);
+        if (mblk < 0 || mblk >= (I.Lq + kBlockM - 1) / kBlockM) return false;
+        if (static_cast<int64_t>(I.Lq) * p.group <= p.skip_rows) return false; // the decode tile's
+        if (p.split_plan != nullptr && p.split_plan[1 + b] == 0) return false; // no work
+        // split-KV: split z of the sequence's nsplit (its plan entry, at most S) takes the z-th
+        // share of the key tiles; with nsplit 1 it writes out directly
+        I.nsplit = 1;
+        if constexpr (General) {
+            I.nsplit = p.split_plan != nullptr ? min(p.split_plan[1 + b], p.num_splits) : p.num_splits;
+            if (I.split >= I.nsplit) return false;
+        }
+        I.m0 = mblk * kBlockM;
+        I.hkv = I.h / p.group;
+        const bool dense = p.cu_seqlens_k != nullptr;
+        I.kb = dense ? p.cu_seqlens_k[b] : 0; // dense: the sequence's first key row
+        I.Lk = dense ? p.cu_seqlens_k[b + 1] - I.kb : p.seqused_k[b];
+        I.diag = I.Lk - I.Lq;
+        I.bt = dense ? nullptr : p.block_table + static_cast<int64_t>(b) * p.block_table_stride;
+        // keys of the item: the union of its rows' ranges (first and last row)
+        int lo_a, hi_a, lo_b, hi_b;
+        const int t_hi = min(I.m0 + kBlockM, I.Lq) - 1;
+        row_keys(static_cast<int64_t>(I.m0) + I.diag, I.Lk, p.window_left, p.window_right, lo_a, hi_a);
+        row_keys(static_cast<int64_t>(t_hi) + I.diag, I.Lk, p.window_left, p.window_right, lo_b, hi_b);
+        I.kmin = lo_a;
+        I.kmax = max(hi_b, I.kmin);
+        I.tb = I.kmin / BN;
+        I.n_tiles = I.kmax > I.kmin ? (I.kmax + BN - 1) / BN - I.tb : 0;
+        if constexpr (General) {
+            const int t0 = static_cast<int>(static_cast<int64_t>(I.n_tiles) * I.split / I.nsplit);
+            const int t1 = static_cast<int>(static_cast<int64_t>(I.n_tiles) * (I.split + 1) / I.nsplit);
+            I.tb += t0;
+            I.n_tiles = t1 - t0;
+        }
+        return true;
+    };
+
     if (wg == 0) {
         // ---------------- producer ----------------
         setmaxnreg_dec<FP8 ? kFp8ProducerRegs : kLibProducerRegs>();
         // (FP8: the whole warpgroup stays to transpose V; only warp 0 issues boxes)
-        if ((threadIdx.x >= 32 && !p.gather && !FP8) || n_tiles == 0) return;
+        if (threadIdx.x >= 32 && !p.gather && !FP8) return;
         const int lane = static_cast<int>(threadIdx.x);
-        if (lane == 0) {
-            mbar_arrive_expect_tx(bar_q, L::kQBytes);
-            for (int w = 0; w < 2; ++w) {
-                // a box wholly past the sequence's rows (the upper warpgroup of a short last row
-                // block) re-reads the lower rows: never stored
-                const int qrow = q0 + (m0 + w * kWgRows < Lq ? m0 + w * kWgRows : m0);
-                for (int c = 0; c < kCols; ++c)
-                    tma_load_3d(sQ + w * L::kQWgBytes + c * L::kQColBytes, &tmQ, bar_q, c * kColDims, h,
-                                qrow);
-            }
-        }
-        if constexpr (!FP8) {
-            if (p.gather) {
-                gather_producer<T, D>(p, bt, hkv, b, tb, n_tiles, kmin, kmax, sK, sV, bar_kf, bar_vf, bar_ke,
-                                      bar_ve);
-                return;
-            }
-        }
         // lane l < kCols * pages_per_tile issues page l / kCols, column block l % kCols of each
         // tile; in a multicast pair only the pages p with p % 2 = this CTA's rank
         const int ppt = p.pages_per_tile;
@@ -410,99 +430,129 @@ __global__ void __launch_bounds__(kThreads, 1)
             else
                 mbar_wait(bar, par);
         };
-        // FP8: V tile j, once landed and once its Vt stage is free, transposed by the 128 threads
-        // (keys at or past Lk zeroed), then Vt full and the V stage free
-        auto transpose_tile = [&](int j) {
-            const int s = j % ST;
-            const uint32_t par = static_cast<uint32_t>(j / ST) & 1u;
-            mbar_wait(bar_vf + 8 * s, par);
-            mbar_wait(ring.te + 8 * s, par ^ 1u);
-            transpose_v_fp8(sV + s * L::kTileBytes, ring.vt + s * L::kTileBytes, lane, Lk - (tb + j) * BN);
-            fence_proxy_async_smem();
-            mbar_arrive(ring.tf + 8 * s);
-            mbar_arrive(bar_ve + 8 * s);
-        };
-        bool bad = false;
-        int bad_id = 0, bad_col = 0;
-        // block coordinate and row-in-page of this lane's box of tile i. A box with no key of
-        // the CTA's range [kmin, kmax) (before a window, past the sequence) and a bad block id
-        // load from coordinate num_blocks: wholly past the tensor map, so TMA reads nothing,
-        // fills zeros and still counts the box's bytes.
-        auto coords = [&](int i, int &blk, int &row) {
-            const int j = (tb + i) * BN + page * p.box_rows;
-            blk = p.num_blocks;
-            row = 0;
-            if (j >= kmax || j + p.box_rows <= kmin) return;
-            const int bi = p.block_shift >= 0 ? (j >> p.block_shift) : (j / p.block_size);
-            row = j - bi * p.block_size + kb; // 0 unless the block is longer than the box (or dense)
-            const int32_t id = dense ? 0 : bt[bi];
-            if (static_cast<uint32_t>(id) < static_cast<uint32_t>(p.num_blocks)) {
-                blk = id;
-            } else if (!bad) {
-                bad = true;
-                bad_id = id;
-                bad_col = bi;
-            }
-        };
-        int blk = 0, row = 0;
-        if (active) coords(0, blk, row);
-        for (int i = 0; i < n_tiles; ++i) {
-            const int s = i % ST;
-            const uint32_t par = (static_cast<uint32_t>(i / ST) & 1u) ^ 1u;
-            int nblk = 0, nrow = 0;
-            if (active && i + 1 < n_tiles) coords(i + 1, nblk, nrow); // a tile ahead
-            const uint32_t off = page * p.box_rows * 128 + col * L::kKvColBytes; // K: [column block][BN][64]
+        int ring_pos = 0, qn = 0; // K / V tiles issued so far (the ring's position), Q tiles loaded
+        for (int k = 0; k < kMaxItems; ++k) {
+            const int w = item_of(k);
+            if (w < 0) break;
+            Item I;
+            if (!decode(w, I) || I.n_tiles == 0) continue;
+            const int n_tiles = I.n_tiles, tb = I.tb, kmin = I.kmin, kmax = I.kmax, it0 = ring_pos;
+            ring_pos += n_tiles;
             if (lane == 0) {
-                wait_empty(bar_ke + 8 * s, par);
-                mbar_arrive_expect_tx(bar_kf + 8 * s, L::kTileBytes); // the whole tile, both ranks' boxes
+                if (qn > 0) mbar_wait(ring.qe, static_cast<uint32_t>(qn - 1) & 1u); // the last item's Q is done
+                mbar_arrive_expect_tx(bar_q, L::kQBytes);
+                for (int half = 0; half < 2; ++half) {
+                    // a box wholly past the sequence's rows (the upper warpgroup of a short last
+                    // row block) re-reads the lower rows: never stored
+                    const int qrow = I.q0 + (I.m0 + half * kWgRows < I.Lq ? I.m0 + half * kWgRows : I.m0);
+                    for (int c = 0; c < kCols; ++c)
+                        tma_load_3d(sQ + half * L::kQWgBytes + c * L::kQColBytes, &tmQ, bar_q, c * kColDims, I.h,
+                                    qrow);
+                }
             }
-            __syncwarp();
-            if (active) {
-                if (mc > 1)
-                    tma_load_4d_mc(sK + s * L::kTileBytes + off, &tmK, bar_kf + 8 * s, col * kColDims, row,
-                                   hkv, blk, mask);
-                else
-                    tma_load_4d(sK + s * L::kTileBytes + off, &tmK, bar_kf + 8 * s, col * kColDims, row, hkv,
-                                blk);
+            ++qn;
+            if constexpr (!FP8) {
+                if (p.gather) {
+                    gather_producer<T, D>(p, I.bt, I.hkv, I.b, tb, n_tiles, kmin, kmax, it0, sK, sV, bar_kf,
+                                          bar_vf, bar_ke, bar_ve);
+                    continue;
+                }
             }
-            if (lane == 0) {
-                wait_empty(bar_ve + 8 * s, par);
-                mbar_arrive_expect_tx(bar_vf + 8 * s, L::kTileBytes);
+            // FP8: V tile j of the item, once landed and once its Vt stage is free, transposed by
+            // the 128 threads (keys at or past Lk zeroed), then Vt full and the V stage free
+            auto transpose_tile = [&](int j) {
+                const int s = (it0 + j) % ST;
+                const uint32_t par = static_cast<uint32_t>((it0 + j) / ST) & 1u;
+                mbar_wait(bar_vf + 8 * s, par);
+                mbar_wait(ring.te + 8 * s, par ^ 1u);
+                transpose_v_fp8(sV + s * L::kTileBytes, ring.vt + s * L::kTileBytes, lane, I.Lk - (tb + j) * BN);
+                fence_proxy_async_smem();
+                mbar_arrive(ring.tf + 8 * s);
+                mbar_arrive(bar_ve + 8 * s);
+            };
+            bool bad = false;
+            int bad_id = 0, bad_col = 0;
+            // block coordinate and row-in-page of this lane's box of tile i. A box with no key of
+            // the item's range [kmin, kmax) (before a window, past the sequence) and a bad block
+            // id load from coordinate num_blocks: wholly past the tensor map, so TMA reads
+            // nothing, fills zeros and still counts the box's bytes.
+            auto coords = [&](int i, int &blk, int &row) {
+                const int j = (tb + i) * BN + page * p.box_rows;
+                blk = p.num_blocks;
+                row = 0;
+                if (j >= kmax || j + p.box_rows <= kmin) return;
+                const int bi = p.block_shift >= 0 ? (j >> p.block_shift) : (j / p.block_size);
+                row = j - bi * p.block_size + I.kb; // 0 unless the block is longer than the box (or dense)
+                const int32_t id = I.bt != nullptr ? I.bt[bi] : 0;
+                if (static_cast<uint32_t>(id) < static_cast<uint32_t>(p.num_blocks)) {
+                    blk = id;
+                } else if (!bad) {
+                    bad = true;
+                    bad_id = id;
+                    bad_col = bi;
+                }
+            };
+            int blk = 0, row = 0;
+            if (active) coords(0, blk, row);
+            for (int i = 0; i < n_tiles; ++i) {
+                const int s = (it0 + i) % ST;
+                const uint32_t par = (static_cast<uint32_t>((it0 + i) / ST) & 1u) ^ 1u;
+                int nblk = 0, nrow = 0;
+                if (active && i + 1 < n_tiles) coords(i + 1, nblk, nrow); // a tile ahead
+                const uint32_t off = page * p.box_rows * 128 + col * L::kKvColBytes; // K: [column block][BN][64]
+                if (lane == 0) {
+                    wait_empty(bar_ke + 8 * s, par);
+                    mbar_arrive_expect_tx(bar_kf + 8 * s, L::kTileBytes); // the whole tile, both ranks' boxes
+                }
+                __syncwarp();
+                if (active) {
+                    if (mc > 1)
+                        tma_load_4d_mc(sK + s * L::kTileBytes + off, &tmK, bar_kf + 8 * s, col * kColDims, row,
+                                       I.hkv, blk, mask);
+                    else
+                        tma_load_4d(sK + s * L::kTileBytes + off, &tmK, bar_kf + 8 * s, col * kColDims, row,
+                                    I.hkv, blk);
+                }
+                if (lane == 0) {
+                    wait_empty(bar_ve + 8 * s, par);
+                    mbar_arrive_expect_tx(bar_vf + 8 * s, L::kTileBytes);
+                }
+                __syncwarp();
+                // V: [page][column block][box_rows][64], every column block in one 5-D box a
+                // page: lane l < ppt takes page l's coordinates from lane kCols l (its K box of
+                // column block 0)
+                const int vblk = __shfl_sync(0xffffffffu, blk, (kCols * lane) & 31);
+                const int vrow = __shfl_sync(0xffffffffu, row, (kCols * lane) & 31);
+                if (v_active) {
+                    const uint32_t dst = sV + s * L::kTileBytes + lane * p.box_rows * 128 * kCols;
+                    if (mc > 1)
+                        tma_load_5d_mc(dst, &tmV, bar_vf + 8 * s, 0, vrow, 0, I.hkv, vblk, mask);
+                    else
+                        tma_load_5d(dst, &tmV, bar_vf + 8 * s, 0, vrow, 0, I.hkv, vblk);
+                }
+                blk = nblk;
+                row = nrow;
+                if constexpr (FP8)
+                    if (i > 0) transpose_tile(i - 1);
             }
-            __syncwarp();
-            // V: [page][column block][box_rows][64], every column block in one 5-D box a page:
-            // lane l < ppt takes page l's coordinates from lane kCols l (its K box of column block 0)
-            const int vblk = __shfl_sync(0xffffffffu, blk, (kCols * lane) & 31);
-            const int vrow = __shfl_sync(0xffffffffu, row, (kCols * lane) & 31);
-            if (v_active) {
-                const uint32_t dst = sV + s * L::kTileBytes + lane * p.box_rows * 128 * kCols;
-                if (mc > 1)
-                    tma_load_5d_mc(dst, &tmV, bar_vf + 8 * s, 0, vrow, 0, hkv, vblk, mask);
-                else
-                    tma_load_5d(dst, &tmV, bar_vf + 8 * s, 0, vrow, 0, hkv, vblk);
-            }
-            blk = nblk;
-            row = nrow;
-            if constexpr (FP8)
-                if (i > 0) transpose_tile(i - 1);
+            if constexpr (FP8) transpose_tile(n_tiles - 1);
+            if (bad) fa_dev_err_report(p.err_word, FA_DEVERR_BLOCK_ID, I.b, bad_id, p.num_blocks, bad_col);
         }
-        if constexpr (FP8) transpose_tile(n_tiles - 1);
         // a multicast pair: this CTA exits only after both CTAs' consumers released its last
         // stages (no box of its issue is then still landing in the other CTA, and no arrival of
         // the other's consumers is still to come on its barriers)
         if (mc > 1 && lane == 0)
-            for (int i = max(0, n_tiles - ST); i < n_tiles; ++i) {
+            for (int i = max(0, ring_pos - ST); i < ring_pos; ++i) {
                 const uint32_t par = static_cast<uint32_t>(i / ST) & 1u;
                 mbar_wait_cluster(bar_ke + 8 * (i % ST), par);
                 mbar_wait_cluster(bar_ve + 8 * (i % ST), par);
             }
-        if (bad) fa_dev_err_report(p.err_word, FA_DEVERR_BLOCK_ID, b, bad_id, p.num_blocks, bad_col);
         return;
     }
 
     // ---------------- consumers ----------------
     setmaxnreg_inc<FP8 ? kFp8ConsumerRegs : kLibConsumerRegs>();
-    const int cw = wg - 1; // rows [m0 + 64 cw, m0 + 64 cw + 64) of the sequence
+    const int cw = wg - 1; // rows [m0 + 64 cw, m0 + 64 cw + 64) of an item
     const int tid = static_cast<int>(threadIdx.x) % 128;
     const int warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, t4 = lane % 4;
@@ -527,213 +577,235 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (mc > 1) mbar_arrive_cluster(pve + 8 * s);
         }
     };
-    const int row_lo = m0 + cw * kWgRows;
-    const int r0 = row_lo + warp * 16 + g, r1 = r0 + 8;
-    // the logit scales (FP8: with the query's and K's descales folded in) and V's descale
-    Scales sc = {p.scale_log2, p.sc_cap, 1.f};
-    if constexpr (FP8) {
-        const int64_t di = static_cast<int64_t>(b) * p.descale_batch_stride + hkv * p.descale_head_stride;
-        const float qk = (p.q_descale != nullptr ? p.q_descale[di] : 1.f) *
-                         (p.k_descale != nullptr ? p.k_descale[di] : p.k_scale);
-        if (Softcap)
-            sc.sc_cap *= qk;
-        else
-            sc.sl2 *= qk;
-        sc.vd = p.v_descale != nullptr ? p.v_descale[di] : p.v_scale;
-    }
-    const float sl2 = sc.sl2;
-    int lo0, hi0, lo1, hi1;
-    row_keys(static_cast<int64_t>(r0) + diag, Lk, wl, wr, lo0, hi0);
-    row_keys(static_cast<int64_t>(r1) + diag, Lk, wl, wr, lo1, hi1);
-    // keys allowed for every row of the warpgroup: [full_lo, full_hi) (nothing when it has no row)
-    int full_lo = INT_MAX, full_hi = INT_MIN;
-    if (row_lo < Lq) {
-        int a, c;
-        row_keys(static_cast<int64_t>(min(row_lo + kWgRows, Lq) - 1) + diag, Lk, wl, wr, full_lo, a);
-        row_keys(static_cast<int64_t>(row_lo) + diag, Lk, wl, wr, c, full_hi);
-    }
-    auto needs_mask = [&](int kbase) { return kbase < full_lo || kbase + BN > full_hi; };
-    // the last tile holds keys at or past Lk: its V rows from there on are zeroed
-    const int last_kbase = (tb + n_tiles - 1) * BN;
-    const int tail_valid = Lk - last_kbase; // < BN: zero rows [tail_valid, BN)
-
-    float o[Dims<D>::kORegs];
-    float sacc[Dims<D>::kSRegs];
-    uint32_t pa[FP8 ? BN / 32 : BN / 16][4]; // P as the A operand: k16 (k32 for e4m3) steps
-#pragma unroll
-    for (int i = 0; i < Dims<D>::kORegs; ++i) o[i] = 0.f;
-#pragma unroll
-    for (int i = 0; i < Dims<D>::kSRegs; ++i) sacc[i] = 0.f;
-    float mrow0 = -INFINITY, mrow1 = -INFINITY; // running max, log2 units
-    float lrow0 = 0.f, lrow1 = 0.f; // this thread's part of the row sums
-    float slope = 0.f; // ALiBi, log2 units (General kernels; 0 without slopes)
-    if constexpr (General) {
-        constexpr float kLog2e = 1.44269504088896340736f;
-        if (p.alibi_slopes != nullptr)
-            slope = -kLog2e * p.alibi_slopes[static_cast<int64_t>(b) * p.alibi_batch_stride + h];
-        if (p.sinks != nullptr && split == 0) { // the sink as the initial state (m = z, l = 1)
-            mrow0 = mrow1 = p.sinks[h] * kLog2e;
-            lrow0 = lrow1 = t4 == 0 ? static_cast<float>(1 << POFF) : 0.f; // l is a per-thread partial sum
-        }
-    }
+    // the item's last S = Q K^T is done: the producer may load the next item's Q
+    auto release_q = [&]() {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(ring.qe);
+    };
+    const int wl = p.window_left, wr = p.window_right;
     const uint32_t qb = sQ + cw * L::kQWgBytes;
     // V's pages of box_rows keys: LBO = the next 64-dim column block, SBO = the next 8 keys
     // (with 8-key pages the next page, kCols column blocks further)
     const uint32_t v_lbo = static_cast<uint32_t>(p.box_rows) * 128u;
     const uint32_t v_sbo = p.box_rows == 8 ? 1024u * kCols : 1024u;
-    turns_open(cw, n_tiles > 0);
-
-    if (n_tiles > 0) {
-        wait_full(bar_q, 0);
-        { // prologue: S(0), softmax(0), P(0)
-            wait_full(bar_kf, 0);
-            if (p.gather) fence_proxy_async_smem(); // cp.async's writes, before wgmma reads them
-            turn_begin(cw);
-            if constexpr (FP8)
-                issue_qk_fp8(sacc, qb, sK);
+    int ring_pos = 0, qn = 0; // as the producer's
+    for (int k = 0; k < kMaxItems; ++k) {
+        const int w = item_of(k);
+        if (w < 0) break;
+        Item I;
+        if (!decode(w, I)) continue;
+        const int b = I.b, h = I.h, q0 = I.q0, Lq = I.Lq, Lk = I.Lk, diag = I.diag, hkv = I.hkv;
+        const int tb = I.tb, n_tiles = I.n_tiles, split = I.split, nsplit = I.nsplit;
+        const int it0 = ring_pos;
+        ring_pos += n_tiles;
+        const int row_lo = I.m0 + cw * kWgRows;
+        const int r0 = row_lo + warp * 16 + g, r1 = r0 + 8;
+        // the logit scales (FP8: with the query's and K's descales folded in) and V's descale
+        Scales sc = {p.scale_log2, p.sc_cap, 1.f};
+        if constexpr (FP8) {
+            const int64_t di = static_cast<int64_t>(b) * p.descale_batch_stride + hkv * p.descale_head_stride;
+            const float qk = (p.q_descale != nullptr ? p.q_descale[di] : 1.f) *
+                             (p.k_descale != nullptr ? p.k_descale[di] : p.k_scale);
+            if (Softcap)
+                sc.sc_cap *= qk;
             else
-                issue_qk<ST, T, D>(sacc, qb, sK);
-            turn_end(cw, false);
-            wgmma_wait_group<0>();
-#pragma unroll
-            for (int x = 0; x < Dims<D>::kSRegs; ++x) reg_fence(sacc[x]);
-            release_k(0);
-            float a0, a1;
-            const int kbase = tb * BN;
-            (void)softmax_tile<Softcap, Dims<D>::kSRegs, General, POFF>(sacc, needs_mask(kbase), kbase + 2 * t4,
-                                                                  lo0, hi0, lo1, hi1, sl2, sc.sc_cap, mrow0,
-                                                                  mrow1, lrow0, lrow1, a0, a1, slope,
-                                                                  r0 + diag, r1 + diag);
-            if constexpr (FP8) // O is still 0: nothing to rescale
-                pack_p_fp8(pa, sacc);
-            else
-                pack_p<T>(pa, sacc);
+                sc.sl2 *= qk;
+            sc.vd = p.v_descale != nullptr ? p.v_descale[di] : p.v_scale;
         }
-        for (int i = 1; i < n_tiles; ++i) {
-            const int s = i % ST, sp = (i - 1) % ST;
-            const uint32_t phase = static_cast<uint32_t>(i / ST) & 1u;
-            const uint32_t phase_p = static_cast<uint32_t>((i - 1) / ST) & 1u;
-            const int kbase = (tb + i) * BN;
-            wait_full(bar_kf + 8 * s, phase);
-            wait_full(bar_pf + 8 * sp, phase_p);
-            if (p.gather) fence_proxy_async_smem();
-            turn_begin(cw);
-            if constexpr (FP8) {
-                issue_qk_fp8(sacc, qb, sK + s * L::kTileBytes); // S(i)
-                issue_pv_fp8(o, pa, sPV + sp * L::kTileBytes); // P(i-1) V(i-1)
-            } else {
-                issue_qk<ST, T, D>(sacc, qb, sK + s * L::kTileBytes); // S(i)
-                issue_pv<ST, T, D>(o, pa, sPV + sp * L::kTileBytes, v_lbo, v_sbo,
-                                   p.box_log2); // P(i-1) V(i-1)
+        const float sl2 = sc.sl2;
+        int lo0, hi0, lo1, hi1;
+        row_keys(static_cast<int64_t>(r0) + diag, Lk, wl, wr, lo0, hi0);
+        row_keys(static_cast<int64_t>(r1) + diag, Lk, wl, wr, lo1, hi1);
+        // keys allowed for every row of the warpgroup: [full_lo, full_hi) (nothing when it has no row)
+        int full_lo = INT_MAX, full_hi = INT_MIN;
+        if (row_lo < Lq) {
+            int a, c;
+            row_keys(static_cast<int64_t>(min(row_lo + kWgRows, Lq) - 1) + diag, Lk, wl, wr, full_lo, a);
+            row_keys(static_cast<int64_t>(row_lo) + diag, Lk, wl, wr, c, full_hi);
+        }
+        auto needs_mask = [&](int kbase) { return kbase < full_lo || kbase + BN > full_hi; };
+        // the last tile holds keys at or past Lk: its V rows from there on are zeroed
+        const int last_kbase = (tb + n_tiles - 1) * BN;
+        const int tail_valid = Lk - last_kbase; // < BN: zero rows [tail_valid, BN)
+
+        float o[Dims<D>::kORegs];
+        float sacc[Dims<D>::kSRegs];
+        uint32_t pa[FP8 ? BN / 32 : BN / 16][4]; // P as the A operand: k16 (k32 for e4m3) steps
+#pragma unroll
+        for (int i = 0; i < Dims<D>::kORegs; ++i) o[i] = 0.f;
+#pragma unroll
+        for (int i = 0; i < Dims<D>::kSRegs; ++i) sacc[i] = 0.f;
+        float mrow0 = -INFINITY, mrow1 = -INFINITY; // running max, log2 units
+        float lrow0 = 0.f, lrow1 = 0.f; // this thread's part of the row sums
+        float slope = 0.f; // ALiBi, log2 units (General kernels; 0 without slopes)
+        if constexpr (General) {
+            constexpr float kLog2e = 1.44269504088896340736f;
+            if (p.alibi_slopes != nullptr)
+                slope = -kLog2e * p.alibi_slopes[static_cast<int64_t>(b) * p.alibi_batch_stride + h];
+            if (p.sinks != nullptr && split == 0) { // the sink as the initial state (m = z, l = 1)
+                mrow0 = mrow1 = p.sinks[h] * kLog2e;
+                lrow0 = lrow1 = t4 == 0 ? static_cast<float>(1 << POFF) : 0.f; // l is a per-thread partial sum
             }
-            turn_end(cw, false);
-            wgmma_wait_group<1>(); // S(i) done (groups retire in order)
-#pragma unroll
-            for (int x = 0; x < Dims<D>::kSRegs; ++x) reg_fence(sacc[x]);
-            release_k(s);
-            float a0, a1;
-            const bool moved = softmax_tile<Softcap, Dims<D>::kSRegs, General, POFF>(
-                sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0, lo1, hi1, sl2, sc.sc_cap, mrow0, mrow1, lrow0,
-                lrow1, a0, a1, slope, r0 + diag, r1 + diag);
-            wgmma_wait_group<0>(); // P(i-1) V(i-1) done: O and pa may be touched again
-#pragma unroll
-            for (int x = 0; x < Dims<D>::kORegs; ++x) reg_fence(o[x]);
-            release_v(sp);
-            rescale_o(o, a0, a1, moved);
-            if constexpr (FP8)
-                pack_p_fp8(pa, sacc);
-            else
-                pack_p<T>(pa, sacc);
         }
-        {
-            const int i = n_tiles - 1, s = i % ST;
-            wait_full(bar_pf + 8 * s, static_cast<uint32_t>(i / ST) & 1u);
-            if (p.gather) fence_proxy_async_smem();
-            // (FP8: the producer's transpose zeroed the keys past Lk)
-            if (!FP8 && tail_valid < BN)
-                zero_v_tail<D>(sV + s * L::kTileBytes, tail_valid, p.box_log2, tid, 3 + cw);
-            turn_begin(cw);
-            if constexpr (FP8)
-                issue_pv_fp8(o, pa, sPV + s * L::kTileBytes);
-            else
-                issue_pv<ST, T, D>(o, pa, sPV + s * L::kTileBytes, v_lbo, v_sbo, p.box_log2);
-            turn_end(cw, true);
-            wgmma_wait_group<0>();
-#pragma unroll
-            for (int x = 0; x < Dims<D>::kORegs; ++x) reg_fence(o[x]);
-            release_v(s);
-        }
-    }
+        turns_open(cw, n_tiles > 0);
 
-    // ---------------- epilogue ----------------
-    lrow0 += __shfl_xor_sync(0xffffffffu, lrow0, 1);
-    lrow0 += __shfl_xor_sync(0xffffffffu, lrow0, 2);
-    lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 1);
-    lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 2);
-    // (FP8: O and l carry the same factor 2^POFF; O is of V's codes: times V's descale)
-    const float oscale = FP8 ? sc.vd : 1.f;
-    const float inv0 = lrow0 > 0.f ? oscale / lrow0 : 0.f;
-    const float inv1 = lrow1 > 0.f ? oscale / lrow1 : 0.f;
-    const bool edge = wl >= 0 || wr >= 0; // some staged key may be masked for a row
+        if (n_tiles > 0) {
+            wait_full(bar_q, static_cast<uint32_t>(qn) & 1u);
+            ++qn;
+            { // prologue: S(0), softmax(0), P(0)
+                const int s = it0 % ST;
+                wait_full(bar_kf + 8 * s, static_cast<uint32_t>(it0 / ST) & 1u);
+                if (p.gather) fence_proxy_async_smem(); // cp.async's writes, before wgmma reads them
+                turn_begin(cw);
+                if constexpr (FP8)
+                    issue_qk_fp8(sacc, qb, sK + s * L::kTileBytes);
+                else
+                    issue_qk<ST, T, D>(sacc, qb, sK + s * L::kTileBytes);
+                turn_end(cw, false);
+                wgmma_wait_group<0>();
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-        const int r = half ? r1 : r0;
-        if (r >= Lq) continue;
-        const float inv = half ? inv1 : inv0;
-        float v[D / 4];
-#pragma unroll
-        for (int j = 0; j < D / 8; ++j) {
-            v[2 * j] = o[4 * j + 2 * half] * inv;
-            v[2 * j + 1] = o[4 * j + 2 * half + 1] * inv;
-        }
-        if (edge) {
-            bool any = false;
-#pragma unroll
-            for (int x = 0; x < D / 4; ++x) any |= is_nan(v[x]);
-            if (__builtin_expect(any, 0)) {
-                int lo = half ? lo1 : lo0, hi = half ? hi1 : hi0;
-                if constexpr (General) { // this split's keys only
-                    lo = max(lo, tb * BN);
-                    hi = min(hi, (tb + n_tiles) * BN);
+                for (int x = 0; x < Dims<D>::kSRegs; ++x) reg_fence(sacc[x]);
+                release_k(s);
+                if (n_tiles == 1) release_q();
+                float a0, a1;
+                const int kbase = tb * BN;
+                (void)softmax_tile<Softcap, Dims<D>::kSRegs, General, POFF>(
+                    sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0, lo1, hi1, sl2, sc.sc_cap, mrow0, mrow1,
+                    lrow0, lrow1, a0, a1, slope, r0 + diag, r1 + diag);
+                if constexpr (FP8) // O is still 0: nothing to rescale
+                    pack_p_fp8(pa, sacc);
+                else
+                    pack_p<T>(pa, sacc);
+            }
+            for (int i = 1; i < n_tiles; ++i) {
+                const int s = (it0 + i) % ST, sp = (it0 + i - 1) % ST;
+                const uint32_t phase = static_cast<uint32_t>((it0 + i) / ST) & 1u;
+                const uint32_t phase_p = static_cast<uint32_t>((it0 + i - 1) / ST) & 1u;
+                const int kbase = (tb + i) * BN;
+                wait_full(bar_kf + 8 * s, phase);
+                wait_full(bar_pf + 8 * sp, phase_p);
+                if (p.gather) fence_proxy_async_smem();
+                turn_begin(cw);
+                if constexpr (FP8) {
+                    issue_qk_fp8(sacc, qb, sK + s * L::kTileBytes); // S(i)
+                    issue_pv_fp8(o, pa, sPV + sp * L::kTileBytes); // P(i-1) V(i-1)
+                } else {
+                    issue_qk<ST, T, D>(sacc, qb, sK + s * L::kTileBytes); // S(i)
+                    issue_pv<ST, T, D>(o, pa, sPV + sp * L::kTileBytes, v_lbo, v_sbo,
+                                       p.box_log2); // P(i-1) V(i-1)
                 }
-                // (l without the factor 2^POFF: the fix-up's p are 2^(x - m))
-                const float m = half ? mrow1 : mrow0, l = (half ? lrow1 : lrow0) * (1.f / (1 << POFF));
-                for (int x = 0; x < D / 4; ++x)
-                    if (is_nan(v[x])) {
-                        const int d = 8 * (x >> 1) + 2 * t4 + (x & 1);
-                        if constexpr (General)
-                            v[x] = fix_nan_entry_alibi<E, Softcap, D>(p, q0 + r, h, hkv, bt, kb, lo, hi, d, m,
-                                                                      l, sc, slope, r + diag);
-                        else
-                            v[x] =
-                                fix_nan_entry<E, Softcap, D>(p, q0 + r, h, hkv, bt, kb, lo, hi, d, m, l, sc);
+                turn_end(cw, false);
+                wgmma_wait_group<1>(); // S(i) done (groups retire in order)
+#pragma unroll
+                for (int x = 0; x < Dims<D>::kSRegs; ++x) reg_fence(sacc[x]);
+                release_k(s);
+                if (i == n_tiles - 1) release_q();
+                float a0, a1;
+                const bool moved = softmax_tile<Softcap, Dims<D>::kSRegs, General, POFF>(
+                    sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0, lo1, hi1, sl2, sc.sc_cap, mrow0, mrow1,
+                    lrow0, lrow1, a0, a1, slope, r0 + diag, r1 + diag);
+                wgmma_wait_group<0>(); // P(i-1) V(i-1) done: O and pa may be touched again
+#pragma unroll
+                for (int x = 0; x < Dims<D>::kORegs; ++x) reg_fence(o[x]);
+                release_v(sp);
+                rescale_o(o, a0, a1, moved);
+                if constexpr (FP8)
+                    pack_p_fp8(pa, sacc);
+                else
+                    pack_p<T>(pa, sacc);
+            }
+            {
+                const int s = (it0 + n_tiles - 1) % ST;
+                wait_full(bar_pf + 8 * s, static_cast<uint32_t>((it0 + n_tiles - 1) / ST) & 1u);
+                if (p.gather) fence_proxy_async_smem();
+                // (FP8: the producer's transpose zeroed the keys past Lk)
+                if (!FP8 && tail_valid < BN)
+                    zero_v_tail<D>(sV + s * L::kTileBytes, tail_valid, p.box_log2, tid, 3 + cw);
+                turn_begin(cw);
+                if constexpr (FP8)
+                    issue_pv_fp8(o, pa, sPV + s * L::kTileBytes);
+                else
+                    issue_pv<ST, T, D>(o, pa, sPV + s * L::kTileBytes, v_lbo, v_sbo, p.box_log2);
+                turn_end(cw, true);
+                wgmma_wait_group<0>();
+#pragma unroll
+                for (int x = 0; x < Dims<D>::kORegs; ++x) reg_fence(o[x]);
+                release_v(s);
+            }
+        }
+
+        // ---------------- epilogue ----------------
+        const int32_t *bt = I.bt;
+        const int kb = I.kb;
+        lrow0 += __shfl_xor_sync(0xffffffffu, lrow0, 1);
+        lrow0 += __shfl_xor_sync(0xffffffffu, lrow0, 2);
+        lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 1);
+        lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 2);
+        // (FP8: O and l carry the same factor 2^POFF; O is of V's codes: times V's descale)
+        const float oscale = FP8 ? sc.vd : 1.f;
+        const float inv0 = lrow0 > 0.f ? oscale / lrow0 : 0.f;
+        const float inv1 = lrow1 > 0.f ? oscale / lrow1 : 0.f;
+        const bool edge = wl >= 0 || wr >= 0; // some staged key may be masked for a row
+    #pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int r = half ? r1 : r0;
+            if (r >= Lq) continue;
+            const float inv = half ? inv1 : inv0;
+            float v[D / 4];
+    #pragma unroll
+            for (int j = 0; j < D / 8; ++j) {
+                v[2 * j] = o[4 * j + 2 * half] * inv;
+                v[2 * j + 1] = o[4 * j + 2 * half + 1] * inv;
+            }
+            if (edge) {
+                bool any = false;
+    #pragma unroll
+                for (int x = 0; x < D / 4; ++x) any |= is_nan(v[x]);
+                if (__builtin_expect(any, 0)) {
+                    int lo = half ? lo1 : lo0, hi = half ? hi1 : hi0;
+                    if constexpr (General) { // this split's keys only
+                        lo = max(lo, tb * BN);
+                        hi = min(hi, (tb + n_tiles) * BN);
                     }
+                    // (l without the factor 2^POFF: the fix-up's p are 2^(x - m))
+                    const float m = half ? mrow1 : mrow0, l = (half ? lrow1 : lrow0) * (1.f / (1 << POFF));
+                    for (int x = 0; x < D / 4; ++x)
+                        if (is_nan(v[x])) {
+                            const int d = 8 * (x >> 1) + 2 * t4 + (x & 1);
+                            if constexpr (General)
+                                v[x] = fix_nan_entry_alibi<E, Softcap, D>(p, q0 + r, h, hkv, bt, kb, lo, hi, d, m,
+                                                                          l, sc, slope, r + diag);
+                            else
+                                v[x] =
+                                    fix_nan_entry<E, Softcap, D>(p, q0 + r, h, hkv, bt, kb, lo, hi, d, m, l, sc);
+                        }
+                }
             }
-        }
-        if (General && nsplit > 1) { // a partial: float O / l and the split's LSE
-            float *dst = p.split_out +
-                         ((static_cast<int64_t>(split) * p.num_tokens + q0 + r) * p.num_heads_q + h) * D +
-                         2 * t4;
-#pragma unroll
+            if (General && nsplit > 1) { // a partial: float O / l and the split's LSE
+                float *dst = p.split_out +
+                             ((static_cast<int64_t>(split) * p.num_tokens + q0 + r) * p.num_heads_q + h) * D +
+                             2 * t4;
+    #pragma unroll
+                for (int j = 0; j < D / 8; ++j)
+                    *reinterpret_cast<float2 *>(dst + 8 * j) = make_float2(v[2 * j], v[2 * j + 1]);
+                if (t4 == 0) {
+                    const float l = half ? lrow1 : lrow0, m = half ? mrow1 : mrow0;
+                    p.split_lse[(static_cast<int64_t>(split) * p.num_heads_q + h) * p.num_tokens + q0 + r] =
+                        l > 0.f ? (m + (__log2f(l) - static_cast<float>(POFF))) * 0.693147180559945309f
+                                : -INFINITY;
+                }
+                continue;
+            }
+            T *dst = static_cast<T *>(p.out) + static_cast<int64_t>(q0 + r) * p.out_token_stride +
+                     static_cast<int64_t>(h) * p.out_head_stride + 2 * t4;
+    #pragma unroll
             for (int j = 0; j < D / 8; ++j)
-                *reinterpret_cast<float2 *>(dst + 8 * j) = make_float2(v[2 * j], v[2 * j + 1]);
-            if (t4 == 0) {
+                *reinterpret_cast<uint32_t *>(dst + 8 * j) = pack2<T>(v[2 * j], v[2 * j + 1]);
+            if (p.lse != nullptr && t4 == 0) {
                 const float l = half ? lrow1 : lrow0, m = half ? mrow1 : mrow0;
-                p.split_lse[(static_cast<int64_t>(split) * p.num_heads_q + h) * p.num_tokens + q0 + r] =
-                    l > 0.f ? (m + (__log2f(l) - static_cast<float>(POFF))) * 0.693147180559945309f
-                            : -INFINITY;
+                p.lse[static_cast<int64_t>(h) * p.lse_head_stride + q0 + r] =
+                    l > 0.f ? (m + (__log2f(l) - static_cast<float>(POFF))) * 0.693147180559945309f : -INFINITY;
             }
-            continue;
-        }
-        T *dst = static_cast<T *>(p.out) + static_cast<int64_t>(q0 + r) * p.out_token_stride +
-                 static_cast<int64_t>(h) * p.out_head_stride + 2 * t4;
-#pragma unroll
-        for (int j = 0; j < D / 8; ++j)
-            *reinterpret_cast<uint32_t *>(dst + 8 * j) = pack2<T>(v[2 * j], v[2 * j + 1]);
-        if (p.lse != nullptr && t4 == 0) {
-            const float l = half ? lrow1 : lrow0, m = half ? mrow1 : mrow0;
-            p.lse[static_cast<int64_t>(h) * p.lse_head_stride + q0 + r] =
-                l > 0.f ? (m + (__log2f(l) - static_cast<float>(POFF))) * 0.693147180559945309f : -INFINITY;
         }
     }
 #else
@@ -892,9 +964,9 @@ template <bool General> KernelFn pick_kernel_fp8(bool f16, bool softcap, int &sm
 } // namespace
 
 // Launches the family for a call fa_sm90__accepts took. skip_rows: sequences with Lq * G at or
-// below it are left to the decode tile. encode_fn: cuTensorMapEncodeTiled (the backend resolves
-// it once). Returns FA_OK or fails with the CUDA / driver error.
-fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows, FaDevErr *err_word,
+// below it are left to the decode tile. num_sms: the persistent grid's size (0: one CTA an item).
+// encode_fn: cuTensorMapEncodeTiled (the backend resolves it once). Returns FA_OK or fails with the CUDA / driver error.
+fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows, int num_sms, FaDevErr *err_word,
                           cudaStream_t stream, const fa_bu_err *e) {
     using namespace fa_sm90;
     EncodeTiledFn fn = reinterpret_cast<EncodeTiledFn>(encode_fn);
@@ -1022,6 +1094,18 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     const int64_t tiles = static_cast<int64_t>(a->num_tokens) / kBlockM + a->num_seqs + 1;
     if (tiles > 0x7fffffffLL)
         return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "sm90 family: %lld row blocks", (long long)tiles);
+    // the work items and the grid: persistent, one CTA an SM (the multicast pair: a cluster of
+    // two), each walking its share of the items (the next item's Q, K and V load while the last
+    // one's epilogue runs); a single sequence's items come longest first, so its rounds snake
+    p.items_x = static_cast<int32_t>(tiles);
+    p.num_items = tiles * qg * p.num_splits;
+    p.snake = a->num_seqs == 1 ? 1 : 0;
+    int64_t grid = p.num_items;
+    if (num_sms >= 2 && sm90_persistent(split || extra, D))
+        grid = std::min<int64_t>(grid, num_sms / 2 * 2); // (a multiple of the pair)
+    if (p.num_items > 0x7fffffffLL)
+        return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "sm90 family: %lld work items (row blocks x heads x splits)",
+                          (long long)p.num_items);
     KernelFn kern = nullptr;
     int smem = 0;
     switch (q8 ? -D : D) {
@@ -1057,15 +1141,14 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
         // ngroups, and Lq * G * ngroups <= skip_rows exactly when Lq * G <= skip_rows / ngroups
         pg.skip_rows = skip_rows / ngroups;
         cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(qg),
-                           static_cast<unsigned>(split ? a->num_splits : 1));
+        cfg.gridDim = dim3(static_cast<unsigned>(grid));
         cfg.blockDim = dim3(kThreads);
         cfg.dynamicSmemBytes = static_cast<size_t>(smem);
         cfg.stream = stream;
         cudaLaunchAttribute at[1];
         at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = 1;
-        at[0].val.clusterDim.y = static_cast<unsigned>(p.mcast);
+        at[0].val.clusterDim.x = static_cast<unsigned>(p.mcast);
+        at[0].val.clusterDim.y = 1;
         at[0].val.clusterDim.z = 1;
         cfg.attrs = at;
         cfg.numAttrs = p.mcast > 1 ? 1 : 0;

@@ -49,7 +49,7 @@ template <int Stages, int D = kHeadDim, bool FP8 = false> struct Smem {
     static constexpr uint32_t kOffV = kOffK + Stages * kTileBytes;
     static constexpr uint32_t kOffVt = kOffV + Stages * kTileBytes;
     static constexpr uint32_t kOffBar = kOffVt + (FP8 ? Stages * kTileBytes : 0u);
-    static constexpr uint32_t kBarBytes = 8 * (1 + (FP8 ? 6 : 4) * Stages);
+    static constexpr uint32_t kBarBytes = 8 * (2 + (FP8 ? 6 : 4) * Stages); // + q_empty
     static constexpr uint32_t kTotal = kOffBar + kBarBytes;
     static constexpr uint32_t kAlloc = kTotal + 1024; // slack to align the dynamic base to 1024
     static_assert(kAlloc <= 227 * 1024, "shared memory per block on sm_90");
@@ -392,7 +392,8 @@ __device__ __forceinline__ void pack_p(uint32_t (&pa)[K][4], const float (&sacc)
 }
 
 // The CTA's shared-memory ring (layout Smem<Stages, D, FP8>, from the dynamic base rounded up
-// to 1024 bytes): the Q tile, the K and V stages and their mbarriers. full[s] (k_full, v_full):
+// to 1024 bytes): the Q tile, the K and V stages and their mbarriers (q_empty last: lane 0 of
+// each consumer warp, once its last S = Q K^T of a work item is done). full[s] (k_full, v_full):
 // one arrival (arrive.expect_tx) plus the TMA bytes; empty[s] (k_empty, v_empty): lane 0 of each
 // of the 8 consumer warps, K released after S = Q K^T, V after O += P V. FP8: V is read by the
 // producer warpgroup, which writes it transposed into vt[s]: v_empty then counts its 128
@@ -401,6 +402,7 @@ template <int Stages, int D = kHeadDim, bool FP8 = false> struct Ring {
     uint32_t q, k, v, vt; // Q tile, K stages, V stages, transposed V stages (FP8)
     uint32_t bar_q; // Q landed
     uint32_t kf, vf, ke, ve, tf, te; // k_full[s] = kf + 8 s, v_full, k_empty, v_empty, vt_full, vt_empty
+    uint32_t qe; // q_empty: the consumer warps are done with the Q tile (a persistent CTA's next Q)
     __device__ __forceinline__ explicit Ring(const void *smem_raw) {
         using L = Smem<Stages, D, FP8>;
         const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -415,6 +417,7 @@ template <int Stages, int D = kHeadDim, bool FP8 = false> struct Ring {
         ve = ke + 8 * Stages;
         tf = ve + 8 * Stages;
         te = tf + 8 * Stages;
+        qe = bar_q + 8 * (1 + (FP8 ? 6 : 4) * Stages);
     }
     // thread 0: prefetch the three tensor maps and initialise the barriers (the caller then
     // synchronises the CTA)
@@ -427,6 +430,7 @@ template <int Stages, int D = kHeadDim, bool FP8 = false> struct Ring {
         prefetch_tensormap(tmK);
         prefetch_tensormap(tmV);
         mbar_init(bar_q, 1);
+        mbar_init(qe, kConsumerWarps);
         for (int s = 0; s < Stages; ++s) {
             mbar_init(kf + 8 * s, full_count);
             mbar_init(vf + 8 * s, full_count);
