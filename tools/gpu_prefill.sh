@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tools/gpu_prefill.sh - one GPU-machine call for the wgmma family's prefill work: jobs in order,
 # each with a time limit, one summary line a job.
-#   variants  tools/gpu_variants.sh on $FA_PF_SPEC (default tools/variants/sm90_softmax.py) with
-#             the prefill rows at head 128 (every shape), then heads 64 / 256 (--quick shapes)
+#   variants  tools/gpu_variants.sh on $FA_PF_SPEC (default tools/variants/sm90_softmax.py; only
+#             the variants named in $FA_VAR_ONLY when set) with bench_gpu's $FA_PF_ARGS (default
+#             the quick prefill rows at heads 64 / 128 / 256)
 #   peers     bench/run_perf.sh --only prefill,mixed --quick --no-flex on the variants job's tree
 #             build (build-var: ours and cuDNN SDPA in the same machine session)
 #   tests     tests/gpu/run_gpu_tests.sh without sanitizers on $FA_PF_PROGRAMS (default the
@@ -29,8 +30,7 @@ for job in "$@"; do
     case $job in
     variants)
         OUT=$logs/var timeout $((budget - 5)) bash tools/gpu_variants.sh "${FA_PF_SPEC:-tools/variants/sm90_softmax.py}" \
-            "--only prefill --dim 128 --no-ceilings --no-check" \
-            "--only prefill --dim 64,256 --quick --no-ceilings --no-check" > "$logs/variants.out" 2>&1
+            "${FA_PF_ARGS:---only prefill --dim 64,128,256 --quick --no-ceilings --no-check}" > "$logs/variants.out" 2>&1
         rc=$?; cp "$logs/var/variants.txt" "$top/" 2>/dev/null
         note "variants: rc $rc, $(( $(date +%s) - t0 )) s (table in variants.txt)" ;;
     peers)
@@ -39,7 +39,7 @@ for job in "$@"; do
         rc=$?; cp "$logs/perf/perf_tables.md" "$logs/perf/bench_gpu.csv" "$logs/perf/peers.csv" "$top/" 2>/dev/null
         note "peers: rc $rc, $(( $(date +%s) - t0 )) s"; tail -n 25 "$logs/peers.out" >> "$sum" ;;
     tests)
-        OUT=$logs/tests FA_GPU_SANITIZE=0 FA_GPU_PROGRAMS="$programs" FA_GPU_TIMEOUT=$((budget - 30)) \
+        OUT=$logs/tests FA_GPU_SANITIZE=0 FA_GPU_PROGRAMS="$programs" FA_GPU_TIMEOUT=${FA_PF_TEST_TIMEOUT:-150} \
             timeout $((budget - 5)) bash tests/gpu/run_gpu_tests.sh > "$logs/tests.out" 2>&1
         note "tests: rc $?, $(( $(date +%s) - t0 )) s: $(tail -n 1 "$logs/tests.out")"
         grep -E "^test_gpu|FAIL" "$logs/tests.out" | head -20 >> "$sum" ;;

@@ -10,6 +10,7 @@
 # and the table gives each row's median time per tree and its ratio to the tree's.
 #
 #   tools/gpu_variants.sh SPEC.py "bench args" ["bench args" ...]
+#   (FA_VAR_ONLY="a b": only those variants of the spec)
 #
 # $OUT/variants.txt (the table), every log in $OUT/variant_logs.tgz.
 set -u
@@ -20,8 +21,9 @@ finish() { cp "$out/variants.txt" "$top/variants.txt" 2>/dev/null; tar czf "$top
 trap finish EXIT
 root=$(pwd)
 names=$(python3 - "$spec" <<'PY'
-import sys, runpy
-print(" ".join(runpy.run_path(sys.argv[1])["VARIANTS"].keys()))
+import os, sys, runpy
+only = os.environ.get("FA_VAR_ONLY", "").split()
+print(" ".join(k for k in runpy.run_path(sys.argv[1])["VARIANTS"] if not only or k in only))
 PY
 ) || exit 1
 echo "== tools/gpu_variants.sh $spec at $(date -u '+%Y-%m-%d %H:%M:%S UTC'): tree $names" | tee "$out/variants.txt"
