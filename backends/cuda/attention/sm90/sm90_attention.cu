@@ -346,11 +346,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     else
         __syncthreads();
 
-    // ---- work items w = (x * S + split) * H + h (heads innermost: a multicast pair's two heads
-    // are items 2k, 2k + 1), x = the row-block tile counted from the end (causal / windowed long
-    // row blocks first). CTA (cluster) c takes items c, c + G, c + 2G, ... of the G CTAs
-    // (clusters); with p.snake every other round runs backwards (a balanced static share when
-    // the items come longest first, as a single sequence's do). Both sides of the CTA walk the
+    // ---- work items w = ((hp * S + split) * X + x) * mc + r: query head h = hp * mc + r (the
+    // multicast pair's two heads are items 2k, 2k + 1), x = the row-block tile counted from the
+    // end (causal / windowed long row blocks first), X = p.items_x. Heads outermost, so that the
+    // CTAs running at once read the K / V of few heads (the L2 holds them). CTA (cluster) c
+    // takes items c, c + G, c + 2G, ... of the G CTAs (clusters), every other round backwards
+    // (p.snake: a balanced static share of a longest-first list). Both sides of the CTA walk the
     // same list; an item with no work is skipped by both.
     const int nclus = static_cast<int>(gridDim.x / mc), cid = static_cast<int>(blockIdx.x / mc),
               crank = static_cast<int>(blockIdx.x % mc);
@@ -365,11 +366,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
     // the item's sequence, rows, keys and share of the key tiles (false: nothing to do)
     auto decode = [&](int w, Item &I) -> bool {
-        I.h = w % p.num_heads_q;
-        const int rest = w / p.num_heads_q;
+        const int pw = w / static_cast<int>(mc); // (the pair's item)
+        const int tile = p.items_x - 1 - pw % p.items_x;
+        const int rest = pw / p.items_x;
         const int S = General ? p.num_splits : 1;
         I.split = rest % S;
-        const int tile = p.items_x - 1 - rest / S;
+        I.h = rest / S * static_cast<int>(mc) + w % static_cast<int>(mc);
         const int b = seq_of_tile(p, tile);
         I.b = b;
         I.q0 = p.cu_seqlens_q[b];
@@ -1096,10 +1098,10 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
         return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "sm90 family: %lld row blocks", (long long)tiles);
     // the work items and the grid: persistent, one CTA an SM (the multicast pair: a cluster of
     // two), each walking its share of the items (the next item's Q, K and V load while the last
-    // one's epilogue runs); a single sequence's items come longest first, so its rounds snake
+    // one's epilogue runs), in snaking rounds
     p.items_x = static_cast<int32_t>(tiles);
     p.num_items = tiles * qg * p.num_splits;
-    p.snake = a->num_seqs == 1 ? 1 : 0;
+    p.snake = 1;
     int64_t grid = p.num_items;
     if (num_sms >= 2 && sm90_persistent(split || extra, D))
         grid = std::min<int64_t>(grid, num_sms / 2 * 2); // (a multiple of the pair)

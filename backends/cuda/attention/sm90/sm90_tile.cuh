@@ -233,7 +233,10 @@ __device__ __forceinline__ void transpose_v_fp8(uint32_t vb, uint32_t vtb, int t
 // (r1) may see keys [lo0, hi0) ([lo1, hi1)); key0 = kbase + 2 (t % 4) is the thread's first
 // column. Units: log2 (sl2 = softmax scale * log2 e > 0). The running max m of a row is kept
 // rounded up: m >= s * sl2 exactly for every key seen, so that the exponent
-// fma(s, sl2, -m) (one FFMA, rounded once) is <= 0 and p = 2^(s sl2 - m) <= 1. Rows whose max
+// fma(s, sl2, -m) (one FFMA, rounded once) is <= 0 and p = 2^(s sl2 - m) <= 1; with 16-bit P
+// m is the maximum of an earlier tile while no tile's exceeds it by more than kMaxSlack (then
+// p <= 2^kMaxSlack and l, O carry the same factor: O / l and the LSE m + log2 l are the same
+// quantities; O's fp32 sums can overflow only where |V| passes ~2^120 / keys). Rows whose max
 // reaches 2^22 in log2 units (logits ~1e6 and beyond), and every row under softcap or ALiBi, use
 // the difference form instead: x = fl(s * sl2) (after the softcap / ALiBi terms), m = max x,
 // p = 2^(x - m), which is exact at any magnitude (x <= m and rounding keeps the sign of a
@@ -245,6 +248,7 @@ __device__ __forceinline__ void transpose_v_fp8(uint32_t vb, uint32_t vtb, int t
 // for key j of the row whose diagonal key is td (td0, td1), slope = -log2 e * the head's slope
 // (0 leaves x as it is). POff > 0: p = 2^(x - m + POff) (the fp8 kernels' P in e4m3's range;
 // the row sums then carry the same factor 2^POff).
+constexpr float kMaxSlack = 8.f; // log2 units: a kept row maximum's p are at most 2^8
 template <bool Softcap = false, int N = 64, bool Alibi = false, int POff = 0>
 __device__ __forceinline__ bool softmax_tile(float (&sacc)[N], bool need_mask, int key0, int lo0, int hi0, int lo1,
                                              int hi1, float sl2, float sc_cap, float &mrow0, float &mrow1,
@@ -310,8 +314,11 @@ __device__ __forceinline__ bool softmax_tile(float (&sacc)[N], bool need_mask, i
         const float u0 = fmaxf(mrow0, __fmul_ru(mx0, sl2)), u1 = fmaxf(mrow1, __fmul_ru(mx1, sl2));
         fused = sl2 > 0.f && fabsf(u0) < 4194304.f && fabsf(u1) < 4194304.f;
         if (fused) {
-            mx0 = u0;
-            mx1 = u1;
+            // 16-bit P (POff 0): a row keeps its maximum until a tile's exceeds it by more than
+            // kMaxSlack (p up to 2^kMaxSlack, exact in bf16 / f16 as any p is), so that O is
+            // rescaled only where a maximum jumps; e4m3 P (POff 8) has no such room
+            mx0 = (POff == 0 && u0 <= mrow0 + kMaxSlack) ? mrow0 : u0;
+            mx1 = (POff == 0 && u1 <= mrow1 + kMaxSlack) ? mrow1 : u1;
         } else {
             mx0 = fmaxf(mrow0, __fmul_rn(mx0, sl2));
             mx1 = fmaxf(mrow1, __fmul_rn(mx1, sl2));
