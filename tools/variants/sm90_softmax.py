@@ -3,7 +3,7 @@
 # row of a warp moved its maximum): "noskip" rescales O on every tile; "exact" also takes the
 # difference form fl(s sl2) - m on every row (the form before the FFMA); "noslack" moves a 16-bit
 # kernel's row maximum with every tile whose maximum is higher (the tree keeps it until one
-# exceeds it by more than 2^8); "nopersist" launches one CTA a work item (below). Measured
+# exceeds it by more than 2^8); "persist" walks work items in a persistent grid (below). Measured
 # (H100, 2026-12-06 03:54, with the first, heads-innermost item order): slack 0.95-0.97 of the
 # time at 1 x 16384 and 4 x 4096.
 T = "backends/cuda/attention/sm90/sm90_tile.cuh"
@@ -17,7 +17,8 @@ VARIANTS = {
                     "            mx1 = (POff == 0 && u1 <= mrow1 + kMaxSlack) ? mrow1 : u1;\n",
                  "            mx0 = u0;\n            mx1 = u1;\n")],
 }
-# the persistent grid (one CTA an SM walking work items) against one CTA an item
-S_PERSIST = "__host__ __device__ constexpr bool sm90_persistent(bool general, int d) { return !general && d <= 128; }"
-VARIANTS["nopersist"] = [(S, S_PERSIST, S_PERSIST.replace("return !general && d <= 128;",
-                                                          "return (void)general, (void)d, false;"))]
+# the persistent grid (one CTA an SM walking work items, plain kernels at heads 64 / 128) against
+# the tree's one CTA an item
+S_PERSIST = "__host__ __device__ constexpr bool sm90_persistent(bool general, int d) { return (void)general, (void)d, false; }"
+VARIANTS["persist"] = [(S, S_PERSIST, S_PERSIST.replace("return (void)general, (void)d, false;",
+                                                        "return !general && d <= 128;"))]

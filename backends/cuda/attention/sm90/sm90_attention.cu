@@ -131,8 +131,14 @@ __device__ __forceinline__ int seq_of_tile(const AttnParams &p, int tile) {
     return lo + __popc(__ballot_sync(0xffffffffu, ok));
 }
 
-// Whether a kernel walks work items persistently (one CTA an SM) or takes one item a CTA.
-__host__ __device__ constexpr bool sm90_persistent(bool general, int d) { return !general && d <= 128; }
+// Whether a kernel walks work items persistently (one CTA an SM, the next item's loads under the
+// last one's epilogue) or takes one item a CTA (the hardware's block scheduler). Off: with a
+// static share of the items (rounds of G, snaking) the CTAs' work differs by up to 1.5x where a
+// CTA has few items (1 x 16384: 0.71 of the one-item-a-CTA speed on an H100), and it won only
+// where every CTA has many short items (16 x 1024: 1.02-1.08x); a dynamic share needs a counter
+// in device memory the API does not give yet (docs/perf.md, 2026-12-06). The path is kept
+// working (the General kernels and head 256 would not take it: ptxas spills) for that change.
+__host__ __device__ constexpr bool sm90_persistent(bool general, int d) { return (void)general, (void)d, false; }
 
 // A work item of the kernel: (row block of a sequence, query head, split), its keys and its
 // share of the key tiles [tb, tb + n_tiles) (decode() in the kernel).
@@ -355,9 +361,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // same list; an item with no work is skipped by both.
     const int nclus = static_cast<int>(gridDim.x / mc), cid = static_cast<int>(blockIdx.x / mc),
               crank = static_cast<int>(blockIdx.x % mc);
-    // (num_items < 2^31: the host checks). Persistent: the plain kernels at heads 64 / 128; the
-    // General ones (split-KV, ALiBi, sinks) and head 256 hold too many registers for the item
-    // loop's state (ptxas spills) and run one item a CTA (grid = num_items).
+    // (num_items < 2^31: the host checks). One item a CTA (grid = num_items) unless
+    // sm90_persistent (off, see there).
     auto item_of = [&](int k) -> int {
         if constexpr (!kPersist) return k == 0 ? static_cast<int>(blockIdx.x) : -1;
         const int slot = (p.snake && (k & 1)) ? nclus - 1 - cid : cid;
