@@ -68,8 +68,8 @@ fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err
 // persistent grid's CTAs, 0 for one CTA an item) and the driver
 // entry point its tensor maps need (NULL when the driver has none).
 bool fa_sm90__accepts(const fa_attn_args *a, const char **why);
-fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows, int num_sms, FaDevErr *err_word,
-                          cudaStream_t stream, const fa_bu_err *e);
+fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows, int num_sms,
+                          FaDevErr *err_word, cudaStream_t stream, const fa_bu_err *e);
 void *fa_sm90__encode_fn(void);
 // Whether this build's sm_90a family serves head size d (fa_kernel_dim.prefill_family).
 bool fa_sm90__serves_head(int d);

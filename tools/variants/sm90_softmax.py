@@ -19,6 +19,6 @@ VARIANTS = {
 }
 # the persistent grid (one CTA an SM walking work items, plain kernels at heads 64 / 128) against
 # the tree's one CTA an item
-S_PERSIST = "__host__ __device__ constexpr bool sm90_persistent(bool general, int d) { return (void)general, (void)d, false; }"
+S_PERSIST = "constexpr bool sm90_persistent(bool general, int d) {\n    return (void)general, (void)d, false;\n}"
 VARIANTS["persist"] = [(S, S_PERSIST, S_PERSIST.replace("return (void)general, (void)d, false;",
                                                         "return !general && d <= 128;"))]

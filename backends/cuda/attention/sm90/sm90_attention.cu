@@ -138,7 +138,9 @@ __device__ __forceinline__ int seq_of_tile(const AttnParams &p, int tile) {
 // where every CTA has many short items (16 x 1024: 1.02-1.08x); a dynamic share needs a counter
 // in device memory the API does not give yet (docs/perf.md, 2026-12-06). The path is kept
 // working (the General kernels and head 256 would not take it: ptxas spills) for that change.
-__host__ __device__ constexpr bool sm90_persistent(bool general, int d) { return (void)general, (void)d, false; }
+__host__ __device__ constexpr bool sm90_persistent(bool general, int d) {
+    return (void)general, (void)d, false;
+}
 
 // A work item of the kernel: (row block of a sequence, query head, split), its keys and its
 // share of the key tiles [tb, tb + n_tiles) (decode() in the kernel).
@@ -446,15 +448,16 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int n_tiles = I.n_tiles, tb = I.tb, kmin = I.kmin, kmax = I.kmax, it0 = ring_pos;
             ring_pos += n_tiles;
             if (lane == 0) {
-                if (qn > 0) mbar_wait(ring.qe, static_cast<uint32_t>(qn - 1) & 1u); // the last item's Q is done
+                if (qn > 0)
+                    mbar_wait(ring.qe, static_cast<uint32_t>(qn - 1) & 1u); // the last item's Q is done
                 mbar_arrive_expect_tx(bar_q, L::kQBytes);
                 for (int half = 0; half < 2; ++half) {
                     // a box wholly past the sequence's rows (the upper warpgroup of a short last
                     // row block) re-reads the lower rows: never stored
                     const int qrow = I.q0 + (I.m0 + half * kWgRows < I.Lq ? I.m0 + half * kWgRows : I.m0);
                     for (int c = 0; c < kCols; ++c)
-                        tma_load_3d(sQ + half * L::kQWgBytes + c * L::kQColBytes, &tmQ, bar_q, c * kColDims, I.h,
-                                    qrow);
+                        tma_load_3d(sQ + half * L::kQWgBytes + c * L::kQColBytes, &tmQ, bar_q, c * kColDims,
+                                    I.h, qrow);
                 }
             }
             ++qn;
@@ -472,7 +475,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const uint32_t par = static_cast<uint32_t>((it0 + j) / ST) & 1u;
                 mbar_wait(bar_vf + 8 * s, par);
                 mbar_wait(ring.te + 8 * s, par ^ 1u);
-                transpose_v_fp8(sV + s * L::kTileBytes, ring.vt + s * L::kTileBytes, lane, I.Lk - (tb + j) * BN);
+                transpose_v_fp8(sV + s * L::kTileBytes, ring.vt + s * L::kTileBytes, lane,
+                                I.Lk - (tb + j) * BN);
                 fence_proxy_async_smem();
                 mbar_arrive(ring.tf + 8 * s);
                 mbar_arrive(bar_ve + 8 * s);
@@ -506,7 +510,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const uint32_t par = (static_cast<uint32_t>((it0 + i) / ST) & 1u) ^ 1u;
                 int nblk = 0, nrow = 0;
                 if (active && i + 1 < n_tiles) coords(i + 1, nblk, nrow); // a tile ahead
-                const uint32_t off = page * p.box_rows * 128 + col * L::kKvColBytes; // K: [column block][BN][64]
+                const uint32_t off =
+                    page * p.box_rows * 128 + col * L::kKvColBytes; // K: [column block][BN][64]
                 if (lane == 0) {
                     wait_empty(bar_ke + 8 * s, par);
                     mbar_arrive_expect_tx(bar_kf + 8 * s, L::kTileBytes); // the whole tile, both ranks' boxes
@@ -514,8 +519,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 __syncwarp();
                 if (active) {
                     if (mc > 1)
-                        tma_load_4d_mc(sK + s * L::kTileBytes + off, &tmK, bar_kf + 8 * s, col * kColDims, row,
-                                       I.hkv, blk, mask);
+                        tma_load_4d_mc(sK + s * L::kTileBytes + off, &tmK, bar_kf + 8 * s, col * kColDims,
+                                       row, I.hkv, blk, mask);
                     else
                         tma_load_4d(sK + s * L::kTileBytes + off, &tmK, bar_kf + 8 * s, col * kColDims, row,
                                     I.hkv, blk);
@@ -651,7 +656,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 slope = -kLog2e * p.alibi_slopes[static_cast<int64_t>(b) * p.alibi_batch_stride + h];
             if (p.sinks != nullptr && split == 0) { // the sink as the initial state (m = z, l = 1)
                 mrow0 = mrow1 = p.sinks[h] * kLog2e;
-                lrow0 = lrow1 = t4 == 0 ? static_cast<float>(1 << POFF) : 0.f; // l is a per-thread partial sum
+                lrow0 = lrow1 =
+                    t4 == 0 ? static_cast<float>(1 << POFF) : 0.f; // l is a per-thread partial sum
             }
         }
         turns_open(cw, n_tiles > 0);
@@ -676,9 +682,11 @@ __global__ void __launch_bounds__(kThreads, 1)
                 if (n_tiles == 1) release_q();
                 float a0, a1;
                 const int kbase = tb * BN;
-                (void)softmax_tile<Softcap, Dims<D>::kSRegs, General, POFF>(
-                    sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0, lo1, hi1, sl2, sc.sc_cap, mrow0, mrow1,
-                    lrow0, lrow1, a0, a1, slope, r0 + diag, r1 + diag);
+                (void)softmax_tile<Softcap, Dims<D>::kSRegs, General, POFF>(sacc, needs_mask(kbase),
+                                                                            kbase + 2 * t4, lo0, hi0, lo1,
+                                                                            hi1, sl2, sc.sc_cap, mrow0, mrow1,
+                                                                            lrow0, lrow1, a0, a1, slope,
+                                                                            r0 + diag, r1 + diag);
                 if constexpr (FP8) // O is still 0: nothing to rescale
                     pack_p_fp8(pa, sacc);
                 else
@@ -753,20 +761,20 @@ __global__ void __launch_bounds__(kThreads, 1)
         const float inv0 = lrow0 > 0.f ? oscale / lrow0 : 0.f;
         const float inv1 = lrow1 > 0.f ? oscale / lrow1 : 0.f;
         const bool edge = wl >= 0 || wr >= 0; // some staged key may be masked for a row
-    #pragma unroll
+#pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int r = half ? r1 : r0;
             if (r >= Lq) continue;
             const float inv = half ? inv1 : inv0;
             float v[D / 4];
-    #pragma unroll
+#pragma unroll
             for (int j = 0; j < D / 8; ++j) {
                 v[2 * j] = o[4 * j + 2 * half] * inv;
                 v[2 * j + 1] = o[4 * j + 2 * half + 1] * inv;
             }
             if (edge) {
                 bool any = false;
-    #pragma unroll
+#pragma unroll
                 for (int x = 0; x < D / 4; ++x) any |= is_nan(v[x]);
                 if (__builtin_expect(any, 0)) {
                     int lo = half ? lo1 : lo0, hi = half ? hi1 : hi0;
@@ -780,11 +788,11 @@ __global__ void __launch_bounds__(kThreads, 1)
                         if (is_nan(v[x])) {
                             const int d = 8 * (x >> 1) + 2 * t4 + (x & 1);
                             if constexpr (General)
-                                v[x] = fix_nan_entry_alibi<E, Softcap, D>(p, q0 + r, h, hkv, bt, kb, lo, hi, d, m,
-                                                                          l, sc, slope, r + diag);
+                                v[x] = fix_nan_entry_alibi<E, Softcap, D>(p, q0 + r, h, hkv, bt, kb, lo, hi,
+                                                                          d, m, l, sc, slope, r + diag);
                             else
-                                v[x] =
-                                    fix_nan_entry<E, Softcap, D>(p, q0 + r, h, hkv, bt, kb, lo, hi, d, m, l, sc);
+                                v[x] = fix_nan_entry<E, Softcap, D>(p, q0 + r, h, hkv, bt, kb, lo, hi, d, m,
+                                                                    l, sc);
                         }
                 }
             }
@@ -792,7 +800,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 float *dst = p.split_out +
                              ((static_cast<int64_t>(split) * p.num_tokens + q0 + r) * p.num_heads_q + h) * D +
                              2 * t4;
-    #pragma unroll
+#pragma unroll
                 for (int j = 0; j < D / 8; ++j)
                     *reinterpret_cast<float2 *>(dst + 8 * j) = make_float2(v[2 * j], v[2 * j + 1]);
                 if (t4 == 0) {
@@ -805,13 +813,14 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
             T *dst = static_cast<T *>(p.out) + static_cast<int64_t>(q0 + r) * p.out_token_stride +
                      static_cast<int64_t>(h) * p.out_head_stride + 2 * t4;
-    #pragma unroll
+#pragma unroll
             for (int j = 0; j < D / 8; ++j)
                 *reinterpret_cast<uint32_t *>(dst + 8 * j) = pack2<T>(v[2 * j], v[2 * j + 1]);
             if (p.lse != nullptr && t4 == 0) {
                 const float l = half ? lrow1 : lrow0, m = half ? mrow1 : mrow0;
                 p.lse[static_cast<int64_t>(h) * p.lse_head_stride + q0 + r] =
-                    l > 0.f ? (m + (__log2f(l) - static_cast<float>(POFF))) * 0.693147180559945309f : -INFINITY;
+                    l > 0.f ? (m + (__log2f(l) - static_cast<float>(POFF))) * 0.693147180559945309f
+                            : -INFINITY;
             }
         }
     }
@@ -973,8 +982,8 @@ template <bool General> KernelFn pick_kernel_fp8(bool f16, bool softcap, int &sm
 // Launches the family for a call fa_sm90__accepts took. skip_rows: sequences with Lq * G at or
 // below it are left to the decode tile. num_sms: the persistent grid's size (0: one CTA an item).
 // encode_fn: cuTensorMapEncodeTiled (the backend resolves it once). Returns FA_OK or fails with the CUDA / driver error.
-fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows, int num_sms, FaDevErr *err_word,
-                          cudaStream_t stream, const fa_bu_err *e) {
+fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows, int num_sms,
+                          FaDevErr *err_word, cudaStream_t stream, const fa_bu_err *e) {
     using namespace fa_sm90;
     EncodeTiledFn fn = reinterpret_cast<EncodeTiledFn>(encode_fn);
     if (fn == nullptr)

@@ -250,10 +250,10 @@ __device__ __forceinline__ void transpose_v_fp8(uint32_t vb, uint32_t vtb, int t
 // the row sums then carry the same factor 2^POff).
 constexpr float kMaxSlack = 8.f; // log2 units: a kept row maximum's p are at most 2^8
 template <bool Softcap = false, int N = 64, bool Alibi = false, int POff = 0>
-__device__ __forceinline__ bool softmax_tile(float (&sacc)[N], bool need_mask, int key0, int lo0, int hi0, int lo1,
-                                             int hi1, float sl2, float sc_cap, float &mrow0, float &mrow1,
-                                             float &lrow0, float &lrow1, float &alpha0, float &alpha1,
-                                             float slope = 0.f, int td0 = 0, int td1 = 0) {
+__device__ __forceinline__ bool softmax_tile(float (&sacc)[N], bool need_mask, int key0, int lo0, int hi0,
+                                             int lo1, int hi1, float sl2, float sc_cap, float &mrow0,
+                                             float &mrow1, float &lrow0, float &lrow1, float &alpha0,
+                                             float &alpha1, float slope = 0.f, int td0 = 0, int td1 = 0) {
     constexpr bool kFused = !Softcap && !Alibi; // the FFMA form is possible
     if constexpr (!kFused) {
 #pragma unroll
