@@ -2166,6 +2166,17 @@ Test(errors, attention_arguments)
     s->a.softmax_scale = NAN;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "softmax_scale", NULL);
     FRESH();
+    s->a.softmax_scale = -INFINITY;
+    expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "softmax_scale", "inf");
+    FRESH();
+    s->a.softcap = INFINITY;
+    expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "softcap", "inf");
+    FRESH();
+    s->a.kv_dtype = FA_DTYPE_FP8_E5M2;
+    s->a.k_scale = 1.0f;
+    s->a.v_scale = NAN;
+    expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "v_scale", "nan");
+    FRESH();
     s->a.num_splits = 3;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "split_out", "3");
     FRESH();

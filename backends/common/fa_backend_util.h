@@ -249,6 +249,22 @@ static inline fa_status fa_bu_check_attn_dtypes(const fa_bu_err *e, const fa_att
     return FA_OK;
 }
 
+/* The call's scalars, the same on every backend: softmax_scale finite (any sign: 0 is uniform
+   attention), softcap finite and >= 0 (0 = off), and with an fp8 cache whose descale pointer is
+   NULL a positive finite k_scale / v_scale. */
+static inline fa_status fa_bu_check_attn_scalars(const fa_bu_err *e, const fa_attn_args *a)
+{
+    if (a->softmax_scale - a->softmax_scale != 0.0f)   /* NaN or +-inf */
+        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "softmax_scale %g is not finite", (double)a->softmax_scale);
+    if (!(a->softcap >= 0.0f) || a->softcap - a->softcap != 0.0f)
+        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "softcap %g is not finite and >= 0", (double)a->softcap);
+    if (fa_bu_is_fp8(a->kv_dtype)) {
+        if (a->k_descale == NULL) FA_BU_TRY(fa_bu_check_scale(e, a->k_scale, "k_scale (fp8 cache, no k_descale)"));
+        if (a->v_descale == NULL) FA_BU_TRY(fa_bu_check_scale(e, a->v_scale, "v_scale (fp8 cache, no v_descale)"));
+    }
+    return FA_OK;
+}
+
 /* attention. Heads (Hq a multiple of Hkv; q_head_group 0 or a divisor of Hq that is a multiple
    of Hkv), head_size, the dtypes (fa_bu_check_attn_dtypes; a 16-bit or f32 query reads K/V in
    its dtype or fp8); exactly one of
@@ -277,6 +293,7 @@ static inline fa_status fa_bu_check_attention(const fa_bu_err *e, const fa_attn_
                           (int)a->q_head_group, (int)a->num_heads_q, (int)a->num_heads_kv);
     FA_BU_TRY(fa_bu_check_head_size(e, a->head_size));
     FA_BU_TRY(fa_bu_check_attn_dtypes(e, a));
+    FA_BU_TRY(fa_bu_check_attn_scalars(e, a));
     if (paged && a->seqused_k == NULL)
         return fa_bu_fail(e, FA_ERR_INVALID_ARG,
                           "seqused_k and cu_seqlens_k are both NULL (one is required)");

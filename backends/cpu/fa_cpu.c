@@ -546,18 +546,8 @@ static fa_status fa__cpu_attn_check_scalars(const fa__cpu_ctx *c, const fa_bu_er
         if (a->num_tokens < 0)
             return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "num_tokens %d is negative", (int)a->num_tokens);
     }
-    if (!(a->softcap >= 0.0f) || !isfinite(a->softcap))
-        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "softcap %g is not finite and >= 0",
-                            (double)a->softcap);
-    if (!isfinite(a->softmax_scale))
-        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG, "softmax_scale %g is not finite",
-                            (double)a->softmax_scale);
-    if (fa_bu_is_fp8(a->kv_dtype) && ((!a->k_descale && (!(a->k_scale > 0.0f) || !isfinite(a->k_scale))) ||
-                                      (!a->v_descale && (!(a->v_scale > 0.0f) || !isfinite(a->v_scale)))))
-        return FA__CPU_FAIL(c, &e, FA_ERR_INVALID_ARG,
-                            "fp8 cache without descales needs positive finite scales "
-                            "(k_scale %g, v_scale %g)",
-                            (double)a->k_scale, (double)a->v_scale);
+    /* the scalars (fa_bu_check_attention checked them when num_seqs != 0) */
+    if (a->num_seqs == 0) FA__CPU_TRY(c, fa_bu_check_attn_scalars(&e, a));
     return FA_OK;
 }
 

@@ -413,6 +413,10 @@ static void test_check_agrees(void)
         BAD_ATTN((a.num_splits = 70000, a.split_out = (float *)buf, a.split_lse = (float *)buf),
                  FA_ERR_UNSUPPORTED);
         BAD_ATTN(a.cu_seqlens_q = NULL, FA_ERR_INVALID_ARG);
+        BAD_ATTN(a.softmax_scale = NAN, FA_ERR_INVALID_ARG);
+        BAD_ATTN(a.softcap = -1.0f, FA_ERR_INVALID_ARG);
+        BAD_ATTN(a.softcap = INFINITY, FA_ERR_INVALID_ARG);
+        BAD_ATTN((a.kv_dtype = FA_DTYPE_FP8_E4M3, a.k_scale = 0.0f, a.v_scale = 1.0f), FA_ERR_INVALID_ARG);
         BAD_ATTN((a.seqused_k = NULL, a.cu_seqlens_k = (int32_t *)dmeta), FA_OK); /* dense */
         BAD_ATTN((a.num_tokens = 0, a.q = NULL), FA_OK);
     }
