@@ -259,8 +259,10 @@ static inline fa_status fa_bu_check_attn_scalars(const fa_bu_err *e, const fa_at
     if (!(a->softcap >= 0.0f) || a->softcap - a->softcap != 0.0f)
         return fa_bu_fail(e, FA_ERR_INVALID_ARG, "softcap %g is not finite and >= 0", (double)a->softcap);
     if (fa_bu_is_fp8(a->kv_dtype)) {
-        if (a->k_descale == NULL) FA_BU_TRY(fa_bu_check_scale(e, a->k_scale, "k_scale (fp8 cache, no k_descale)"));
-        if (a->v_descale == NULL) FA_BU_TRY(fa_bu_check_scale(e, a->v_scale, "v_scale (fp8 cache, no v_descale)"));
+        if (a->k_descale == NULL)
+            FA_BU_TRY(fa_bu_check_scale(e, a->k_scale, "k_scale (fp8 cache, no k_descale)"));
+        if (a->v_descale == NULL)
+            FA_BU_TRY(fa_bu_check_scale(e, a->v_scale, "v_scale (fp8 cache, no v_descale)"));
     }
     return FA_OK;
 }
