@@ -93,8 +93,8 @@ struct AttnParams {
     int32_t window_left, window_right; // -1 = unbounded (causal folded into right = 0)
     int32_t skip_rows; // sequences with Lq * group <= skip_rows run in the decode tile (skipped)
     // work items (row-block tiles x splits x heads, heads innermost): items_x tiles, num_items in
-    // all; a persistent grid walks them in rounds of gridDim.x (snake: every other round backwards)
-    int32_t items_x, snake;
+    // all; a persistent grid walks them in rounds of gridDim.x, every other round backwards
+    int32_t items_x;
     int64_t num_items;
     float scale_log2; // softmax scale * log2(e); with a softcap: softcap * log2(e)
     float sc_cap; // softmax scale / softcap (softcap only)
@@ -359,7 +359,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // end (causal / windowed long row blocks first), X = p.items_x. Heads outermost, so that the
     // CTAs running at once read the K / V of few heads (the L2 holds them). CTA (cluster) c
     // takes items c, c + G, c + 2G, ... of the G CTAs (clusters), every other round backwards
-    // (p.snake: a balanced static share of a longest-first list). Both sides of the CTA walk the
+    // (a balanced static share of a longest-first list). Both sides of the CTA walk the
     // same list; an item with no work is skipped by both.
     const int nclus = static_cast<int>(gridDim.x / mc), cid = static_cast<int>(blockIdx.x / mc),
               crank = static_cast<int>(blockIdx.x % mc);
@@ -367,7 +367,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // sm90_persistent (off, see there).
     auto item_of = [&](int k) -> int {
         if constexpr (!kPersist) return k == 0 ? static_cast<int>(blockIdx.x) : -1;
-        const int slot = (p.snake && (k & 1)) ? nclus - 1 - cid : cid;
+        const int slot = (k & 1) ? nclus - 1 - cid : cid;
         const int64_t w = (static_cast<int64_t>(k) * nclus + slot) * mc + crank;
         return w < p.num_items ? static_cast<int>(w) : -1;
     };
@@ -1110,12 +1110,10 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     const int64_t tiles = static_cast<int64_t>(a->num_tokens) / kBlockM + a->num_seqs + 1;
     if (tiles > 0x7fffffffLL)
         return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "sm90 family: %lld row blocks", (long long)tiles);
-    // the work items and the grid: persistent, one CTA an SM (the multicast pair: a cluster of
-    // two), each walking its share of the items (the next item's Q, K and V load while the last
-    // one's epilogue runs), in snaking rounds
+    // the work items and the grid: one CTA an item, or with sm90_persistent (off) one CTA an SM
+    // (the multicast pair: a cluster of two) walking its share of the items in snaking rounds
     p.items_x = static_cast<int32_t>(tiles);
     p.num_items = tiles * qg * p.num_splits;
-    p.snake = 1;
     int64_t grid = p.num_items;
     if (num_sms >= 2 && sm90_persistent(split || extra, D))
         grid = std::min<int64_t>(grid, num_sms / 2 * 2); // (a multiple of the pair)
