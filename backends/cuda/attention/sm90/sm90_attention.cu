@@ -64,8 +64,11 @@ constexpr int kLibConsumerRegs = 232;
 constexpr int kFp8ProducerRegs = 56; // 56 * 128 + 224 * 256 = 64512
 constexpr int kFp8ConsumerRegs = 224;
 #endif
-constexpr int kLibStages = 2;
-constexpr int kFp8Stages = 2; // the FP8 kernels' ring (their stages are half the bytes)
+// K / V ring stages of the 16-bit kernels at head size d: as many as fit beside Q in 227 KiB
+// (head 256: 64 KiB of Q and 2 x 64 KiB; head 128: 32 + 3 x 64; head 64: 16 + 4 x 32). A deeper
+// ring lets the producer issue a tile's boxes (8 pages x 3 at block 16) further ahead of use.
+__host__ __device__ constexpr int lib_stages(int d) { return d == 256 ? 2 : (d == 128 ? 3 : 4); }
+constexpr int kFp8Stages = 3; // the FP8 kernels' ring (its stages are half the bytes, and Vt)
 
 // Kernel parameters besides the three tensor maps.
 struct AttnParams {
@@ -259,7 +262,8 @@ __device__ __forceinline__ void gather_producer(const AttnParams &p, const int32
                                                 int tb, int n_tiles, int kmin, int kmax, int it0, uint32_t sK,
                                                 uint32_t sV, uint32_t bar_kf, uint32_t bar_vf,
                                                 uint32_t bar_ke, uint32_t bar_ve) {
-    using L = Smem<kLibStages, D>;
+    constexpr int ST = lib_stages(D);
+    using L = Smem<ST, D>;
     constexpr int BN = Dims<D>::kBN, kCols = Dims<D>::kCols;
     constexpr int TPR = 128 / BN, NC = D / 8 / TPR; // threads a row, 16-byte chunks a thread
     const int x = static_cast<int>(threadIdx.x);
@@ -298,8 +302,8 @@ __device__ __forceinline__ void gather_producer(const AttnParams &p, const int32
     int id, slot;
     row_at(0, id, slot);
     for (int i = 0; i < n_tiles; ++i) {
-        const int s = (it0 + i) % kLibStages;
-        const uint32_t par = (static_cast<uint32_t>((it0 + i) / kLibStages) & 1u) ^ 1u;
+        const int s = (it0 + i) % ST;
+        const uint32_t par = (static_cast<uint32_t>((it0 + i) / ST) & 1u) ^ 1u;
         int nid = -1, nslot = 0;
         if (i + 1 < n_tiles) row_at(i + 1, nid, nslot); // a tile ahead
         const uint32_t n = id >= 0 ? 16u : 0u;
@@ -329,7 +333,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                           const __grid_constant__ CUtensorMap tmV, const __grid_constant__ AttnParams p) {
 #if FA_SM90_DEVICE_OK
     static_assert(!FP8 || D == 128, "sm90 family: fp8 at head 128");
-    constexpr int ST = FP8 ? kFp8Stages : kLibStages; // ring stages
+    constexpr int ST = FP8 ? kFp8Stages : lib_stages(D); // ring stages
     // FP8: P = 2^(x - m + POFF), in e4m3's range (the row sums carry the factor 2^POFF)
     constexpr int POFF = FP8 ? kFp8POff : 0;
     using L = Smem<ST, D, FP8>;
@@ -956,7 +960,7 @@ using KernelFn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, fa_sm90::AttnPa
 // or sinks), and its shared memory.
 template <int D, bool General> KernelFn pick_kernel(bool f16, bool softcap, int &smem) {
     using namespace fa_sm90;
-    smem = static_cast<int>(Smem<kLibStages, D>::kAlloc);
+    smem = static_cast<int>(Smem<lib_stages(D), D>::kAlloc);
     return f16 ? (softcap ? sm90_attention_kernel<__half, true, D, General>
                           : sm90_attention_kernel<__half, false, D, General>)
                : (softcap ? sm90_attention_kernel<__nv_bfloat16, true, D, General>
