@@ -224,6 +224,10 @@ EOF
     pre=(--quick --only prefill --no-ceilings --no-check --reps 20 --warmup 1)
     prof pre_h128_bf16_4x4k sm90_attention_kernel 1 "$A/bench/bench_gpu" "${pre[@]}" --filter "prefill-dense 4x4096 h=32/8 d=128"
     prof pre_h128_fp8q_4x4k sm90_attention_kernel 1 "$A/bench/bench_gpu" "${pre[@]}" --filter "prefill-dense 4x4096 h=32/8 d=128 q=fp8"
+    # paged at block 16 (TMA boxes of 16 rows, 24 a tile) against the dense row above (4 a tile)
+    prof pre_h128_paged_4x4k sm90_attention_kernel 1 "$A/bench/bench_gpu" "${pre[@]}" --filter "prefill-paged 4x4096 h=32/8 d=128"
+    prof pre_h128_paged_1x16k sm90_attention_kernel 1 "$A/bench/bench_gpu" "${pre[@]}" --filter "prefill-paged 1x16384 h=32/8 d=128"
+    prof pre_h128_bf16_1x16k sm90_attention_kernel 1 "$A/bench/bench_gpu" "${pre[@]}" --filter "prefill-dense 1x16384 h=32/8 d=128"
     prof cache_bf16 "reshape_and_cache_kernel.*TF16ELi0" 30 "$A/bench/bench_ops"
     prof cache_fp8 "reshape_and_cache_kernel.*TBF16ELi1" 30 "$A/bench/bench_ops"
     prof merge merge_states_kernel 30 "$A/bench/bench_ops"
