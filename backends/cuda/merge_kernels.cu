@@ -13,12 +13,16 @@
 //     e = lse_all[rank, h, t] - L, NaN / +inf -> -inf
 //     out[t, h, :] *= exp(e) (a factor of 0 writes 0); lse_out[h, t] = L
 //
-// Kernel shape (memory-bound): a merge_states thread owns one 16-byte chunk of one (t, h) row
-// (8 elements of f16 / bf16, 4 of f32), a dcp_correct thread up to 4 chunks of one row, and
-// computes the row's weights itself from the LSEs (a broadcast read within the warp). Plain (coherent) loads throughout: out may alias an input (dcp_correct
-// is in place). A block covers whole [H x D] rows of consecutive tokens (FaRowMap), so its
-// reads and writes are contiguous. 16-byte loads and stores when the pointers and strides
-// allow, else element by element (same mapping).
+// Kernel shape (memory-bound). merge_states: a thread owns one 16-byte chunk of one (t, h) row
+// (8 elements of f16 / bf16, 4 of f32) and computes the row's weights itself from the LSEs (a
+// broadcast read within the warp); a block covers whole [H x D] rows of consecutive tokens
+// (FaRowMap), so its reads and writes are contiguous. dcp_correct: a team of 2^k lanes owns a
+// (t, h) row, each lane up to kDcpPer chunks of it (lane + j * team), and the lanes of a warp
+// hold consecutive tokens of one head: the warp's LSE reads lse_all[s, h, t..] share one
+// sector per rank, and a block is a tile of (2^m tokens x heads). Every load of a dcp_correct
+// thread (its chunks and the row's first kDcpLse LSEs) is issued before the LSE math. Plain
+// (coherent) loads throughout: out may alias an input (dcp_correct is in place). 16-byte loads
+// and stores when the pointers and strides allow, else element by element (same mapping).
 #include "fa_cuda_internal.cuh"
 
 #include <math.h>
@@ -26,6 +30,7 @@
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kDcpPer = 4; // dcp_correct: chunks a lane (vector path; 2 element by element)
 
 struct TF32 {
     typedef float raw;
@@ -151,46 +156,97 @@ struct DcpParams {
     const float *lse_all; // [W, H, T] contiguous
     float *lse_out; // NULL-able; [H, T] contiguous
     int32_t world_size, rank, num_tokens, num_heads;
-    FaRowMap map;
+    int32_t cph; // 16-byte chunks a (t, h) row
+    int32_t team_log2; // lanes a row
+    int32_t tok_log2; // tokens a block tile (a block: 2^tok_log2 tokens x blockDim.x >> (both) heads)
+    int32_t token_tiles; // ceil(num_tokens / 2^tok_log2); blockIdx.y strides over them
 };
+
+constexpr int kDcpLse = 4; // LSEs a thread loads up front (ranks past it are read in the math)
 
 __device__ __forceinline__ float empty_if_nan_or_pinf(float l) {
     return (isnan(l) || l == INFINITY) ? -INFINITY : l;
 }
 
-// A thread corrects kPer chunks of its row, c + j * (chunks / kPer): the row's weight (W LSE reads,
-// exp, log) is computed once for all of them and their loads are in flight together.
+template <class T, bool kVec>
+__device__ __forceinline__ void load_raw(const typename T::raw *src, Chunk<T> *c) {
+    if (kVec) {
+        *reinterpret_cast<uint4 *>(c) = *reinterpret_cast<const uint4 *>(src);
+    } else {
+#pragma unroll
+        for (int i = 0; i < Chunk<T>::n; ++i) c->e[i] = src[i];
+    }
+}
+
+template <class T, bool kVec>
+__device__ __forceinline__ void store_raw(typename T::raw *dst, const Chunk<T> &c) {
+    if (kVec) {
+        *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(&c);
+    } else {
+#pragma unroll
+        for (int i = 0; i < Chunk<T>::n; ++i) dst[i] = c.e[i];
+    }
+}
+
+// A thread corrects the chunks lane + j * team (j < kPer, chunk < cph) of row (t, h): the row's
+// weight (W LSE reads, exp, log) is computed once for all of them, after every load is issued.
 template <class T, bool kVec, int kPer>
 __global__ void __launch_bounds__(kThreads) dcp_correct_kernel(const DcpParams p) {
     typedef typename T::raw R;
-    constexpr int n = Chunk<T>::n;
-    int64_t t;
-    int hh, c;
-    if (!fa_row_pos(p.map, &t, &hh, &c) || t >= p.num_tokens) return;
-    const int64_t h = hh;
-
-    R *row = static_cast<R *>(p.out) + t * p.out_token_stride + h * p.out_head_stride;
-    float x[kPer][n];
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) load_chunk<T, kVec>(row + (c + j * p.map.cph) * n, x[j]); // one round trip
+    const uint32_t team = 1u << p.team_log2;
+    const uint32_t lane = threadIdx.x & (team - 1);
+    const uint32_t tl = (threadIdx.x >> p.team_log2) & ((1u << p.tok_log2) - 1);
+    const uint32_t hl = threadIdx.x >> (p.team_log2 + p.tok_log2);
+    const int64_t h = (int64_t)blockIdx.x * (blockDim.x >> (p.team_log2 + p.tok_log2)) + hl;
+    if (h >= p.num_heads) return;
     const int64_t rank_stride = (int64_t)p.num_heads * p.num_tokens;
-    const float *col = p.lse_all + h * p.num_tokens + t;
-    float m = -INFINITY;
-    for (int s = 0; s < p.world_size; ++s) m = fmaxf(m, empty_if_nan_or_pinf(*(col + s * rank_stride)));
-    if (m == -INFINITY) m = 0.0f; // every rank empty: L becomes -inf, not NaN
-    float sum = 0.0f;
-    for (int s = 0; s < p.world_size; ++s) sum += expf(empty_if_nan_or_pinf(*(col + s * rank_stride)) - m);
-    const float L = m + logf(sum);
-    float e = col[p.rank * rank_stride] - L;
-    if (isnan(e) || e == INFINITY) e = -INFINITY;
-    const float f = expf(e);
+    for (int64_t tile = blockIdx.y; tile < p.token_tiles; tile += gridDim.y) {
+        const int64_t t = (tile << p.tok_log2) + tl;
+        if (t >= p.num_tokens) return;
+        R *row = static_cast<R *>(p.out) + t * p.out_token_stride + h * p.out_head_stride;
+        const float *col = p.lse_all + h * p.num_tokens + t;
+        // every load first: the row's chunks, then its first kDcpLse LSEs (one round trip)
+        Chunk<T> x[kPer];
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) {
+        for (int j = 0; j < kPer; ++j)
+            if (lane + j * team < (uint32_t)p.cph)
+                load_raw<T, kVec>(row + (lane + j * team) * Chunk<T>::n, &x[j]);
+        float l[kDcpLse];
 #pragma unroll
-        for (int i = 0; i < n; ++i) x[j][i] = f != 0.0f ? x[j][i] * f : 0.0f; // 0, never 0 * NaN
-        store_chunk<T, kVec>(row + (c + j * p.map.cph) * n, x[j]);
+        for (int s = 0; s < kDcpLse; ++s) l[s] = s < p.world_size ? col[s * rank_stride] : -INFINITY;
+        // the weight, in the order of the CPU reference: max, then the sum from rank 0 up
+        float m = -INFINITY;
+#pragma unroll
+        for (int s = 0; s < kDcpLse; ++s) m = fmaxf(m, empty_if_nan_or_pinf(l[s]));
+        for (int s = kDcpLse; s < p.world_size; ++s) m = fmaxf(m, empty_if_nan_or_pinf(col[s * rank_stride]));
+        if (m == -INFINITY) m = 0.0f; // every rank empty: L becomes -inf, not NaN
+        float sum = 0.0f;
+#pragma unroll
+        for (int s = 0; s < kDcpLse; ++s)
+            if (s < p.world_size) sum += expf(empty_if_nan_or_pinf(l[s]) - m);
+        for (int s = kDcpLse; s < p.world_size; ++s)
+            sum += expf(empty_if_nan_or_pinf(col[s * rank_stride]) - m);
+        const float L = m + logf(sum);
+        float lr = 0.0f;
+#pragma unroll
+        for (int s = 0; s < kDcpLse; ++s)
+            if (s == p.rank) lr = l[s];
+        if (p.rank >= kDcpLse) lr = col[p.rank * rank_stride];
+        float e = lr - L;
+        if (isnan(e) || e == INFINITY) e = -INFINITY;
+        const float f = expf(e);
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+            if (lane + j * team >= (uint32_t)p.cph) continue;
+#pragma unroll
+            for (int i = 0; i < Chunk<T>::n; ++i) {
+                const float v = T::to_float(x[j].e[i]);
+                x[j].e[i] = T::from_float(f != 0.0f ? v * f : 0.0f); // 0, never 0 * NaN
+            }
+            store_raw<T, kVec>(row + (lane + j * team) * Chunk<T>::n, x[j]);
+        }
+        if (p.lse_out && lane == 0) p.lse_out[h * p.num_tokens + t] = L;
     }
-    if (p.lse_out && c == 0) p.lse_out[h * p.num_tokens + t] = L;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -218,26 +274,17 @@ void launch_merge(const MergeParams &p, bool vec, dim3 grid, dim3 block, cudaStr
         merge_states_kernel<T, false><<<grid, block, 0, stream>>>(p);
 }
 
-template <class T, int kPer>
-void launch_dcp_per(const DcpParams &p, bool vec, dim3 grid, dim3 block, cudaStream_t stream) {
+template <class T> void launch_dcp(const DcpParams &p, bool vec, dim3 grid, dim3 block, cudaStream_t stream) {
     if (vec)
-        dcp_correct_kernel<T, true, kPer><<<grid, block, 0, stream>>>(p);
+        dcp_correct_kernel<T, true, kDcpPer><<<grid, block, 0, stream>>>(p);
     else
-        dcp_correct_kernel<T, false, kPer><<<grid, block, 0, stream>>>(p);
+        dcp_correct_kernel<T, false, 2><<<grid, block, 0, stream>>>(p);
 }
 
-// chunks a thread: 4 when a row has a multiple of 4 chunks (head 128 f16: 16), else 2, else 1
-template <class T>
-void launch_dcp(DcpParams p, int per, bool vec, int32_t num_tokens, int32_t num_heads, int chunks,
-                cudaStream_t stream) {
-    dim3 grid, block;
-    p.map = fa_row_map(num_tokens, num_heads, chunks / per, kThreads, &grid, &block);
-    if (per == 4)
-        launch_dcp_per<T, 4>(p, vec, grid, block, stream);
-    else if (per == 2)
-        launch_dcp_per<T, 2>(p, vec, grid, block, stream);
-    else
-        launch_dcp_per<T, 1>(p, vec, grid, block, stream);
+int ceil_log2(int64_t x) {
+    int l = 0;
+    while (((int64_t)1 << l) < x) ++l;
+    return l;
 }
 
 fa_status launched(const fa_bu_err *e) {
@@ -315,12 +362,23 @@ fa_status fa_cuda__dcp_correct(const fa_dcp_correct_args *a, const FaLaunch *L, 
     p.num_heads = a->num_heads;
 
     const bool vec = vec_ok(a->out, a->out_token_stride, a->out_head_stride, elem_size(a->dtype));
-    const int chunks = a->head_size * elem_size(a->dtype) / 16; // 16-byte chunks a (t, h) row
-    const int per = chunks % 4 == 0 ? 4 : (chunks % 2 == 0 ? 2 : 1);
+    // a row's team: the fewest lanes (a power of two) that cover its chunks at kPer a lane; a
+    // block: 256 / team rows, as many consecutive tokens of a head as there are (up to all of
+    // them), then further heads
+    const int per = vec ? kDcpPer : 2;
+    p.cph = a->head_size * elem_size(a->dtype) / 16; // 1..64
+    p.team_log2 = ceil_log2((p.cph + per - 1) / per);
+    const int rows_log2 = ceil_log2(kThreads) - p.team_log2;
+    p.tok_log2 = ceil_log2(a->num_tokens) < rows_log2 ? ceil_log2(a->num_tokens) : rows_log2;
+    const int heads_log2 = rows_log2 - p.tok_log2;
+    p.token_tiles = (int32_t)(((int64_t)a->num_tokens + ((int64_t)1 << p.tok_log2) - 1) >> p.tok_log2);
+    const dim3 block((unsigned)kThreads);
+    const dim3 grid((unsigned)((a->num_heads + (1 << heads_log2) - 1) >> heads_log2),
+                    (unsigned)(p.token_tiles < 65535 ? p.token_tiles : 65535));
     switch (a->dtype) {
-    case FA_DTYPE_F32: launch_dcp<TF32>(p, per, vec, a->num_tokens, a->num_heads, chunks, stream); break;
-    case FA_DTYPE_F16: launch_dcp<TF16>(p, per, vec, a->num_tokens, a->num_heads, chunks, stream); break;
-    default: launch_dcp<TBF16>(p, per, vec, a->num_tokens, a->num_heads, chunks, stream); break;
+    case FA_DTYPE_F32: launch_dcp<TF32>(p, vec, grid, block, stream); break;
+    case FA_DTYPE_F16: launch_dcp<TF16>(p, vec, grid, block, stream); break;
+    default: launch_dcp<TBF16>(p, vec, grid, block, stream); break;
     }
     return launched(&e);
 }
