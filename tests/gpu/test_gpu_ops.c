@@ -275,6 +275,43 @@ static void test_cache_write(void)
     c.v_scale = 0.06f;
     c.neg_pct = 5;
     run_cache_case(&c);
+    /* the kernel's edges: token rows of more than one block (cpr > 256), a row of one chunk
+       a head and 33 heads (groups of 2 tokens, odd counts), one token, scales that are no
+       power of two with inputs exactly at fp8 rounding boundaries (x / scale a tie: the
+       division fallback of the fp8 vector path), subnormal and huge scales (1 / scale
+       overflows / is subnormal) */
+    {
+        static const struct {
+            fa_kv_layout layout;
+            fa_dtype kv, cache;
+            int32_t T, H, D, bs, NB;
+            float ks, vs;
+        } e[6] = {
+            {FA_LAYOUT_NHD, FA_DTYPE_BF16, FA_DTYPE_FP8_E4M3, 45, 16, 256, 16, 8, 0.75f, 1.5f},
+            {FA_LAYOUT_HND, FA_DTYPE_F16, FA_DTYPE_FP8_E5M2, 1, 3, 24, 16, 4, 0.75f, 3.0f},
+            {FA_LAYOUT_NHD, FA_DTYPE_F32, FA_DTYPE_FP8_E4M3, 31, 2, 64, 8, 16, 3.0f, 0.375f},
+            {FA_LAYOUT_NHD, FA_DTYPE_BF16, FA_DTYPE_BF16, 33, 33, 8, 16, 8, 1.0f, 1.0f},
+            {FA_LAYOUT_HND, FA_DTYPE_BF16, FA_DTYPE_FP8_E4M3, 40, 4, 64, 16, 8, 1e-39f, 3e38f},
+            {FA_LAYOUT_NHD, FA_DTYPE_F16, FA_DTYPE_FP8_E4M3, 257, 1, 8, 5, 64, 0.1f, 7.0f},
+        };
+        int i;
+        for (i = 0; i < 6; ++i) {
+            memset(&c, 0, sizeof c);
+            c.layout = e[i].layout;
+            c.kv = e[i].kv;
+            c.cache = e[i].cache;
+            c.T = e[i].T;
+            c.H = e[i].H;
+            c.D = e[i].D;
+            c.bs = e[i].bs;
+            c.NB = e[i].NB;
+            c.k_scale = e[i].ks;
+            c.v_scale = e[i].vs;
+            c.specials = c.cache != c.kv && i != 4;
+            c.neg_pct = 10;
+            run_cache_case(&c);
+        }
+    }
     /* no tokens: OK and nothing written */
     memset(&c, 0, sizeof c);
     c.kv = c.cache = FA_DTYPE_F16;
@@ -710,6 +747,36 @@ static void test_dcp_correct(void)
             c.token_pad = w == 1 ? 64 : 0;
             c.out_offset = w == 3 && k != 0 ? 1 : 0;
             c.with_lse = w != 2;
+            run_dcp_case(&c);
+        }
+    }
+    /* the kernel's edges: more ranks than it loads up front (the rank among them), rows of
+       1, 5, 9 and 64 chunks (teams of 1, 2, 4 and 16 lanes, lanes without a chunk), one
+       token, token tiles past the first, odd head counts, the element path */
+    {
+        static const struct {
+            fa_dtype dt;
+            int32_t W, rank, T, H, D;
+            int64_t pad;
+            int off;
+        } e[5] = {
+            {FA_DTYPE_BF16, 6, 5, 300, 5, 40, 0, 0},   {FA_DTYPE_F32, 8, 2, 1, 37, 256, 0, 0},
+            {FA_DTYPE_F16, 2, 0, 1000, 3, 8, 0, 0},    {FA_DTYPE_BF16, 5, 4, 77, 4, 72, 3, 1},
+            {FA_DTYPE_BF16, 2, 1, 4099, 2, 128, 0, 0},
+        };
+        int i;
+        for (i = 0; i < 5; ++i) {
+            dcp_case c;
+            memset(&c, 0, sizeof c);
+            c.dt = e[i].dt;
+            c.W = e[i].W;
+            c.rank = e[i].rank;
+            c.T = e[i].T;
+            c.H = e[i].H;
+            c.D = e[i].D;
+            c.token_pad = e[i].pad;
+            c.out_offset = e[i].off;
+            c.with_lse = i != 2;
             run_dcp_case(&c);
         }
     }
