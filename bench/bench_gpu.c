@@ -27,6 +27,8 @@
                     speedup, and whether fa_builder_cascade_prefix_len picks cascade
      cache          reshape_and_cache, 4k and 16k tokens, Hkv 8, head 128, bf16 in, bf16 / fp8 cache
      merge          merge_states, 4k and 16k tokens x 32 heads x 128, bf16
+     dcp            dcp_correct in place, 4k and 16k tokens x 32 heads x 128, bf16, W = 2 ranks
+                    (rank 0), with lse_out
    Every fa_forward / attention call is attention only: no cache write.
 
    Bytes that must move (each input read once, each output written once):
@@ -35,6 +37,7 @@
                 lengths and split partials are not counted
      cache      key + value read (bf16) + slot_mapping (8 B / token) + key + value written
      merge      two partial outputs (bf16) + two LSEs (f32) read + one output written
+     dcp        the output (bf16) read and written + W LSEs (f32) read + lse_out written
    FLOPs: 4 * sum over sequences of Lq * Lk_avg * Hq * D, Lk_avg = context + (Lq + 1) / 2 (causal;
    decode and prefill-paged-nc: Lk_avg = seq_len).
 
@@ -54,7 +57,8 @@
    (fa_cpu) run on a reduced copy of the same inputs (dense, that KV head only): relative L2
    error and max abs error are printed, FAIL above 2e-2. reshape_and_cache: 64 sampled slots
    compared bit-exactly with the CPU conversion; merge_states: the first 256 tokens against the
-   CPU backend's merge.
+   CPU backend's merge; dcp_correct: copy 0's output refilled with its pattern, corrected once,
+   the first 256 tokens against the CPU backend's dcp_correct.
 
    Usage: bench_gpu [options]      (see usage() or --help; --list shows the rows without a GPU)
    Output: a line per row as it completes, the summary table last; --csv PATH writes every row.
@@ -95,7 +99,8 @@ enum {
     C_CASCADE = 16,
     C_CACHE = 32,
     C_MERGE = 64,
-    C_ALL = 127
+    C_DCP = 128,
+    C_ALL = 255
 };
 
 #define MAX_LIST 16
@@ -2020,6 +2025,141 @@ out:
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* dcp_correct */
+
+/* ctx: the [copies] argument array */
+static int launch_dc(void *ctx, int c)
+{
+    return op_status(g_be->ops.dcp_correct(g_be->ctx, (fa_dcp_correct_args *)ctx + c), "dcp_correct");
+}
+
+/* In place: the timed repetitions scale each copy's output again and again (by weights <= 1:
+   it stays finite); the check refills copy 0 with its pattern first. */
+static void bench_dcp(int T)
+{
+    const int H = 32, D = 128, W = 2;
+    row r;
+    fa_dcp_correct_args *args = NULL;
+    int n, c;
+    int64_t tel = (int64_t)T * H * D, tl = (int64_t)T * H;
+    void *out = NULL;
+    float *lse = NULL, *lo = NULL;
+    row_init(&r, "dcp");
+    snprintf(r.name, sizeof r.name, "dcp T=%d h=%d d=%d W=%d", T, H, D, W);
+    r.batch = T;
+    r.hq = H;
+    r.d = D;
+    snprintf(r.kv, sizeof r.kv, "bf16");
+    if (!row_selected(&r, C_DCP)) return;
+    r.bytes = 2.0 * tel * 2 + (W + 1.0) * tl * 4;
+    if (g_dead) {
+        emit_na(&r, "CUDA context lost earlier");
+        return;
+    }
+    n = rot_copies(r.bytes, 0);
+    out = dalloc(sizeof(uint16_t) * (size_t)n * tel);
+    lse = out ? (float *)dalloc(sizeof(float) * (size_t)W * n * tl) : NULL;
+    lo = lse ? (float *)dalloc(sizeof(float) * (size_t)n * tl) : NULL;
+    if (!lo || fill_pattern(out, sizeof(uint16_t) * (size_t)n * tel, PAT_BF16) ||
+        fill_pattern(lse, sizeof(float) * (size_t)W * n * tl, PAT_F32) ||
+        dpoison(lo, sizeof(float) * (size_t)n * tl)) {
+        emit_na(&r, g_err);
+        goto out;
+    }
+    args = (fa_dcp_correct_args *)xmalloc(sizeof(fa_dcp_correct_args) * (size_t)n);
+    for (c = 0; c < n; ++c) {
+        fa_dcp_correct_args *a = &args[c];
+        memset(a, 0, sizeof *a);
+        a->out = (char *)out + sizeof(uint16_t) * (size_t)c * tel;
+        a->out_token_stride = (int64_t)H * D;
+        a->out_head_stride = D;
+        a->dtype = FA_DTYPE_BF16;
+        a->lse_all = lse + (int64_t)c * W * tl;
+        a->lse_out = lo + (int64_t)c * tl;
+        a->world_size = W;
+        a->rank = 0;
+        a->num_tokens = T;
+        a->num_heads = H;
+        a->head_size = D;
+    }
+    if (time_row(&r, launch_dc, args, n)) {
+        emit_row(&r);
+        goto out;
+    }
+    /* check: copy 0 refilled with its pattern, corrected once; every output finite, the first
+       256 tokens (and their lse_out) against the CPU backend's dcp_correct of the same inputs */
+    if (!O.no_check) {
+        const int m = T < 256 ? T : 256;
+        int64_t me = (int64_t)m * H * D, i, bad = 0;
+        uint16_t *got = (uint16_t *)xmalloc(sizeof(uint16_t) * (size_t)tel);
+        uint16_t *want = (uint16_t *)xmalloc(sizeof(uint16_t) * (size_t)me);
+        float *hl = (float *)xmalloc(sizeof(float) * (size_t)W * tl);
+        float *glo = (float *)xmalloc(sizeof(float) * (size_t)tl);
+        float *wlo = (float *)xmalloc(sizeof(float) * (size_t)H * m);
+        double num = 0, den = 0, mx = 0, lmx = 0;
+        fa_dcp_correct_args a = args[0];
+        int ok = !fill_pattern(out, sizeof(uint16_t) * (size_t)tel, PAT_BF16) && !launch_dc(args, 0) &&
+                 !CU(cudaStreamSynchronize(g_stream)) && !d2h(got, out, sizeof(uint16_t) * (size_t)tel) &&
+                 !d2h(glo, lo, sizeof(float) * (size_t)tl);
+        if (ok) {
+            int h, t;
+            for (i = 0; i < me; ++i) want[i] = pat_bf16(i);
+            /* the CPU's lse_all [W, H, m]: rows of the GPU's [W, H, T] cut to m tokens */
+            for (i = 0; i < (int64_t)W * H; ++i)
+                for (t = 0; t < m; ++t) hl[i * m + t] = pat_f32(i * T + t);
+            a.out = want;
+            a.lse_all = hl;
+            a.lse_out = wlo;
+            a.num_tokens = m;
+            if (g_cpu->ops.dcp_correct(g_cpu->ctx, &a) != FA_OK) {
+                ok = 0;
+                seterr("CPU reference dcp_correct: %s",
+                       g_cpu->ops.last_error ? g_cpu->ops.last_error(g_cpu->ctx) : "?");
+            }
+            for (i = 0; i < tel; ++i)
+                if (!bf16_finite(got[i])) bad++;
+            for (i = 0; ok && i < me; ++i) {
+                double w = fa_cpu_bf16_to_float(want[i]), g = fa_cpu_bf16_to_float(got[i]), e = fabs(g - w);
+                if (!(e == e)) e = INFINITY;
+                num += (g - w) * (g - w);
+                den += w * w;
+                if (e > mx) mx = e;
+            }
+            for (h = 0; ok && h < H; ++h)
+                for (t = 0; t < m; ++t) {
+                    double e = fabs((double)glo[(int64_t)h * T + t] - (double)wlo[(int64_t)h * m + t]);
+                    if (!(e == e)) e = INFINITY;
+                    if (e > lmx) lmx = e;
+                }
+        }
+        r.checked = 1;
+        r.max_abs = mx;
+        r.rel_err = den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0.0);
+        if (!(r.rel_err == r.rel_err)) r.rel_err = INFINITY;
+        r.check_ok = ok && bad == 0 && r.rel_err <= 2e-2 && lmx <= 1e-4;
+        if (!ok)
+            snprintf(r.check, sizeof r.check, "FAIL check run: %.60s", g_err);
+        else if (bad)
+            snprintf(r.check, sizeof r.check, "FAIL %lld of %lld outputs not finite", (long long)bad,
+                     (long long)tel);
+        else
+            snprintf(r.check, sizeof r.check, "%s rel %.1e max %.1e lse %.1e", r.check_ok ? "ok" : "FAIL",
+                     r.rel_err, mx, lmx);
+        free(got);
+        free(want);
+        free(hl);
+        free(glo);
+        free(wlo);
+    }
+    emit_row(&r);
+out:
+    free(args);
+    dfree(out);
+    dfree(lse);
+    dfree(lo);
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* summary */
 
 static const row *find_row(const char *name)
@@ -2091,6 +2231,7 @@ static void summary(double wall_s)
     summary_frac("cache T=16384 bf16", "cache T=16384 h=8 d=128 kv=bf16", 0.92);
     summary_frac("cache T=16384 fp8", "cache T=16384 h=8 d=128 kv=fp8", 0.92);
     summary_frac("merge T=16384 (32 heads)", "merge T=16384 h=32 d=128", 0.92);
+    summary_frac("dcp_correct T=16384 (32 heads, W=2)", "dcp T=16384 h=32 d=128 W=2", 0.92);
     summary_frac("mixed 64 decodes + 2048 chunk", "mixed 64x1+1x2048 ctx=8192 h=32/8 d=128", 0);
     /* decode grid statistics */
     for (kvk = 0; kvk < 2; ++kvk) {
@@ -2190,7 +2331,8 @@ static void usage(void)
     printf(
         "usage: bench_gpu [options]\n"
         "  --quick            small subset (targets' shapes only): ~30 s\n"
-        "  --only LIST        categories, comma-separated: decode,splits,prefill,mixed,cascade,cache,merge\n"
+        "  --only LIST        categories, comma-separated: decode,splits,prefill,mixed,cascade,cache,merge,\n"
+        "                     dcp\n"
         "                     (ceilings always run unless --no-ceilings)\n"
         "  --filter STR       run only rows whose name contains STR (repeatable: any matches)\n"
         "  --batch L --ctx L --dim L --kv L --heads L   decode grid filters, comma-separated\n"
@@ -2304,6 +2446,8 @@ static int parse_args(int argc, char **argv)
                     O.cats |= C_CACHE;
                 else if (!strcmp(tok, "merge"))
                     O.cats |= C_MERGE;
+                else if (!strcmp(tok, "dcp"))
+                    O.cats |= C_DCP;
                 else if (!strcmp(tok, "ceiling") || !strcmp(tok, "ceilings"))
                     ;
                 else {
@@ -2487,6 +2631,10 @@ static void run_all(void)
         for (t = 0; t < 2; ++t) {
             if (O.quick && Ts[t] != 16384) continue;
             bench_merge(Ts[t]);
+        }
+        for (t = 0; t < 2; ++t) {
+            if (O.quick && Ts[t] != 16384) continue;
+            bench_dcp(Ts[t]);
         }
     }
 }
