@@ -309,6 +309,103 @@ Test(workspace, create_allocates_the_reported_size, .init = setup)
     cr_assert_eq(CNT.free, CNT.alloc, "destroy frees what create allocated");
 }
 
+/* The split counters (fa_attn_args.split_counters): one int32 per (sequence, KV head) of any
+   call that splits, the chunked-local virtual batches included, in the workspace beside the
+   partials, zeroed at creation with the backend's fill (cb_alloc leaves 0x5c bytes). */
+static void check_counters(const fa_config *c, int32_t want_seqs)
+{
+    fa_config rc;
+    fa__layout L;
+    fa_builder *b = NULL;
+    ASSERT_OK(fa_config_resolve(c, &rc));
+    ASSERT_OK(fa__compute_layout("test", &rc, &L));
+    const int64_t n = (int64_t)want_seqs * rc.model.num_heads_kv;
+    const int fills = CNT.fill;
+    ASSERT_OK(fa_builder_create(&BE, c, NULL, &b));
+    cr_assert_eq(CNT.fill, fills + 1, "one fill at creation (the counters), got %d", CNT.fill - fills);
+    cr_assert_not_null(b->split_counters, "no counters with max_num_splits %d", L.max_splits);
+    cr_assert_eq((char *)b->split_counters, (char *)b->dev_ws + L.ws_split_counters);
+    cr_assert_eq(L.ws_split_counters % 256, 0, "region alignment");
+    cr_assert_geq(L.ws_split_counters,
+                  L.ws_split_out + sizeof(float) * (size_t)L.max_splits * L.split_tokens * L.heads_all *
+                                       rc.model.head_size,
+                  "counters overlap split_out");
+    cr_assert_leq(L.ws_split_counters + sizeof(int32_t) * (size_t)n, b->ws_bytes,
+                  "counters past the workspace");
+    for (int64_t i = 0; i < n; ++i)
+        cr_assert_eq(b->split_counters[i], 0, "split_counters[%lld] = %#x after create", (long long)i,
+                     (unsigned)b->split_counters[i]);
+    fa_builder_destroy(b);
+}
+
+Test(workspace, split_counters_region, .init = setup)
+{
+    fa_config c = base_cfg();
+    c.scheduler.max_num_seqs = 48;
+    check_counters(&c, 48);
+    /* chunked local attention: the virtual batches outnumber the requests */
+    c.scheduler.attention_chunk_size = 64;
+    {
+        fa_config rc;
+        fa__layout L;
+        ASSERT_OK(fa_config_resolve(&c, &rc));
+        ASSERT_OK(fa__compute_layout("test", &rc, &L));
+        cr_assert_gt(L.max_virtual, 48, "the case needs more virtual batches than requests");
+        check_counters(&c, L.max_virtual);
+    }
+    /* the region grows the workspace by max_num_seqs x Hkv int32 (rounded to 256 bytes) */
+    {
+        fa_config a = base_cfg(), b2 = base_cfg();
+        a.scheduler.max_num_seqs = 64;
+        b2.scheduler.max_num_seqs = 64;
+        b2.model.num_heads_q = 64; /* 64 KV heads: 16 KiB of counters more than 4 */
+        b2.model.num_heads_kv = 64;
+        a.model.num_heads_q = 64;
+        cr_assert_geq(ws(&b2), ws(&a) + (size_t)64 * 60 * sizeof(int32_t), "%zu vs %zu", ws(&b2), ws(&a));
+    }
+}
+
+Test(workspace, split_counters_absent_without_splits_or_fill, .init = setup)
+{
+    fa_config c = base_cfg();
+    fa_builder *b = NULL;
+    c.compilation.batch_invariant = 1; /* one split: no partials, no counters */
+    ASSERT_OK(fa_builder_create(&BE, &c, NULL, &b));
+    cr_assert_null(b->split_counters);
+    cr_assert_eq(CNT.fill, 0, "no fill without counters");
+    fa_builder_destroy(b);
+    c = base_cfg();
+    BE.ops.fill = NULL; /* a backend without fill: the calls keep a separate combine */
+    ASSERT_OK(fa_builder_create(&BE, &c, NULL, &b));
+    cr_assert_null(b->split_counters);
+    fa_builder_destroy(b);
+    cr_assert_eq(CNT.free, CNT.alloc);
+}
+
+static fa_status cb_fill_fails(void *c, void *d, size_t pitch, int v, size_t w, size_t rows)
+{
+    (void)c;
+    (void)d;
+    (void)pitch;
+    (void)v;
+    (void)w;
+    (void)rows;
+    CNT.fill++;
+    return FA_ERR_BACKEND;
+}
+
+Test(workspace, split_counters_fill_failure, .init = setup)
+{
+    fa_config c = base_cfg();
+    fa_builder *b = (fa_builder *)&c; /* must stay untouched */
+    BE.ops.fill = cb_fill_fails;
+    cr_assert_eq(fa_builder_create(&BE, &c, NULL, &b), FA_ERR_BACKEND);
+    cr_assert(strstr(fa_last_error(), "fill") != NULL, "message \"%s\" does not name the op",
+              fa_last_error());
+    cr_assert_eq(b, (fa_builder *)&c, "out written by a failing create");
+    cr_assert_eq(CNT.free, CNT.alloc, "the workspace is freed");
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* build: plain */
 
