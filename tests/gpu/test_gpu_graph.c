@@ -19,6 +19,10 @@
    block table row of scratch block 0), the remaining padded requests have zero-length
    queries and seq_len 0 (uniform decode pads with 1-token dummies instead, to keep
    max_query_len 1, which picks the decode kernel at capture).
+   Then the fused split combine under replay (run_fused_graph): one attention op of one-token
+   rows with split_counters (the multi-warp decode tile merges the splits in its last CTA)
+   captured once and replayed with new q / K / V each time; every replay's out and LSE bytes
+   equal an eager call without the counters (the combine kernel), and the counters read zero.
    TAP: `ok N - name` a case, the plan `1..N`, then `N passed, M failed`. Exit 0 iff M == 0. */
 #include <math.h>
 #include <stdint.h>
@@ -461,6 +465,198 @@ static int run_size(int32_t T, int decode, uint16_t **hA, uint16_t **hB)
     return 0;
 }
 
+/* The fused split combine captured in a graph: 5 one-token rows over dense K/V (keys 3000, 0,
+   1, 777, 4096; split plan 6, 3, 0, 1, 6 of a static 6), bf16, with LSE. */
+#define FG_B 5
+#define FG_S 6
+static int run_fused_graph(void)
+{
+    static const int32_t klen[FG_B] = {3000, 0, 1, 777, 4096}, plan[FG_B] = {6, 3, 0, 1, 6};
+    int32_t cu_q[FG_B + 1], cu_k[FG_B + 1], hplan[FG_B + 1], b, rep;
+    const int32_t T = FG_B, ncnt = FG_B * HKV + 8;
+    size_t i, qn = (size_t)T * HQ * D, kn, on = (size_t)T * HQ * D, ln = (size_t)HQ * T;
+    uint16_t *hqf = NULL, *hkf = NULL, *hvf = NULL, *hog = NULL, *hoe = NULL;
+    float *hlg = NULL, *hle = NULL;
+    int32_t *hcnt = NULL;
+    void *fq = NULL, *fk = NULL, *fv = NULL, *og = NULL, *oe = NULL;
+    float *lg = NULL, *le = NULL, *so = NULL, *sl = NULL;
+    int32_t *dcq = NULL, *dck = NULL, *dpl = NULL, *dcnt = NULL;
+    fa_attn_args a, e;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    cudaError_t ce;
+    int rc = -1;
+
+    cu_q[0] = cu_k[0] = 0;
+    hplan[0] = FG_S;
+    for (b = 0; b < FG_B; ++b) {
+        cu_q[b + 1] = b + 1;
+        cu_k[b + 1] = cu_k[b] + klen[b];
+        hplan[1 + b] = plan[b];
+    }
+    kn = (size_t)cu_k[FG_B] * HKV * D;
+    hqf = (uint16_t *)malloc(qn * 2);
+    hkf = (uint16_t *)malloc(kn * 2);
+    hvf = (uint16_t *)malloc(kn * 2);
+    hog = (uint16_t *)malloc(on * 2);
+    hoe = (uint16_t *)malloc(on * 2);
+    hlg = (float *)malloc(ln * 4);
+    hle = (float *)malloc(ln * 4);
+    hcnt = (int32_t *)malloc(sizeof(int32_t) * ncnt);
+    if (!hqf || !hkf || !hvf || !hog || !hoe || !hlg || !hle || !hcnt) goto out;
+#define FG_CK(call) \
+    do { \
+        cudaError_t e_ = (call); \
+        if (e_ != cudaSuccess) { \
+            printf("#   %s:%d: %s -> %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            goto out; \
+        } \
+    } while (0)
+    FG_CK(cudaMalloc(&fq, qn * 2));
+    FG_CK(cudaMalloc(&fk, kn * 2));
+    FG_CK(cudaMalloc(&fv, kn * 2));
+    FG_CK(cudaMalloc(&og, on * 2));
+    FG_CK(cudaMalloc(&oe, on * 2));
+    FG_CK(cudaMalloc((void **)&lg, ln * 4));
+    FG_CK(cudaMalloc((void **)&le, ln * 4));
+    FG_CK(cudaMalloc((void **)&so, sizeof(float) * FG_S * on));
+    FG_CK(cudaMalloc((void **)&sl, sizeof(float) * FG_S * ln));
+    FG_CK(cudaMalloc((void **)&dcq, sizeof cu_q));
+    FG_CK(cudaMalloc((void **)&dck, sizeof cu_k));
+    FG_CK(cudaMalloc((void **)&dpl, sizeof hplan));
+    FG_CK(cudaMalloc((void **)&dcnt, sizeof(int32_t) * ncnt));
+    FG_CK(cudaMemcpy(dcq, cu_q, sizeof cu_q, cudaMemcpyHostToDevice));
+    FG_CK(cudaMemcpy(dck, cu_k, sizeof cu_k, cudaMemcpyHostToDevice));
+    FG_CK(cudaMemcpy(dpl, hplan, sizeof hplan, cudaMemcpyHostToDevice));
+    FG_CK(cudaMemset(dcnt, 0, sizeof(int32_t) * ncnt));
+    FG_CK(cudaMemset(fk, 0x3c, kn * 2)); /* warm-up and capture: any finite K / V (bf16 0.0115) */
+    FG_CK(cudaMemset(fv, 0x3c, kn * 2));
+    FG_CK(cudaMemset(fq, 0x3c, qn * 2));
+
+    memset(&a, 0, sizeof a);
+    a.q = fq;
+    a.q_token_stride = (int64_t)HQ * D;
+    a.q_head_stride = D;
+    a.q_dtype = FA_DTYPE_BF16;
+    a.k = fk;
+    a.v = fv;
+    a.k_row_stride = a.v_row_stride = (int64_t)HKV * D;
+    a.k_head_stride = a.v_head_stride = D;
+    a.kv_dtype = FA_DTYPE_BF16;
+    a.out = og;
+    a.out_token_stride = (int64_t)HQ * D;
+    a.out_head_stride = D;
+    a.lse = lg;
+    a.lse_head_stride = T;
+    a.cu_seqlens_q = dcq;
+    a.cu_seqlens_k = dck;
+    a.num_keys = cu_k[FG_B];
+    a.num_seqs = FG_B;
+    a.num_tokens = T;
+    a.max_seqlen_q = 1;
+    a.max_seqlen_k = 4096;
+    a.num_heads_q = HQ;
+    a.num_heads_kv = HKV;
+    a.head_size = D;
+    a.softmax_scale = 0.08838834764831845f;
+    a.causal = 1;
+    a.window_left = a.window_right = -1;
+    a.k_scale = a.v_scale = 1.f;
+    a.num_splits = FG_S;
+    a.split_plan = dpl;
+    a.split_out = so;
+    a.split_lse = sl;
+    a.split_counters = dcnt;
+    e = a;
+    e.out = oe;
+    e.lse = le;
+    e.split_counters = NULL;
+
+    /* warm-up (kernel attributes), capture, instantiate */
+    if (gpu->ops.attention(gpu->ctx, &a) != FA_OK) {
+        printf("#   attention: %s\n", gpu->ops.last_error(gpu->ctx));
+        goto out;
+    }
+    FG_CK(cudaStreamSynchronize(stream));
+    FG_CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    {
+        fa_status st = gpu->ops.attention(gpu->ctx, &a);
+        ce = cudaStreamEndCapture(stream, &graph);
+        if (st != FA_OK || ce != cudaSuccess) {
+            printf("#   capture: %s / %s\n", fa_status_string(st), cudaGetErrorString(ce));
+            goto out;
+        }
+    }
+    FG_CK(cudaGraphInstantiate(&exec, graph, 0));
+
+    rc = 0;
+    for (rep = 0; rep < 4; ++rep) {
+        int same, zero = 1;
+        for (i = 0; i < qn; ++i)
+            hqf[i] = fa_cpu_float_to_bf16(2.f * frand() + (frand() > 0 ? 1e-3f : -1e-3f));
+        for (i = 0; i < kn; ++i) {
+            hkf[i] = fa_cpu_float_to_bf16(2.f * frand() + 1e-3f);
+            hvf[i] = fa_cpu_float_to_bf16(frand() + 1e-3f);
+        }
+        FG_CK(cudaMemcpyAsync(fq, hqf, qn * 2, cudaMemcpyHostToDevice, stream));
+        FG_CK(cudaMemcpyAsync(fk, hkf, kn * 2, cudaMemcpyHostToDevice, stream));
+        FG_CK(cudaMemcpyAsync(fv, hvf, kn * 2, cudaMemcpyHostToDevice, stream));
+        FG_CK(cudaMemsetAsync(og, 0xff, on * 2, stream));
+        FG_CK(cudaMemsetAsync(oe, 0xff, on * 2, stream));
+        FG_CK(cudaMemsetAsync(lg, 0xff, ln * 4, stream));
+        FG_CK(cudaMemsetAsync(le, 0xff, ln * 4, stream));
+        FG_CK(cudaMemsetAsync(so, 0xff, sizeof(float) * FG_S * on, stream));
+        FG_CK(cudaGraphLaunch(exec, stream));
+        if (gpu->ops.attention(gpu->ctx, &e) != FA_OK) {
+            printf("#   attention (eager, no counters): %s\n", gpu->ops.last_error(gpu->ctx));
+            rc = -1;
+            break;
+        }
+        FG_CK(cudaStreamSynchronize(stream));
+        FG_CK(cudaMemcpy(hog, og, on * 2, cudaMemcpyDeviceToHost));
+        FG_CK(cudaMemcpy(hoe, oe, on * 2, cudaMemcpyDeviceToHost));
+        FG_CK(cudaMemcpy(hlg, lg, ln * 4, cudaMemcpyDeviceToHost));
+        FG_CK(cudaMemcpy(hle, le, ln * 4, cudaMemcpyDeviceToHost));
+        FG_CK(cudaMemcpy(hcnt, dcnt, sizeof(int32_t) * ncnt, cudaMemcpyDeviceToHost));
+        same = memcmp(hog, hoe, on * 2) == 0 && memcmp(hlg, hle, ln * 4) == 0;
+        for (b = 0; b < ncnt; ++b)
+            if (hcnt[b] != 0) zero = 0;
+        /* rows of the sequence planned to 0 splits stay poisoned; the others were written */
+        for (i = 0; i < (size_t)HQ * D; ++i)
+            if (hog[2 * HQ * D + i] != 0xffff || hog[i] == 0xffff) same = 0;
+        tap(same && zero,
+            "fused split combine, graph replay %d: out + LSE bits == eager call without split_counters, "
+            "counters zero",
+            rep);
+    }
+#undef FG_CK
+out:
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    cudaFree(fq);
+    cudaFree(fk);
+    cudaFree(fv);
+    cudaFree(og);
+    cudaFree(oe);
+    cudaFree(lg);
+    cudaFree(le);
+    cudaFree(so);
+    cudaFree(sl);
+    cudaFree(dcq);
+    cudaFree(dck);
+    cudaFree(dpl);
+    cudaFree(dcnt);
+    free(hqf);
+    free(hkf);
+    free(hvf);
+    free(hog);
+    free(hoe);
+    free(hlg);
+    free(hle);
+    free(hcnt);
+    return rc;
+}
+
 static int run(void)
 {
     fa_config cfg;
@@ -560,6 +756,7 @@ static int run(void)
         free(a);
         free(b);
     }
+    if (run_fused_graph() != 0) tap(0, "fused split combine under graph replay: aborted (see above)");
     for (l = 0; l < NLAYERS; ++l) {
         cudaFree(cacheA[l]);
         cudaFree(cacheB[l]);
