@@ -11,8 +11,7 @@
    Grid: head sizes {40,64,80,96,128,192,256}; block sizes {16,32,64,1,3,8}; heads (Hq, Hkv) (4,4),
    (8,2), (8,1), (32,8); causal or not; windows; softcap; ALiBi ([Hq] and [B,Hq]); sinks; LSE;
    fp8 E4M3 / E5M2 with per-(sequence, kv head) descales or scalar scales; splits 1, 2, 7 with a
-   plan (0, 1 and more splits per sequence); the fused split combine (split_counters) bit for bit
-   against the combine kernel, counters zero after the call; batches mixing q_len 1 with long prefills;
+   plan (0, 1 and more splits per sequence); batches mixing q_len 1 with long prefills;
    contexts up to 32k; NHD and HND; dense (cu_seqlens_k); strided / grouped q; block tables
    with an offset first column, a wide row stride and shuffled, repeated ids; a cache of more
    than 2^31 elements (64-bit offsets); batch invariance with num_splits 1; argument errors.
@@ -48,10 +47,6 @@ typedef struct acase {
     int nan_v;                    /* > 0: V of key nan_v - 1 of sequence 0 (KV head 0, every dim)
                                      is NaN: a valid key, masked for some rows of a tile */
     float amp;                    /* > 0: q and K drawn amp times larger (extreme logits) */
-    int fused;                    /* splits: the GPU call gets split_counters (zeros, checked zero
-                                     after every call; the multi-warp decode tile merges its own
-                                     splits), then the same call without them: out and LSE bits
-                                     equal. With alone: the sequence alone keeps its splits */
 } acase;
 
 static const char *dn(fa_dtype t) { return gt_dtype_name(t); }
@@ -60,18 +55,6 @@ static int is_fp8(fa_dtype t) { return t == FA_DTYPE_FP8_E4M3 || t == FA_DTYPE_F
 
 /* ------------------------------------------------------------------------------------------ */
 /* one case: build inputs, run both backends, compare */
-
-/* The n split counters at d read back as zeros (the contract of fa_attn_args.split_counters). */
-static int counters_zero(const int32_t *d, size_t n, const char *when)
-{
-    int32_t *h = (int32_t *)gt_xmalloc(sizeof(int32_t) * n);
-    size_t i, bad = 0;
-    int ok = gt_d2h(h, d, sizeof(int32_t) * n);
-    for (i = 0; ok && i < n; ++i)
-        if (h[i] != 0 && bad++ == 0) gt_fail("split_counters[%zu] = %d %s (must be 0)", i, (int)h[i], when);
-    free(h);
-    return ok && bad == 0;
-}
 
 typedef struct host_bufs {
     void *q, *k, *v;              /* GPU-dtype host copies */
@@ -112,7 +95,6 @@ static void describe(const acase *c, char *buf, size_t n)
     else if (c->use_plan)
         len += snprintf(buf + len, n - len, " plan");
     if (c->shuffle) len += snprintf(buf + len, n - len, " shuffled");
-    if (c->fused) len += snprintf(buf + len, n - len, " fused");
     if (c->alone) len += snprintf(buf + len, n - len, " alone=%d", c->alone - 1);
     if (c->nan_v) len += snprintf(buf + len, n - len, " nanV@%d", c->nan_v - 1);
 }
@@ -134,8 +116,6 @@ static int run_case(const acase *c, void **out_bits_ret)
     void *gout = NULL, *dq = NULL, *dk = NULL, *dv = NULL, *dout = NULL;
     float *ref_out = NULL, *ref_lse = NULL, *glse = NULL, *dlse = NULL;
     float *hsplit_out = NULL, *hsplit_lse = NULL, *dsplit_out = NULL, *dsplit_lse = NULL;
-    int32_t *dcnt = NULL;         /* fused: [B * Hkv + 8] split counters (8 guard elements) */
-    const size_t ncnt = (size_t)B * Hkv + 8;
     int32_t *dcu_q = NULL, *dseq = NULL, *dcu_k = NULL, *dbt = NULL, *dplan = NULL;
     float *dalibi = NULL, *dsinks = NULL, *dkdesc = NULL, *dvdesc = NULL;
     int64_t alibi_bs = 0, dbs = 0, dhs = 0;
@@ -394,10 +374,6 @@ static int run_case(const acase *c, void **out_bits_ret)
                       gpu, "fill"))
             goto done;
     }
-    if (c->fused && S > 1) {
-        if (!(dcnt = (int32_t *)gt_dmalloc(sizeof(int32_t) * ncnt))) goto done;
-        if (!gt_check(gpu->ops.fill(gpu->ctx, dcnt, 0, 0, sizeof(int32_t) * ncnt, 1), gpu, "fill")) goto done;
-    }
     if (!gt_check(gpu->ops.fill(gpu->ctx, dout, 0, GT_POISON, (size_t)out_elems * qsz, 1), gpu, "fill"))
         goto done;
     if (dlse && !gt_check(gpu->ops.fill(gpu->ctx, dlse, 0, GT_POISON, sizeof(float) * (size_t)lse_elems, 1),
@@ -421,9 +397,7 @@ static int run_case(const acase *c, void **out_bits_ret)
     ga.split_plan = dplan;
     ga.split_out = dsplit_out;
     ga.split_lse = dsplit_lse;
-    ga.split_counters = dcnt;
     if (!gt_check(gpu->ops.attention(gpu->ctx, &ga), gpu, "attention")) goto done;
-    if (dcnt && !counters_zero(dcnt, ncnt, "after the call")) goto done;
 
     /* ---- reference: f32 q (and f32 K/V unless fp8), f32 out */
     ref_out = (float *)gt_xmalloc(sizeof(float) * (size_t)out_elems);
@@ -520,37 +494,6 @@ static int run_case(const acase *c, void **out_bits_ret)
         free(gl);
         free(wl);
     }
-    if (ok && dcnt) {
-        /* the same call without the counters (the combine kernel merges every sequence): every
-           byte of out and LSE equal, untouched rows included (both poisoned first) */
-        fa_attn_args un = ga;
-        void *dout_u = gt_dmalloc((size_t)out_elems * qsz), *gout_u = NULL;
-        float *dlse_u = dlse ? (float *)gt_dmalloc(sizeof(float) * (size_t)lse_elems) : NULL, *glse_u = NULL;
-        ok = 0;
-        if (dout_u && (!dlse || dlse_u) &&
-            gt_check(gpu->ops.fill(gpu->ctx, dout_u, 0, GT_POISON, (size_t)out_elems * qsz, 1), gpu,
-                     "fill") &&
-            (!dlse_u ||
-             gt_check(gpu->ops.fill(gpu->ctx, dlse_u, 0, GT_POISON, sizeof(float) * (size_t)lse_elems, 1),
-                      gpu, "fill"))) {
-            un.split_counters = NULL;
-            un.out = dout_u;
-            un.lse = dlse_u;
-            gout_u = gt_xmalloc((size_t)out_elems * qsz);
-            glse_u = dlse ? (float *)gt_xmalloc(sizeof(float) * (size_t)lse_elems) : NULL;
-            if (gt_check(gpu->ops.attention(gpu->ctx, &un), gpu, "attention (no split_counters)") &&
-                gt_d2h(gout_u, dout_u, (size_t)out_elems * qsz) &&
-                (!dlse || gt_d2h(glse_u, dlse_u, sizeof(float) * (size_t)lse_elems)))
-                ok = gt_compare_bytes("out bits, fused combine vs combine kernel", gout, gout_u,
-                                      (size_t)out_elems * qsz) &&
-                     (!dlse || gt_compare_bytes("lse bits, fused combine vs combine kernel", glse, glse_u,
-                                                sizeof(float) * (size_t)lse_elems));
-        }
-        free(gout_u);
-        free(glse_u);
-        gt_dfree(dout_u);
-        gt_dfree(dlse_u);
-    }
     if (ok && c->alone > 0) {
         /* the same sequence as a batch of one: cu_seqlens_q / seqused_k / block table views */
         const int32_t sb = c->alone - 1;
@@ -570,15 +513,10 @@ static int run_case(const acase *c, void **out_bits_ret)
             one.v_descale = dvdesc ? dvdesc + (int64_t)sb * dbs : NULL;
             one.out = dout2;
             one.lse = NULL;
-            if (c->fused && S > 1) { /* its own split count (its plan entry), the same counters */
-                one.split_plan = dplan ? dplan + sb : NULL;
-            } else {
-                one.split_plan = NULL;
-                one.num_splits = 1;
-            }
+            one.split_plan = NULL;
+            one.num_splits = 1;
             gout2 = gt_xmalloc((size_t)out_elems * qsz);
             if (gt_check(gpu->ops.attention(gpu->ctx, &one), gpu, "attention (one sequence)") &&
-                (!dcnt || counters_zero(dcnt, ncnt, "after the sequence alone")) &&
                 gt_d2h(gout2, dout2, (size_t)out_elems * qsz)) {
                 const size_t row0 = (size_t)hb.cu_q[sb] * (size_t)ots * qsz;
                 const size_t nbytes = (size_t)c->qlen[sb] * (size_t)ots * qsz;
@@ -669,7 +607,6 @@ done:
     gt_dfree(dlse);
     gt_dfree(dsplit_out);
     gt_dfree(dsplit_lse);
-    gt_dfree(dcnt);
     free(hb.q);
     free(hb.k);
     free(hb.v);
@@ -1409,118 +1346,6 @@ static void test_multiwarp_decode(void)
     run_named("multi-warp decode", &c);
 }
 
-/* The fused split combine (split_counters, docs/cuda.md): the multi-warp decode tile's last CTA
-   of a (sequence, KV head) merges the splits. Every case also runs without the counters (the
-   combine kernel): out and LSE equal bit for bit; the counters read zero after each call. Split
-   counts 2..64 (past 32: the combine's second LSE round), plans with 0 (untouched), 1 (out
-   directly) and more splits, sequences with no keys, one query head per KV head and 16, heads
-   64 / 128 / 256, E4M3 K/V, window + softcap + ALiBi + sinks, no LSE, a one-token row next to a
-   prefill (the combine kernel merges the prefill only), sequences alone with their split count
-   against the batch (batch invariance), and a batch of 40 (more CTAs than SMs). */
-static void test_fused_combine(void)
-{
-    static const int ql[] = {1, 1, 1, 1, 1, 1}, kl[] = {1024, 0, 1, 5000, 33, 32768};
-    static const int qm[] = {1, 37, 1, 1}, km[] = {2000, 300, 0, 4500};
-    static const int sp[] = {2, 5, 16, 40, 64};
-    int i, b;
-    for (i = 0; i < 5; ++i) { /* no plan: every sequence S splits */
-        acase c = base_case(i % 2 ? FA_DTYPE_F16 : FA_DTYPE_BF16, 128, 16, 32, 8);
-        if (gt_quick() && i > 2) continue;
-        set_seqs(&c, 6, ql, kl);
-        c.causal = 1;
-        c.splits = sp[i];
-        c.fused = 1;
-        run_named("fused combine", &c);
-    }
-    { /* a plan: 0, 1 and more splits; alone = 4 (its plan entry) against the batch */
-        acase c = base_case(FA_DTYPE_BF16, 128, 16, 32, 8);
-        set_seqs(&c, 6, ql, kl);
-        c.causal = 1;
-        c.splits = 16;
-        c.use_plan = 1;
-        c.plan[0] = 16;
-        c.plan[1] = 3;
-        c.plan[2] = 0;
-        c.plan[3] = 7;
-        c.plan[4] = 1;
-        c.plan[5] = 16;
-        c.alone = 4;
-        c.fused = 1;
-        run_named("fused combine", &c);
-        c.alone = 6;
-        c.lse = 0;
-        run_named("fused combine", &c);
-    }
-    { /* E4M3 at head 64, G = 12 (two column fragments), the features of a decode row */
-        acase c = base_case(FA_DTYPE_F16, 64, 16, 12, 1);
-        set_seqs(&c, 6, ql, kl);
-        c.kvdt = FA_DTYPE_FP8_E4M3;
-        c.descale = 1;
-        c.causal = 1;
-        c.wl = 3000;
-        c.softcap = 30.0f;
-        c.alibi = 2;
-        c.sinks = 1;
-        c.splits = 5;
-        c.use_plan = 1;
-        c.plan[0] = 5;
-        c.plan[1] = 2;
-        c.plan[2] = 0;
-        c.plan[3] = 5;
-        c.plan[4] = 4;
-        c.plan[5] = 1;
-        c.fused = 1;
-        run_named("fused combine", &c);
-    }
-    { /* head 256 (G = 8) and one query head per KV head (G = 1: three warps idle) */
-        acase c = base_case(FA_DTYPE_BF16, 256, 16, 16, 2);
-        set_seqs(&c, 6, ql, kl);
-        c.causal = 1;
-        c.splits = 7;
-        c.fused = 1;
-        c.alone = 6;
-        run_named("fused combine", &c);
-        c = base_case(FA_DTYPE_BF16, 64, 1, 4, 4);
-        set_seqs(&c, 6, ql, kl);
-        c.causal = 1;
-        c.splits = 3;
-        c.fused = 1;
-        c.sinks = 2;
-        run_named("fused combine", &c);
-    }
-    { /* one-token rows beside a prefill: the combine kernel merges the prefill's splits only */
-        acase c = base_case(FA_DTYPE_BF16, 128, 16, 8, 2);
-        set_seqs(&c, 4, qm, km);
-        c.causal = 1;
-        c.splits = 4;
-        c.use_plan = 1;
-        c.plan[0] = 4;
-        c.plan[1] = 4;
-        c.plan[2] = 0;
-        c.plan[3] = 2;
-        c.fused = 1;
-        c.alone = 1;
-        run_named("fused combine", &c);
-        c.plan[1] = 3;
-        c.alone = 4;
-        c.kvdt = FA_DTYPE_FP8_E4M3;
-        run_named("fused combine", &c);
-    }
-    if (!gt_quick()) { /* 40 sequences x 8 KV heads x 8 splits: more CTAs than SMs */
-        acase c = base_case(FA_DTYPE_BF16, 128, 16, 32, 8);
-        c.nseq = 40;
-        for (b = 0; b < c.nseq; ++b) {
-            c.qlen[b] = 1;
-            c.klen[b] = 1 + (int)gt_randint(9000);
-        }
-        c.causal = 1;
-        c.splits = 8;
-        c.fused = 1;
-        c.alone = 17;
-        run_named("fused combine", &c);
-    }
-}
-
 /* A cache of more than 2^31 elements: block ids above 2^31 / block_stride. */
 static void test_large_cache(void)
 {
@@ -1837,7 +1662,6 @@ int main(int argc, char **argv)
     test_nan_edges();
     test_batch_invariance();
     test_multiwarp_decode();
-    test_fused_combine();
     test_family_edges();
     test_large_cache();
     test_errors();
