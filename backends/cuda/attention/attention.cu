@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "dispatch_generated.h"   // per-width lists, from gen_instances.py's HEAD_DIMS
-#include "split_combine.cuh"      // the combine of one row (also the multi-warp decode tile's)
 
 #ifndef FA_CUDA_HAVE_SM90
 #define FA_CUDA_HAVE_SM90 0   // meson: 1 when gpu_arch has sm_90a (sm90/sm90_attention.cu is built)
@@ -46,10 +45,18 @@ bool aligned16(const void *ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u
 
 #if !defined(__HIP_PLATFORM_AMD__)
 // ---------------------------------------------------------------------------------------------
-// Split-KV combine: one warp per (token, head) of the sequences with more than one split; the
-// body is split_combine.cuh's combine_row (the multi-warp decode tile's fused combine runs the
-// same function). p.split_counters set: the multi-warp decode tile merged its one-token
-// sequences itself (decode_mw.cu), their rows are skipped here.
+// Split-KV combine: one warp per (token, head) of the sequences with more than one split.
+// L = M + ln sum_s exp(L_s - M) (M := 0 when every L_s is -inf), O = sum_s exp(L_s - L) O_s.
+
+__device__ __forceinline__ void store4(__half *dst, float a, float b, float c, float d) {
+    __half2 v[2] = {__floats2half2_rn(a, b), __floats2half2_rn(c, d)};
+    *reinterpret_cast<uint2 *>(dst) = *reinterpret_cast<const uint2 *>(v);
+}
+
+__device__ __forceinline__ void store4(__nv_bfloat16 *dst, float a, float b, float c, float d) {
+    __nv_bfloat162 v[2] = {__floats2bfloat162_rn(a, b), __floats2bfloat162_rn(c, d)};
+    *reinterpret_cast<uint2 *>(dst) = *reinterpret_cast<const uint2 *>(v);
+}
 
 template <typename QT>
 __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ fa_attn::Params p) {
@@ -68,9 +75,7 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ fa
             hi = mid - 1;
     }
     const int b = lo;
-    const int q0 = p.cu_seqlens_q[b], q1 = p.cu_seqlens_q[b + 1];
-    if (tok < q0 || tok >= q1) return;   // padding token
-    if (p.split_counters != nullptr && q1 - q0 == 1) return;   // merged by the multi-warp decode tile
+    if (tok < p.cu_seqlens_q[b] || tok >= p.cu_seqlens_q[b + 1]) return;   // padding token
     int ns = p.num_splits;
     if (p.split_plan != nullptr) ns = min(p.split_plan[1 + b], ns);
     if (ns <= 1) return;   // 0: no work; 1: the kernel wrote out directly
@@ -78,8 +83,75 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ fa
     // launched as a programmatic dependent of the kernel before it (sm_90+): the partials are read
     // only once that grid has finished and its writes are visible
     fa_attn::grid_dependency_wait();
-    // 16 splits (the planner's count at 1 x 8k..32k) in one round trip
-    fa_attn::combine_row<QT, 16, false>(p, tok, h, ns, lane);
+    const int64_t lse_stride = static_cast<int64_t>(p.num_heads_q) * p.num_tokens;
+    const float *ls = p.split_lse + static_cast<int64_t>(h) * p.num_tokens + tok;
+    // each lane owns float4 chunks c = lane and lane + 32 of the row (head_size <= 256)
+    const int nchunk = p.head_size / 4;
+    const int64_t ostride = static_cast<int64_t>(p.num_tokens) * p.num_heads_q * p.head_size;
+    const float *os = p.split_out + (static_cast<int64_t>(tok) * p.num_heads_q + h) * p.head_size;
+    // batches of CB splits: every read of a batch is issued before the first is used (the
+    // partial rows were just written and sit in L2; a read per round trip made the combine of
+    // a 64-split request ~latency x 64). The first batch goes out with the first 32 LSEs, before
+    // any weight is known (every split below ns wrote its row: an empty one zeros and -inf).
+    // Accumulation order: s ascending, as one loop would.
+    constexpr int CB = 16; // 16 splits (the planner's count at 1 x 8k..32k) in one round trip
+    float4 v0[CB], v1[CB];
+    auto load = [&](int s, int cnt) { // splits s .. s + CB - 1 that are below cnt
+#pragma unroll
+        for (int j = 0; j < CB; ++j) {
+            const float *src = os + static_cast<int64_t>(s + j) * ostride;
+            const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+            const bool in = s + j < cnt;
+            v0[j] = in && lane < nchunk ? *reinterpret_cast<const float4 *>(src + lane * 4) : z;
+            v1[j] = in && lane + 32 < nchunk ? *reinterpret_cast<const float4 *>(src + (lane + 32) * 4) : z;
+        }
+    };
+    const float l0 = lane < ns ? ls[lane * lse_stride] : -INFINITY;
+    load(0, ns);
+    float M = l0;
+    for (int s = 32 + lane; s < ns; s += 32) M = fmaxf(M, ls[s * lse_stride]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    const float Muse = M == -INFINITY ? 0.f : M;
+    float sum = lane < ns ? expf(l0 - Muse) : 0.f;
+    for (int s = 32 + lane; s < ns; s += 32) sum += expf(ls[s * lse_stride] - Muse);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const float L = sum == 0.f ? -INFINITY : Muse + logf(sum);
+
+    float4 acc0 = make_float4(0.f, 0.f, 0.f, 0.f), acc1 = acc0;
+    for (int s0 = 0; s0 < ns; s0 += 32) {
+        const int sl = s0 + lane;
+        const float lsl = s0 == 0 ? l0 : (sl < ns ? ls[sl * lse_stride] : -INFINITY);
+        const float wl = (sl < ns && L != -INFINITY) ? expf(lsl - L) : 0.f;
+        const int cnt = min(32, ns - s0);
+        for (int k0 = 0; k0 < cnt; k0 += CB) {
+            if (s0 + k0 > 0) load(s0 + k0, ns);
+            float w[CB];
+#pragma unroll
+            for (int j = 0; j < CB; ++j) {
+                const float wj = __shfl_sync(0xffffffffu, wl, (k0 + j) & 31);
+                w[j] = k0 + j < cnt ? wj : 0.f;   // 0: past the last split, or an empty split
+            }
+#pragma unroll
+            for (int j = 0; j < CB; ++j) {
+                if (w[j] == 0.f) continue;   // empty split (its O is 0): nothing added
+                acc0.x += w[j] * v0[j].x;
+                acc0.y += w[j] * v0[j].y;
+                acc0.z += w[j] * v0[j].z;
+                acc0.w += w[j] * v0[j].w;
+                acc1.x += w[j] * v1[j].x;
+                acc1.y += w[j] * v1[j].y;
+                acc1.z += w[j] * v1[j].z;
+                acc1.w += w[j] * v1[j].w;
+            }
+        }
+    }
+    QT *dst = static_cast<QT *>(p.out) + static_cast<int64_t>(tok) * p.out_token_stride +
+              static_cast<int64_t>(h) * p.out_head_stride;
+    if (lane < nchunk) store4(dst + lane * 4, acc0.x, acc0.y, acc0.z, acc0.w);
+    if (lane + 32 < nchunk) store4(dst + (lane + 32) * 4, acc1.x, acc1.y, acc1.z, acc1.w);
+    if (lane == 0 && p.lse != nullptr) p.lse[static_cast<int64_t>(h) * p.lse_head_stride + tok] = L;
 }
 
 // The combine right behind the kernel that wrote the partials; on sm_90+ as its programmatic
@@ -413,9 +485,6 @@ fa_status prepare(const fa_attn_args *a, const FaLaunch *L, Plan *pl, const fa_b
         }
     }
 #endif
-    // the multi-warp decode tile merges its sequences' splits in its last CTA (decode_mw.cu)
-    // where the caller lent the counters; the combine kernel then skips those sequences
-    pl->p.split_counters = pl->mw && S > 1 ? a->split_counters : nullptr;
     return FA_OK;
 }
 
@@ -532,9 +601,8 @@ fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err
         if (ce != cudaSuccess)
             return fa_bu_fail(e, FA_ERR_BACKEND, "multi-warp decode launch: %s", cudaGetErrorString(ce));
     }
-    // the split combine (every tile's partials: the same [S, T, Hq, D] / [S, Hq, T] layout); none
-    // when the multi-warp decode tile merged every sequence (all of one query token)
-    if (p.num_splits > 1 && !(p.split_counters != nullptr && a->max_seqlen_q == 1)) {
+    // the split combine (every tile's partials: the same [S, T, Hq, D] / [S, Hq, T] layout)
+    if (p.num_splits > 1) {
         const int64_t blocks = (static_cast<int64_t>(a->num_tokens) * a->num_heads_q + 3) / 4;
         const bool pdl = L->info != nullptr && L->info->cc_major >= 9;
         const fa_dtype odt = a->q_dtype == FA_DTYPE_FP8_E4M3 ? a->out_dtype : a->q_dtype;

@@ -85,10 +85,6 @@ struct Params {
     const int32_t *split_plan;        // NULL-able [1 + B]
     float *split_out;                 // [S, T, Hq, head_size] (S > 1)
     float *split_lse;                 // [S, Hq, T]
-    int32_t *split_counters;          // NULL-able [B * Hkv], zero on entry and on exit (S > 1, set
-                                      // only when the multi-warp decode tile runs): its last CTA of
-                                      // a (sequence, KV head) merges the splits, and the combine
-                                      // kernel skips the one-token sequences
 };
 
 // Launches the kernel of one instance. decode selects the packed-decode tile shape.

@@ -26,7 +26,6 @@
 #if !defined(__HIP_PLATFORM_AMD__)
 
 #include "dispatch_generated.h"
-#include "split_combine.cuh"
 
 namespace fa_attn {
 namespace {
@@ -52,8 +51,6 @@ template <int D_, bool FP8_, bool DEEP = false> struct MwCfg {
     static constexpr int GRP = D / 8 + 2;             // E4M3: a lane group's dims in a combine row
     static constexpr int COMB = NW * QN * LDO * 4 + 2 * NW * QN * 4;
     static constexpr int SMEM = NW * WARPB > COMB ? NW *WARPB : COMB;
-    static constexpr int CB = 8; // the fused combine: splits a round trip (16: no spills, registers of
-                                 // the 16-bit tiles up to 216, the same CTAs an SM)
     static_assert(D == 64 || D == 128 || D == 256, "mw widths: 64, 128, 256");
     static_assert(KT == 16 || KT == 32, "one key offset per lane");
     static_assert(CPR <= 32 && (KT * CPR) % 32 == 0, "whole chunk rounds per lane");
@@ -578,25 +575,6 @@ __global__ void __launch_bounds__(kMwWarps * 32, mw_min_blocks(D, FP8, NF))
             *reinterpret_cast<float2 *>(dst + d) = make_float2(a0 * inv, a1 * inv);
             if (d == 0)
                 p.split_lse[(static_cast<int64_t>(split) * p.num_heads_q + h) * p.num_tokens + tok] = lse;
-        }
-    }
-
-    // the fused split combine (p.split_counters: the caller's zeroed counters): the CTA of (b, kvh)
-    // that finishes last merges the nsplit partials of its G query heads, a warp a head, with the
-    // combine kernel's own function (the same bits), and leaves the counter at zero
-    if (to_split && p.split_counters != nullptr) {
-        __threadfence(); // this thread's partial rows and LSEs, visible to the grid
-        __syncthreads();
-        int32_t *count = p.split_counters + static_cast<int64_t>(b) * Hkv + kvh;
-        int arrived = 0;
-        if (threadIdx.x == 0) {
-            arrived = atomicAdd(count, 1);
-            __threadfence(); // ... and the other CTAs' ones, before any thread here reads them
-        }
-        if (__syncthreads_or(threadIdx.x == 0 && arrived == nsplit - 1)) {
-            for (int n = w; n < G; n += NW)
-                combine_row<QT, C::CB, true>(p, q0, query_head(p, kvh, n), nsplit, lane);
-            if (threadIdx.x == 0) *count = 0;
         }
     }
 }
