@@ -465,13 +465,6 @@ typedef struct fa_attn_args {
     int64_t num_keys;                 /* dense: rows of k and v (their shape[0]), >= 0; 0 = not given
                                          (a backend that needs the bound runs the call in a kernel
                                          that does not); paged: ignored */
-    int32_t *split_counters;          /* NULL-able; num_splits > 1: [>= num_seqs * Hkv] int32
-                                         device, every element 0 on entry. The backend may count
-                                         there the finished splits of a (sequence, KV head) and
-                                         merge them in the last one (no combine launch); it
-                                         leaves every element 0 when the call completes. The
-                                         lifetime and no-concurrency rule of split_out; NULL:
-                                         never touched (a separate combine) */
 } fa_attn_args;
 
 /* out = merge of two partial attentions through their LSEs (a non-finite LSE = empty). */
@@ -1831,8 +1824,6 @@ struct fa_builder {
     void *dev_ws;
     size_t ws_bytes;
     float *split_out, *split_lse;
-    int32_t *split_counters;         /* [max(max_seqs, max_virtual) * Hkv], zero between calls;
-                                        NULL without splits or without the backend's fill */
     void *prefix_out, *suffix_out;
     float *prefix_lse, *suffix_lse;
     void *dcp_q_all, *dcp_ctx_out, *dcp_rs_out, *dcp_qpart_out;
@@ -1872,9 +1863,9 @@ typedef struct fa__layout {
     size_t n_ints;
     size_t qsl, seq, plan, cu_prefix, prefix_kv, prefix_plan, suffix, suffix_plan, dcp, local_cu, local_k,
         local_plan, local_bt;
-    size_t ws_ints, ws_split_out, ws_split_lse, ws_split_counters, ws_prefix_out, ws_suffix_out,
-        ws_prefix_lse, ws_suffix_lse, ws_dcp_q_all, ws_dcp_ctx_out, ws_dcp_rs_out, ws_dcp_qpart_out,
-        ws_dcp_ctx_lse, ws_dcp_lse_all, ws_dcp_lse_glob;
+    size_t ws_ints, ws_split_out, ws_split_lse, ws_prefix_out, ws_suffix_out, ws_prefix_lse, ws_suffix_lse,
+        ws_dcp_q_all, ws_dcp_ctx_out, ws_dcp_rs_out, ws_dcp_qpart_out, ws_dcp_ctx_lse, ws_dcp_lse_all,
+        ws_dcp_lse_glob;
     size_t ws_bytes;
 } fa__layout;
 
@@ -1925,10 +1916,6 @@ static fa_status fa__compute_layout(const char *fn, const fa_config *c, fa__layo
         L->ws_split_lse = fa__take(&ws, "split_lse", x, f32);
         if (!fa__mul64(x, D, &x)) ws.overflow = "split_out";
         L->ws_split_out = fa__take(&ws, "split_out", x, f32);
-        /* one counter per (sequence, KV head) of any call that splits: the local calls' virtual
-           batches can outnumber the requests */
-        x = (int64_t)fa__max(L->max_seqs, L->max_virtual) * c->model.num_heads_kv; /* < 2^62 */
-        L->ws_split_counters = fa__take(&ws, "split_counters", x, sizeof(int32_t));
     }
     x = T * H; /* < 2^62 */
     if (N == 1) { /* cascade partials */
@@ -2050,7 +2037,6 @@ static void fa__place(fa_builder *b, const fa__layout *L)
     if (L->max_splits > 1) {
         b->split_out = (float *)(base + L->ws_split_out);
         b->split_lse = (float *)(base + L->ws_split_lse);
-        b->split_counters = (int32_t *)(base + L->ws_split_counters);
     }
     if (b->cfg.parallel.dcp_world_size == 1) {
         b->prefix_out = base + L->ws_prefix_out;
@@ -2154,19 +2140,6 @@ FA__DEF fa_status fa_builder_create(const fa_backend *be, const fa_config *cfg, 
         s = fa__backend_fail(be, "copy", s);
         fa_builder_destroy(b);
         return s;
-    }
-    /* the split counters start at zero and every attention call leaves them so (fa_attn_args);
-       a backend without fill gets none (its calls keep a separate combine) */
-    if (b->split_counters != NULL && be->ops.fill == NULL) b->split_counters = NULL;
-    if (b->split_counters != NULL) {
-        size_t n =
-            (size_t)fa__max(L.max_seqs, L.max_virtual) * (size_t)c.model.num_heads_kv * sizeof(int32_t);
-        s = be->ops.fill(be->ctx, b->split_counters, n, 0, n, 1);
-        if (s != FA_OK) {
-            s = fa__backend_fail(be, "fill", s);
-            fa_builder_destroy(b);
-            return s;
-        }
     }
     s = fa__register(fn, b);
     if (s != FA_OK) {
@@ -2983,7 +2956,6 @@ static void fa__attn_splits(fa_attn_args *a, const fa_builder *b, int32_t num_sp
         a->split_plan = plan;
         a->split_out = b->split_out;
         a->split_lse = b->split_lse;
-        a->split_counters = b->split_counters;
     }
 }
 
