@@ -28,6 +28,10 @@
 #   FA_GPU_SANITIZE_SHARDS   split each harness program's cases over N sanitizer processes per
 #                            tool (--shard K/N; default 1); programs without the gt_ harness
 #                            (test_gpu_forward, test_gpu_graph) run whole
+#   FA_GPU_SHARDS      run each harness program's plain pass as N processes side by side, each
+#                      on every N-th case (--shard K/N; default 4 with 8+ cores, else 1): the
+#                      cases' CPU reference is what takes the time, and one GPU serves them all;
+#                      the counts are summed, the logs are <program>.log.K
 #   FA_GPU_SECOND_FAMILY     0 skips the second plain pass of the attention programs with
 #                            FA_GPU_FAMILY=mma_sync (default 1: both kernel families tested)
 #   FA_GPU_PROGRAMS          only these programs (space-separated names; default all)
@@ -147,24 +151,52 @@ fi
 row "build (${build_s}s, -j$jobs, $arch)" 0 0 "ok"
 
 # ---- the test programs -----------------------------------------------------------------------
-run_program() {   # label log command...
-    local label=$1 log=$2
-    shift 2
-    timeout "$prog_timeout" "$@" > "$log" 2>&1
-    local rc=$?
-    local line p f note=""
+plain_shards=${FA_GPU_SHARDS:-$([ "$(nproc 2>/dev/null || echo 1)" -ge 8 ] && echo 4 || echo 1)}
+count_log() {   # log rc -> "passed failed note" of one process
+    local log=$1 rc=$2 line p f note=""
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
     if [ -z "$line" ]; then
         p=0; f=1; note="no summary line, exit $rc"
-        [ $rc -eq 124 ] && note="timed out after ${prog_timeout}s"
+        [ "$rc" -eq 124 ] && note="timed out after ${prog_timeout}s"
     else
         p=${line%% passed*}
         f=${line#*, }; f=${f%% failed*}
-        if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; note="exit $rc"; fi
+        if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; note="exit $rc"; fi
     fi
+    echo "$p $f $note"
+}
+run_program() {   # label log command... (a harness program in $plain_shards processes)
+    local label=$1 log=$2
+    shift 2
+    local n=1 k p=0 f=0 note="" logs_=() pids=() rcs=()
+    [ "$plain_shards" -gt 1 ] && grep -q 'gt_init' "tests/gpu/$(basename "$1").c" 2>/dev/null && n=$plain_shards
+    if [ "$n" -eq 1 ]; then
+        timeout "$prog_timeout" "$@" > "$log" 2>&1
+        rcs=($?)
+        logs_=("$log")
+    else
+        for ((k = 0; k < n; ++k)); do
+            FA_GPU_TEST_SHARD="$k/$n" timeout "$prog_timeout" "$@" > "$log.$k" 2>&1 &
+            pids+=($!)
+            logs_+=("$log.$k")
+        done
+        for k in "${pids[@]}"; do wait "$k"; rcs+=($?); done
+    fi
+    for ((k = 0; k < n; ++k)); do
+        local c
+        read -r -a c <<< "$(count_log "${logs_[$k]}" "${rcs[$k]}")"
+        p=$((p + c[0]))
+        f=$((f + c[1]))
+        if [ ${#c[@]} -gt 2 ]; then
+            local what="${c[*]:2}"
+            [ "$n" -gt 1 ] && what="shard $k/$n: $what"
+            note="${note:+$note; }$what"
+        fi
+    done
+    [ "$n" -gt 1 ] && note="${note:+$note; }$n shards"
     if [ "$f" -ne 0 ]; then
-        echo "---- $label: failures (from $log)"
-        grep -E '^not ok|FAIL:' "$log" | head -20
+        echo "---- $label: failures (from ${logs_[*]})"
+        cat "${logs_[@]}" | grep -E '^not ok|FAIL:' | head -20
     fi
     row "$label" "$p" "$f" "$note"
 }
