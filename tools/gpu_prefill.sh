@@ -6,6 +6,9 @@
 #             the quick prefill rows at heads 64 / 128 / 256)
 #   peers     bench/run_perf.sh --only prefill,mixed --quick --no-flex on the variants job's tree
 #             build (build-var: ours and cuDNN SDPA in the same machine session)
+#   inorder   the variants job's tree build (build-var): the paged prefill rows with block ids
+#             handed out in order (--blocks-in-order) and shuffled, interleaved, 2 runs each
+#             ($FA_PF_INORDER_ARGS, default the quick head-128 prefill rows): inorder.txt
 #   tests     tests/gpu/run_gpu_tests.sh without sanitizers on $FA_PF_PROGRAMS (default the
 #             attention and fp8-query programs), both kernel families
 #   san       compute-sanitizer ($FA_PF_TOOLS, default memcheck racecheck synccheck) on the quick
@@ -38,6 +41,33 @@ for job in "$@"; do
             --no-flex --out "$logs/perf" > "$logs/peers.out" 2>&1
         rc=$?; cp "$logs/perf/perf_tables.md" "$logs/perf/bench_gpu.csv" "$logs/perf/peers.csv" "$top/" 2>/dev/null
         note "peers: rc $rc, $(( $(date +%s) - t0 )) s"; tail -n 25 "$logs/peers.out" >> "$sum" ;;
+    inorder)
+        b=build-var/bench/bench_gpu
+        if [ ! -x "$b" ]; then note "inorder: no $b (run the variants job first)"; continue; fi
+        for rep in 1 2; do
+            for m in shuffled inorder; do
+                extra=(); [ $m = inorder ] && extra=(--blocks-in-order)
+                # shellcheck disable=SC2086
+                timeout $(( $(left) / 2 > 10 ? $(left) / 2 : 10 )) "$b" ${FA_PF_INORDER_ARGS:---only prefill --quick --no-ceilings --no-check} \
+                    "${extra[@]}" --csv "$logs/inorder_${m}_$rep.csv" > "$logs/inorder_${m}_$rep.txt" 2>&1
+            done
+        done
+        python3 - "$logs" <<'PY' > "$top/inorder.txt"
+import csv, os, statistics, sys
+d = sys.argv[1]; t = {}
+for m in ("shuffled", "inorder"):
+    for rep in (1, 2):
+        p = os.path.join(d, "inorder_%s_%d.csv" % (m, rep))
+        if not os.path.exists(p): continue
+        for r in csv.DictReader(open(p)):
+            if r.get("time_us") and r["name"].startswith("prefill-paged"):
+                t.setdefault(r["name"].replace(" inorder", ""), {}).setdefault(m, []).append(float(r["time_us"]))
+print("%-55s %12s %12s %8s" % ("row (us, median of 2)", "shuffled", "in order", "ratio"))
+for n, v in t.items():
+    a, b = statistics.median(v.get("shuffled", [0])), statistics.median(v.get("inorder", [0]))
+    print("%-55s %12.1f %12.1f %8.3f" % (n, a, b, b / a if a else 0))
+PY
+        note "inorder: $(( $(date +%s) - t0 )) s (table in inorder.txt)"; cat "$top/inorder.txt" >> "$sum" ;;
     tests)
         OUT=$logs/tests FA_GPU_SANITIZE=0 FA_GPU_PROGRAMS="$programs" FA_GPU_TIMEOUT=${FA_PF_TEST_TIMEOUT:-150} \
             timeout $((budget - 5)) bash tests/gpu/run_gpu_tests.sh > "$logs/tests.out" 2>&1
