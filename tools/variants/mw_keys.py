@@ -3,7 +3,7 @@
 T = "backends/cuda/attention/attention_tiles.h"
 M = "backends/cuda/attention/decode_mw.cu"
 A = "backends/cuda/attention/attention.cu"
-RING = "    return kMwWarps * mw_stages(D, fp8) * 2 * mw_keys(D) * D * (fp8 ? 1 : 2);"
+RING = "    return kMwWarps * (deep ? kMwDeepStages : mw_stages(D, fp8)) * 2 * mw_keys(D) * D * (fp8 ? 1 : 2);"
 KT = "    static constexpr int KT = mw_keys(D);"
 VARIANTS = {
     "fp8kt32": [(T, RING, RING.replace("mw_keys(D)", "(fp8 && D == 128 ? 32 : mw_keys(D))")),
