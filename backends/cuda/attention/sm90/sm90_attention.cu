@@ -1,6 +1,6 @@
 // sm90_attention.cu - the sm_90a attention kernel family of the CUDA backend: paged varlen
 // prefill for bf16 and f16, with wgmma (HGMMA) for both GEMMs, TMA loads of Q and of every
-// K/V page into a 2-stage shared-memory ring guarded by mbarriers, and warp specialisation
+// K/V page into a shared-memory ring (lib_stages) guarded by mbarriers, and warp specialisation
 // (a producer warp, two consumer warpgroups in ping-pong). Compiled only when gpu_arch has
 // sm_90a (meson sets FA_CUDA_HAVE_SM90); attention.cu calls fa_sm90__launch for the calls
 // fa_sm90__accepts takes and runs everything else in the mma.sync family.
