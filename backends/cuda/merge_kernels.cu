@@ -58,14 +58,29 @@ template <class T> struct alignas(16) Chunk {
 };
 
 template <class T, bool kVec>
-__device__ __forceinline__ void load_chunk(const typename T::raw *src, float *x) {
-    Chunk<T> c;
+__device__ __forceinline__ void load_raw(const typename T::raw *src, Chunk<T> *c) {
     if (kVec) {
-        *reinterpret_cast<uint4 *>(&c) = *reinterpret_cast<const uint4 *>(src);
+        *reinterpret_cast<uint4 *>(c) = *reinterpret_cast<const uint4 *>(src);
     } else {
 #pragma unroll
-        for (int i = 0; i < Chunk<T>::n; ++i) c.e[i] = src[i];
+        for (int i = 0; i < Chunk<T>::n; ++i) c->e[i] = src[i];
     }
+}
+
+template <class T, bool kVec>
+__device__ __forceinline__ void store_raw(typename T::raw *dst, const Chunk<T> &c) {
+    if (kVec) {
+        *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(&c);
+    } else {
+#pragma unroll
+        for (int i = 0; i < Chunk<T>::n; ++i) dst[i] = c.e[i];
+    }
+}
+
+template <class T, bool kVec>
+__device__ __forceinline__ void load_chunk(const typename T::raw *src, float *x) {
+    Chunk<T> c;
+    load_raw<T, kVec>(src, &c);
 #pragma unroll
     for (int i = 0; i < Chunk<T>::n; ++i) x[i] = T::to_float(c.e[i]);
 }
@@ -75,12 +90,7 @@ __device__ __forceinline__ void store_chunk(typename T::raw *dst, const float *x
     Chunk<T> c;
 #pragma unroll
     for (int i = 0; i < Chunk<T>::n; ++i) c.e[i] = T::from_float(x[i]);
-    if (kVec) {
-        *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(&c);
-    } else {
-#pragma unroll
-        for (int i = 0; i < Chunk<T>::n; ++i) dst[i] = c.e[i];
-    }
+    store_raw<T, kVec>(dst, c);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -166,26 +176,6 @@ constexpr int kDcpLse = 4; // LSEs a thread loads up front (ranks past it are re
 
 __device__ __forceinline__ float empty_if_nan_or_pinf(float l) {
     return (isnan(l) || l == INFINITY) ? -INFINITY : l;
-}
-
-template <class T, bool kVec>
-__device__ __forceinline__ void load_raw(const typename T::raw *src, Chunk<T> *c) {
-    if (kVec) {
-        *reinterpret_cast<uint4 *>(c) = *reinterpret_cast<const uint4 *>(src);
-    } else {
-#pragma unroll
-        for (int i = 0; i < Chunk<T>::n; ++i) c->e[i] = src[i];
-    }
-}
-
-template <class T, bool kVec>
-__device__ __forceinline__ void store_raw(typename T::raw *dst, const Chunk<T> &c) {
-    if (kVec) {
-        *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(&c);
-    } else {
-#pragma unroll
-        for (int i = 0; i < Chunk<T>::n; ++i) dst[i] = c.e[i];
-    }
 }
 
 // A thread corrects the chunks lane + j * team (j < kPer, chunk < cph) of row (t, h): the row's

@@ -12,7 +12,7 @@ FILES = ["backends/cuda/cache_kernels.cu", "backends/cuda/merge_kernels.cu"]
 def _base(path):
     return subprocess.run(["git", "show", "%s:%s" % (BASE, path)], check=True, capture_output=True,
                           text=True).stdout
-C, M = FILES
+M = FILES[1]
 VARIANTS = {
     "base": [(f, open(f).read(), _base(f)) for f in FILES],
     "dcp8": [(M, "constexpr int kDcpPer = 4;", "constexpr int kDcpPer = 8;")],
