@@ -96,7 +96,8 @@ struct AttnParams {
     int32_t window_left, window_right; // -1 = unbounded (causal folded into right = 0)
     int32_t skip_rows; // sequences with Lq * group <= skip_rows run in the decode tile (skipped)
     // work items (row-block tiles x splits x heads, heads innermost): items_x tiles, num_items in
-    // all; a persistent grid walks them in rounds of gridDim.x, every other round backwards
+    // all (num_heads_q heads a launch); a persistent grid walks them in rounds of gridDim.x,
+    // every other round backwards
     int32_t items_x;
     int64_t num_items;
     float scale_log2; // softmax scale * log2(e); with a softcap: softcap * log2(e)
@@ -358,13 +359,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     else
         __syncthreads();
 
-    // ---- work items w = ((hp * S + split) * X + x) * mc + r: query head h = hp * mc + r (the
-    // multicast pair's two heads are items 2k, 2k + 1), x = the row-block tile counted from the
-    // end (causal / windowed long row blocks first), X = p.items_x. Heads outermost, so that the
-    // CTAs running at once read the K / V of few heads (the L2 holds them). CTA (cluster) c
-    // takes items c, c + G, c + 2G, ... of the G CTAs (clusters), every other round backwards
-    // (a balanced static share of a longest-first list). Both sides of the CTA walk the
-    // same list; an item with no work is skipped by both.
+    // ---- work items w = ((x * S + split) * HP + hp) * mc + r: query head h = hp * mc + r (the
+    // multicast pair's two heads are items 2k, 2k + 1; HP = heads / mc), x = the row-block tile
+    // counted from the end (causal / windowed long row blocks first). Heads innermost: the list
+    // is longest-first across every head, which the block scheduler (greedy, in launch order)
+    // turns into an even finish (heads outermost left the last head's long row blocks for the
+    // end: a tail of up to 3 % at 4 x 4096 and 16 x 1024 in a list-scheduling model). The
+    // persistent path: CTA (cluster) c takes items c, c + G, c + 2G, ... of the G CTAs
+    // (clusters), every other round backwards. Both sides of the CTA walk the same list; an item
+    // with no work is skipped by both.
     const int nclus = static_cast<int>(gridDim.x / mc), cid = static_cast<int>(blockIdx.x / mc),
               crank = static_cast<int>(blockIdx.x % mc);
     // (num_items < 2^31: the host checks). One item a CTA (grid = num_items) unless
@@ -378,11 +381,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     // the item's sequence, rows, keys and share of the key tiles (false: nothing to do)
     auto decode = [&](int w, Item &I) -> bool {
         const int pw = w / static_cast<int>(mc); // (the pair's item)
-        const int tile = p.items_x - 1 - pw % p.items_x;
-        const int rest = pw / p.items_x;
         const int S = General ? p.num_splits : 1;
+        const int hp = p.num_heads_q / static_cast<int>(mc); // head pairs (heads without the pair)
+        const int rest = pw / hp;
+        const int tile = p.items_x - 1 - rest / S;
         I.split = rest % S;
-        I.h = rest / S * static_cast<int>(mc) + w % static_cast<int>(mc);
+        I.h = pw % hp * static_cast<int>(mc) + w % static_cast<int>(mc);
         const int b = seq_of_tile(p, tile);
         I.b = b;
         I.q0 = p.cu_seqlens_q[b];
