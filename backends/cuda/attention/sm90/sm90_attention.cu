@@ -69,6 +69,12 @@ constexpr int kFp8ConsumerRegs = 224;
 // ring lets the producer issue a tile's boxes (8 pages x 3 at block 16) further ahead of use.
 __host__ __device__ constexpr int lib_stages(int d) { return d == 256 ? 2 : (d == 128 ? 3 : 4); }
 constexpr int kFp8Stages = 3; // the FP8 kernels' ring (its stages are half the bytes, and Vt)
+// KV8 (a 16-bit query over an fp8 cache, heads 64 / 128): converted 16-bit K / V stages (the
+// consumers' layout, 64 KiB a stage at head 128) and raw fp8 stages (K and V, 32 KiB at head
+// 128): head 128 32 + 2 x 64 + 2 x 32 = 224 KiB, head 64 16 + 4 x 32 + 4 x 16 = 208 KiB. Head 256
+// would have room for 2 converted stages and one raw stage only: its fp8 caches stay in mma.sync.
+__host__ __device__ constexpr int kv8_stages(int d) { return d == 128 ? 2 : 4; }
+__host__ __device__ constexpr int kv8_raw_stages(int d) { return d == 128 ? 2 : 4; }
 
 // Kernel parameters besides the three tensor maps.
 struct AttnParams {
@@ -184,23 +190,25 @@ __device__ __forceinline__ bool key_offsets(const AttnParams &p, const int32_t *
 template <typename T> __device__ __forceinline__ float to_f32(T x) {
     if constexpr (std::is_same<T, __nv_bfloat16>::value) {
         return __bfloat162float(x);
-    } else if constexpr (std::is_same<T, __nv_fp8_e4m3>::value) {
+    } else if constexpr (std::is_same<T, __nv_fp8_e4m3>::value || std::is_same<T, __nv_fp8_e5m2>::value) {
         return static_cast<float>(x);
     } else {
         return __half2float(x);
     }
 }
 
-// (E: the element type of q, k, v; sc: the CTA's logit scales sl2, sc_cap and V's descale)
+// (E: the element type of q, KE of k and v (an fp8 cache under a 16-bit query: the codes, K's
+// descale in sc.sl2 / sc.sc_cap, V's in sc.vd); sc: the CTA's logit scales sl2, sc_cap and V's
+// descale)
 struct Scales {
     float sl2, sc_cap, vd;
 };
-template <typename E, bool Softcap, int D, bool Alibi>
+template <typename E, bool Softcap, int D, bool Alibi, typename KE = E>
 __device__ __forceinline__ float fix_nan_core(const AttnParams &p, int q_tok, int h, int hkv,
                                               const int32_t *bt, int kb, int lo, int hi, int d, float m,
                                               float l, Scales sc, float slope, int td) {
     const E *qr = static_cast<const E *>(p.q) + q_tok * p.q_token_stride + h * p.q_head_stride;
-    const E *kp = static_cast<const E *>(p.k), *vp = static_cast<const E *>(p.v);
+    const KE *kp = static_cast<const KE *>(p.k), *vp = static_cast<const KE *>(p.v);
     float acc = 0.f;
     for (int j = lo; j < hi; ++j) {
         int64_t ok, ov;
@@ -213,18 +221,18 @@ __device__ __forceinline__ float fix_nan_core(const AttnParams &p, int q_tok, in
     }
     return l > 0.f ? acc * sc.vd / l : 0.f;
 }
-template <typename E, bool Softcap, int D>
+template <typename E, bool Softcap, int D, typename KE = E>
 static __device__ __noinline__ float fix_nan_entry(const AttnParams &p, int q_tok, int h, int hkv,
                                                    const int32_t *bt, int kb, int lo, int hi, int d, float m,
                                                    float l, Scales sc) {
-    return fix_nan_core<E, Softcap, D, false>(p, q_tok, h, hkv, bt, kb, lo, hi, d, m, l, sc, 0.f, 0);
+    return fix_nan_core<E, Softcap, D, false, KE>(p, q_tok, h, hkv, bt, kb, lo, hi, d, m, l, sc, 0.f, 0);
 }
 // The same with the ALiBi bias (the General kernels; slope in log2 units, td the row's diagonal key).
-template <typename E, bool Softcap, int D>
+template <typename E, bool Softcap, int D, typename KE = E>
 static __device__ __noinline__ float fix_nan_entry_alibi(const AttnParams &p, int q_tok, int h, int hkv,
                                                          const int32_t *bt, int kb, int lo, int hi, int d,
                                                          float m, float l, Scales sc, float slope, int td) {
-    return fix_nan_core<E, Softcap, D, true>(p, q_tok, h, hkv, bt, kb, lo, hi, d, m, l, sc, slope, td);
+    return fix_nan_core<E, Softcap, D, true, KE>(p, q_tok, h, hkv, bt, kb, lo, hi, d, m, l, sc, slope, td);
 }
 
 __device__ __forceinline__ bool is_nan(float x) { return x != x; }
@@ -326,26 +334,83 @@ __device__ __forceinline__ void gather_producer(const AttnParams &p, const int32
     }
 }
 
+// KV8: one raw fp8 tile [BN keys][D bytes] (TMA, unswizzled) converted exactly into a 16-bit
+// stage of the consumers' layout ([64-dim column block][BN keys][64], 128-byte rows, 16-byte
+// chunk c of key r at c ^ (r % 8)) in type OT (the query's type for K, f16 for V), by the 128
+// threads of the producer warpgroup; keys at or past `valid` are written as zeros (the stale rest
+// of a sequence's last page: P is 0 there, and 0 x NaN is NaN). A thread takes 16 codes (16 dims
+// of a key: two 16-byte chunks of the stage row) a step. Each 8 threads (one shared-memory phase
+// of 16-byte accesses) take keys r, r + 1 (r even): at head 64 the 4 chunks of each (128
+// consecutive raw bytes), at head 128 half a row of each, column block 0 of one and 1 of the
+// other (raw bytes [0, 64) of one row and [64, 128) of the next: 32 distinct banks); their
+// stores go to chunks {0, 2, 4, 6} ^ (r % 8) and {0, 2, 4, 6} ^ ((r + 1) % 8), 8 distinct
+// places, so neither the loads nor the stores conflict.
+template <typename OT, bool E5M2, int D>
+__device__ __forceinline__ void convert_kv8(uint32_t src, uint32_t dst, int tid, int valid) {
+    constexpr int BN = Dims<D>::kBN, kSteps = BN * D / 16 / 128;
+    static_assert(D == 64 || D == 128, "KV8: heads 64 and 128");
+#pragma unroll 2
+    for (int it = 0; it < kSteps; ++it) {
+        const int x = tid + 128 * it;
+        int r, u; // key, 16-byte raw chunk (dims 16 u .. 16 u + 15)
+        if constexpr (D == 64) {
+            r = x >> 2;
+            u = x & 3;
+        } else {
+            const int cb = (x >> 2) & 1;
+            r = 2 * (x >> 4) + (cb ^ ((x >> 3) & 1));
+            u = 4 * cb + (x & 3);
+        }
+        uint4 w = ld_shared_v4(src + static_cast<uint32_t>(r * D + u * 16));
+        if (r >= valid) w = make_uint4(0u, 0u, 0u, 0u);
+        uint32_t h[8];
+        fp8x4_to_f16x4<E5M2>(w.x, h[0], h[1]);
+        fp8x4_to_f16x4<E5M2>(w.y, h[2], h[3]);
+        fp8x4_to_f16x4<E5M2>(w.z, h[4], h[5]);
+        fp8x4_to_f16x4<E5M2>(w.w, h[6], h[7]);
+        if constexpr (std::is_same<OT, __nv_bfloat16>::value) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) h[e] = f16x2_to_bf16x2(h[e]);
+        }
+        const uint32_t row = dst + static_cast<uint32_t>((u >> 2) * BN * 128 + r * 128);
+        const uint32_t sw = static_cast<uint32_t>(r & 7), c0 = static_cast<uint32_t>(2 * u) & 7u;
+        st_shared_v4(row + ((c0 ^ sw) << 4), h[0], h[1], h[2], h[3]);
+        st_shared_v4(row + (((c0 + 1u) ^ sw) << 4), h[4], h[5], h[6], h[7]);
+    }
+}
+
 // T: the element type of q, k, v and out (bf16 / f16); with FP8 (head 128) q, k, v are e4m3
-// and T is out's type.
-template <typename T, bool Softcap, int D, bool General, bool FP8 = false>
+// and T is out's type; with KV8 (1: E4M3, 2: E5M2; heads 64 / 128) q and out are T and k, v the
+// fp8 cache's codes: the producer warpgroup loads the raw pages by TMA into a raw ring and
+// converts each tile into the 16-bit stages the consumers read (K in T, V in f16), S = Q K^T in
+// T, P rounded to f16 and O += P V in f16 (as the mma.sync family does for fp8 caches), K's
+// descale in the logit scale and V's in the epilogue.
+template <typename T, bool Softcap, int D, bool General, bool FP8 = false, int KV8 = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     sm90_attention_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                           const __grid_constant__ CUtensorMap tmV, const __grid_constant__ AttnParams p) {
 #if FA_SM90_DEVICE_OK
     static_assert(!FP8 || D == 128, "sm90 family: fp8 at head 128");
-    constexpr int ST = FP8 ? kFp8Stages : lib_stages(D); // ring stages
+    constexpr bool K8 = KV8 != 0; // a 16-bit query over an fp8 cache
+    static_assert(!K8 || (!FP8 && D <= 128),
+                  "sm90 family: fp8 caches under a 16-bit query at heads 64 / 128");
+    constexpr int ST = FP8 ? kFp8Stages : (K8 ? kv8_stages(D) : lib_stages(D)); // ring stages
+    constexpr int RAW = K8 ? kv8_raw_stages(D) : 0; // raw fp8 stages (KV8)
     // FP8: P = 2^(x - m + POFF), in e4m3's range (the row sums carry the factor 2^POFF)
     constexpr int POFF = FP8 ? kFp8POff : 0;
-    using L = Smem<ST, D, FP8>;
-    using E = typename std::conditional<FP8, __nv_fp8_e4m3, T>::type; // q, k, v elements
+    using L = Smem<ST, D, FP8, RAW>;
+    using E = typename std::conditional<FP8, __nv_fp8_e4m3, T>::type; // q (and k, v) elements
+    // k, v elements (KV8: the cache's fp8 codes); P V's operand type (KV8: f16)
+    using KE = typename std::conditional<KV8 == 2, __nv_fp8_e5m2,
+                                         typename std::conditional<KV8 == 1, __nv_fp8_e4m3, E>::type>::type;
+    using PT = typename std::conditional<K8, __half, T>::type;
     // column blocks of a row: 128 bytes each (64 bf16 / f16 dims, 128 e4m3 dims)
     constexpr int BN = Dims<D>::kBN, kColDims = FP8 ? 128 : 64, kCols = D / kColDims;
     constexpr int kColsLog2 = FP8 ? 0 : Dims<D>::kColsLog2;
     constexpr bool kPersist = sm90_persistent(General, D);
     constexpr int kMaxItems = kPersist ? INT_MAX : 1; // work items a CTA may take
     extern __shared__ uint8_t smem_raw[];
-    const Ring<ST, D, FP8> ring(smem_raw);
+    const Ring<ST, D, FP8, RAW> ring(smem_raw);
     const uint32_t sQ = ring.q, sK = ring.k, sV = ring.v;
     const uint32_t bar_q = ring.bar_q, bar_kf = ring.kf, bar_vf = ring.vf, bar_ke = ring.ke, bar_ve = ring.ve;
     const int wg = static_cast<int>(threadIdx.x) / 128;
@@ -353,7 +418,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // with a multicast pair, a stage is free once the consumer warps of both CTAs released it,
     // and neither CTA's TMA may reach the other before the other's barriers exist
     const uint32_t mc = static_cast<uint32_t>(p.mcast);
-    if (threadIdx.x == 0) ring.init(&tmQ, &tmK, &tmV, p.gather ? 128u : 1u, kConsumerWarps * mc);
+    if (threadIdx.x == 0) ring.init(&tmQ, &tmK, &tmV, p.gather || K8 ? 128u : 1u, kConsumerWarps * mc);
     if (mc > 1)
         cluster_sync();
     else
@@ -429,9 +494,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     if (wg == 0) {
         // ---------------- producer ----------------
-        setmaxnreg_dec<FP8 ? kFp8ProducerRegs : kLibProducerRegs>();
-        // (FP8: the whole warpgroup stays to transpose V; only warp 0 issues boxes)
-        if (threadIdx.x >= 32 && !p.gather && !FP8) return;
+        setmaxnreg_dec<FP8 || K8 ? kFp8ProducerRegs : kLibProducerRegs>();
+        // (FP8: the whole warpgroup stays to transpose V, KV8 to convert K and V; only warp 0
+        // issues boxes)
+        if (threadIdx.x >= 32 && !p.gather && !FP8 && !K8) return;
         const int lane = static_cast<int>(threadIdx.x);
         // lane l < kCols * pages_per_tile issues page l / kCols, column block l % kCols of each
         // tile; in a multicast pair only the pages p with p % 2 = this CTA's rank
@@ -469,6 +535,71 @@ __global__ void __launch_bounds__(kThreads, 1)
                 }
             }
             ++qn;
+            if constexpr (K8) {
+                // KV8: warp 0 loads raw tile i (K and V: one box a page each, [BN][D] bytes) into
+                // raw stage (it0 + i) % RAW, RAW tiles ahead of the conversion; a box with no key
+                // of [kmin, kmax) or of a bad block id loads from coordinate num_blocks (zeros,
+                // nothing read); the first bad id is reported. All 128 threads convert tile i
+                // into the 16-bit stage (it0 + i) % ST, then fence the async proxy and arrive.
+                bool bad = false;
+                int bad_id = 0, bad_col = 0;
+                auto issue = [&](int i) {
+                    const int q = it0 + i, r = q % RAW;
+                    if (lane == 0) {
+                        mbar_wait(ring.re + 8 * r, (static_cast<uint32_t>(q / RAW) & 1u) ^ 1u);
+                        mbar_arrive_expect_tx(ring.rf + 8 * r, 2 * L::kRawBytes);
+                    }
+                    __syncwarp();
+                    if (lane < ppt) {
+                        const int j = (tb + i) * BN + lane * p.box_rows;
+                        int blk = p.num_blocks, row = 0;
+                        if (j < kmax && j + p.box_rows > kmin) {
+                            const int bi = p.block_shift >= 0 ? (j >> p.block_shift) : (j / p.block_size);
+                            row = j - bi * p.block_size + I.kb;
+                            const int32_t id = I.bt != nullptr ? I.bt[bi] : 0;
+                            if (static_cast<uint32_t>(id) < static_cast<uint32_t>(p.num_blocks)) {
+                                blk = id;
+                            } else {
+                                row = 0;
+                                if (!bad) {
+                                    bad = true;
+                                    bad_id = id;
+                                    bad_col = bi;
+                                }
+                            }
+                        }
+                        const uint32_t dst = ring.raw + r * 2 * L::kRawBytes + lane * p.box_rows * D;
+                        tma_load_4d(dst, &tmK, ring.rf + 8 * r, 0, row, I.hkv, blk);
+                        tma_load_4d(dst + L::kRawBytes, &tmV, ring.rf + 8 * r, 0, row, I.hkv, blk);
+                    }
+                };
+                auto convert = [&](int i) {
+                    const int q = it0 + i, r = q % RAW, s = q % ST;
+                    const uint32_t par = (static_cast<uint32_t>(q / ST) & 1u) ^ 1u;
+                    const uint32_t src = ring.raw + r * 2 * L::kRawBytes;
+                    const int valid = I.Lk - (tb + i) * BN;
+                    mbar_wait(ring.rf + 8 * r, static_cast<uint32_t>(q / RAW) & 1u);
+                    mbar_wait(bar_ke + 8 * s, par);
+                    convert_kv8<T, KV8 == 2, D>(src, sK + s * L::kTileBytes, lane, valid);
+                    fence_proxy_async_smem();
+                    mbar_arrive(bar_kf + 8 * s);
+                    mbar_wait(bar_ve + 8 * s, par);
+                    convert_kv8<__half, KV8 == 2, D>(src + L::kRawBytes, sV + s * L::kTileBytes, lane, valid);
+                    fence_proxy_async_smem();
+                    mbar_arrive(bar_vf + 8 * s);
+                    __syncwarp();
+                    if ((lane & 31) == 0) mbar_arrive(ring.re + 8 * r); // this warp's reads are done
+                };
+                if (lane < 32)
+                    for (int i = 0; i < min(RAW, n_tiles); ++i) issue(i);
+                for (int i = 0; i < n_tiles; ++i) {
+                    convert(i);
+                    if (lane < 32 && i + RAW < n_tiles) issue(i + RAW);
+                }
+                if (bad)
+                    fa_dev_err_report(p.err_word, FA_DEVERR_BLOCK_ID, I.b, bad_id, p.num_blocks, bad_col);
+                continue;
+            }
             if constexpr (!FP8) {
                 if (p.gather) {
                     gather_producer<T, D>(p, I.bt, I.hkv, I.b, tb, n_tiles, kmin, kmax, it0, sK, sV, bar_kf,
@@ -571,7 +702,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 
     // ---------------- consumers ----------------
-    setmaxnreg_inc<FP8 ? kFp8ConsumerRegs : kLibConsumerRegs>();
+    setmaxnreg_inc<FP8 || K8 ? kFp8ConsumerRegs : kLibConsumerRegs>();
     const int cw = wg - 1; // rows [m0 + 64 cw, m0 + 64 cw + 64) of an item
     const int tid = static_cast<int>(threadIdx.x) % 128;
     const int warp = tid / 32, lane = tid % 32;
@@ -606,8 +737,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint32_t qb = sQ + cw * L::kQWgBytes;
     // V's pages of box_rows keys: LBO = the next 64-dim column block, SBO = the next 8 keys
     // (with 8-key pages the next page, kCols column blocks further)
-    const uint32_t v_lbo = static_cast<uint32_t>(p.box_rows) * 128u;
-    const uint32_t v_sbo = p.box_rows == 8 ? 1024u * kCols : 1024u;
+    // (KV8: the converted V stage is one page of BN keys, [column block][BN][64])
+    const uint32_t v_lbo = K8 ? BN * 128u : static_cast<uint32_t>(p.box_rows) * 128u;
+    const uint32_t v_sbo = !K8 && p.box_rows == 8 ? 1024u * kCols : 1024u;
+    constexpr int kV8Log2 = BN == 128 ? 7 : 6; // (KV8: pages of BN keys)
     int ring_pos = 0, qn = 0; // as the producer's
     for (int k = 0; k < kMaxItems; ++k) {
         const int w = item_of(k);
@@ -622,7 +755,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int r0 = row_lo + warp * 16 + g, r1 = r0 + 8;
         // the logit scales (FP8: with the query's and K's descales folded in) and V's descale
         Scales sc = {p.scale_log2, p.sc_cap, 1.f};
-        if constexpr (FP8) {
+        if constexpr (FP8 || K8) { // (KV8: q_descale is NULL)
             const int64_t di = static_cast<int64_t>(b) * p.descale_batch_stride + hkv * p.descale_head_stride;
             const float qk = (p.q_descale != nullptr ? p.q_descale[di] : 1.f) *
                              (p.k_descale != nullptr ? p.k_descale[di] : p.k_scale);
@@ -698,7 +831,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 if constexpr (FP8) // O is still 0: nothing to rescale
                     pack_p_fp8(pa, sacc);
                 else
-                    pack_p<T>(pa, sacc);
+                    pack_p<PT>(pa, sacc);
             }
             for (int i = 1; i < n_tiles; ++i) {
                 const int s = (it0 + i) % ST, sp = (it0 + i - 1) % ST;
@@ -714,8 +847,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                     issue_pv_fp8(o, pa, sPV + sp * L::kTileBytes); // P(i-1) V(i-1)
                 } else {
                     issue_qk<ST, T, D>(sacc, qb, sK + s * L::kTileBytes); // S(i)
-                    issue_pv<ST, T, D>(o, pa, sPV + sp * L::kTileBytes, v_lbo, v_sbo,
-                                       p.box_log2); // P(i-1) V(i-1)
+                    issue_pv<ST, PT, D>(o, pa, sPV + sp * L::kTileBytes, v_lbo, v_sbo,
+                                        K8 ? kV8Log2 : p.box_log2); // P(i-1) V(i-1)
                 }
                 turn_end(cw, false);
                 wgmma_wait_group<1>(); // S(i) done (groups retire in order)
@@ -735,20 +868,21 @@ __global__ void __launch_bounds__(kThreads, 1)
                 if constexpr (FP8)
                     pack_p_fp8(pa, sacc);
                 else
-                    pack_p<T>(pa, sacc);
+                    pack_p<PT>(pa, sacc);
             }
             {
                 const int s = (it0 + n_tiles - 1) % ST;
                 wait_full(bar_pf + 8 * s, static_cast<uint32_t>((it0 + n_tiles - 1) / ST) & 1u);
                 if (p.gather) fence_proxy_async_smem();
                 // (FP8: the producer's transpose zeroed the keys past Lk)
-                if (!FP8 && tail_valid < BN)
+                if (!FP8 && !K8 && tail_valid < BN)
                     zero_v_tail<D>(sV + s * L::kTileBytes, tail_valid, p.box_log2, tid, 3 + cw);
                 turn_begin(cw);
                 if constexpr (FP8)
                     issue_pv_fp8(o, pa, sPV + s * L::kTileBytes);
                 else
-                    issue_pv<ST, T, D>(o, pa, sPV + s * L::kTileBytes, v_lbo, v_sbo, p.box_log2);
+                    issue_pv<ST, PT, D>(o, pa, sPV + s * L::kTileBytes, v_lbo, v_sbo,
+                                        K8 ? kV8Log2 : p.box_log2);
                 turn_end(cw, true);
                 wgmma_wait_group<0>();
 #pragma unroll
@@ -765,7 +899,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 1);
         lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 2);
         // (FP8: O and l carry the same factor 2^POFF; O is of V's codes: times V's descale)
-        const float oscale = FP8 ? sc.vd : 1.f;
+        const float oscale = FP8 || K8 ? sc.vd : 1.f;
         const float inv0 = lrow0 > 0.f ? oscale / lrow0 : 0.f;
         const float inv1 = lrow1 > 0.f ? oscale / lrow1 : 0.f;
         const bool edge = wl >= 0 || wr >= 0; // some staged key may be masked for a row
@@ -796,11 +930,12 @@ __global__ void __launch_bounds__(kThreads, 1)
                         if (is_nan(v[x])) {
                             const int d = 8 * (x >> 1) + 2 * t4 + (x & 1);
                             if constexpr (General)
-                                v[x] = fix_nan_entry_alibi<E, Softcap, D>(p, q0 + r, h, hkv, bt, kb, lo, hi,
-                                                                          d, m, l, sc, slope, r + diag);
+                                v[x] =
+                                    fix_nan_entry_alibi<E, Softcap, D, KE>(p, q0 + r, h, hkv, bt, kb, lo, hi,
+                                                                           d, m, l, sc, slope, r + diag);
                             else
-                                v[x] = fix_nan_entry<E, Softcap, D>(p, q0 + r, h, hkv, bt, kb, lo, hi, d, m,
-                                                                    l, sc);
+                                v[x] = fix_nan_entry<E, Softcap, D, KE>(p, q0 + r, h, hkv, bt, kb, lo, hi, d,
+                                                                        m, l, sc);
                         }
                 }
             }
@@ -900,7 +1035,9 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
     const bool paged = a->cu_seqlens_k == nullptr;
     // an fp8 query: e4m3 q, k, v at head 128, out bf16 / f16, a block size a TMA box serves
     const bool q8 = a->q_dtype == FA_DTYPE_FP8_E4M3;
-    const int64_t es = q8 ? 1 : 2;
+    // a 16-bit query over an fp8 cache (KV8): heads 64 / 128, a block size a TMA box serves
+    const bool kv8 = !q8 && (a->kv_dtype == FA_DTYPE_FP8_E4M3 || a->kv_dtype == FA_DTYPE_FP8_E5M2);
+    const int64_t es = q8 ? 1 : 2, kes = q8 || kv8 ? 1 : 2; // bytes of a q, of a k / v element
     if (q8 && a->kv_dtype != FA_DTYPE_FP8_E4M3)
         w = "kv_dtype (fp8_e4m3 with an fp8 query)";
     else if (q8 && a->out_dtype != FA_DTYPE_BF16 && a->out_dtype != FA_DTYPE_F16)
@@ -909,9 +1046,15 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
         w = "head_size (128 with an fp8 query)";
     else if (q8 && paged && !block_on(a->block_size, 128))
         w = "block_size (with an fp8 query: a power of two in [8, 128] or a multiple of 128)";
-    else if (!q8 &&
-             ((a->q_dtype != FA_DTYPE_BF16 && a->q_dtype != FA_DTYPE_F16) || a->kv_dtype != a->q_dtype))
-        w = "q / kv dtype (bf16 or f16, the same)";
+    else if (!q8 && ((a->q_dtype != FA_DTYPE_BF16 && a->q_dtype != FA_DTYPE_F16) ||
+                     (a->kv_dtype != a->q_dtype && !kv8)))
+        w = "q / kv dtype (bf16 or f16, the same, or an fp8 cache)";
+    else if (kv8 && a->head_size != 64 && a->head_size != 128)
+        w = "head_size (64 or 128 with an fp8 cache under a 16-bit query; head 256 has no room for "
+            "the raw fp8 stages beside two 16-bit ones)";
+    else if (kv8 && paged && !block_on(a->block_size, a->head_size))
+        w = "block_size (with an fp8 cache: a power of two in [8, 128] or a multiple of 128; the "
+            "cp.async producer has no fp8 conversion)";
     else if (!head_on(a->head_size))
         w = "head_size (64, 128 or 256, compiled)";
     else if (!paged && (a->num_keys < 1 || a->num_keys >= (int64_t(1) << 31) - 1024))
@@ -929,9 +1072,9 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
     else if (a->num_heads_q > 65535)
         w = "num_heads_q";
     else if (!stride_ok(a->q_token_stride, es) || !stride_ok(a->q_head_stride, es) ||
-             (paged && (!stride_ok(a->k_block_stride, es) || !stride_ok(a->v_block_stride, es))) ||
-             !stride_ok(a->k_row_stride, es) || !stride_ok(a->k_head_stride, es) ||
-             !stride_ok(a->v_row_stride, es) || !stride_ok(a->v_head_stride, es))
+             (paged && (!stride_ok(a->k_block_stride, kes) || !stride_ok(a->v_block_stride, kes))) ||
+             !stride_ok(a->k_row_stride, kes) || !stride_ok(a->k_head_stride, kes) ||
+             !stride_ok(a->v_row_stride, kes) || !stride_ok(a->v_head_stride, kes))
         w = "strides (TMA: multiples of 16 bytes below 2^40)";
     else if ((reinterpret_cast<uintptr_t>(a->q) | reinterpret_cast<uintptr_t>(a->k) |
               reinterpret_cast<uintptr_t>(a->v) | reinterpret_cast<uintptr_t>(a->out)) %
@@ -945,10 +1088,11 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
 namespace {
 
 int encode(EncodeTiledFn fn, CUtensorMap *tm, CUtensorMapDataType dt, const void *base, int rank,
-           const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box) {
+           const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box,
+           CUtensorMapSwizzle swz = CU_TENSOR_MAP_SWIZZLE_128B) {
     const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
     return fn(tm, dt, static_cast<cuuint32_t>(rank), const_cast<void *>(base), dims, strides, box, estr,
-              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+              CU_TENSOR_MAP_INTERLEAVE_NONE, swz, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS
                ? 0
                : 1;
@@ -984,6 +1128,21 @@ template <bool General> KernelFn pick_kernel_fp8(bool f16, bool softcap, int &sm
                           : sm90_attention_kernel<__nv_bfloat16, false, 128, General, true>);
 }
 #endif
+// The same for a 16-bit query over an fp8 cache at heads 64 / 128 (f16: the query's dtype).
+template <int D, bool General, int KV8> KernelFn pick_kernel_kv8(bool f16, bool softcap, int &smem) {
+    using namespace fa_sm90;
+    smem = static_cast<int>(Smem<kv8_stages(D), D, false, kv8_raw_stages(D)>::kAlloc);
+    return f16 ? (softcap ? sm90_attention_kernel<__half, true, D, General, false, KV8>
+                          : sm90_attention_kernel<__half, false, D, General, false, KV8>)
+               : (softcap ? sm90_attention_kernel<__nv_bfloat16, true, D, General, false, KV8>
+                          : sm90_attention_kernel<__nv_bfloat16, false, D, General, false, KV8>);
+}
+template <int D> KernelFn pick_kernel_kv8(bool e5m2, bool f16, bool softcap, bool general, int &smem) {
+    return general ? (e5m2 ? pick_kernel_kv8<D, true, 2>(f16, softcap, smem)
+                           : pick_kernel_kv8<D, true, 1>(f16, softcap, smem))
+                   : (e5m2 ? pick_kernel_kv8<D, false, 2>(f16, softcap, smem)
+                           : pick_kernel_kv8<D, false, 1>(f16, softcap, smem));
+}
 
 } // namespace
 
@@ -1004,13 +1163,17 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     const int ngroups = a->num_heads_q / qg;
     // an fp8 query: q, k, v e4m3 (1 byte, column blocks of 128 dims), out in out_dtype
     const bool q8 = a->q_dtype == FA_DTYPE_FP8_E4M3;
-    const int64_t es = q8 ? 1 : 2;
-    const int colw = q8 ? 128 : 64;
+    // a 16-bit query over an fp8 cache: q in 64-dim column blocks, k / v maps of the raw codes
+    // (uint8, one unswizzled box of D bytes a row per page)
+    const bool kv8 = !q8 && (a->kv_dtype == FA_DTYPE_FP8_E4M3 || a->kv_dtype == FA_DTYPE_FP8_E5M2);
+    const int64_t es = q8 ? 1 : 2, kes = q8 || kv8 ? 1 : 2;
+    const int colw = q8 ? 128 : 64, kcolw = kv8 ? D : colw;
     const bool f16 = (q8 ? a->out_dtype : a->q_dtype) == FA_DTYPE_F16;
     const bool softcap = a->softcap > 0.f;
     const CUtensorMapDataType dt = q8    ? CU_TENSOR_MAP_DATA_TYPE_UINT8
                                    : f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                          : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    const CUtensorMapDataType kdt = kv8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : dt;
     // dense K/V: the paged maps over one "block" of num_keys rows; a tile's box starts at the
     // sequence's first key row plus the tile's keys (the kernel adds cu_seqlens_k[b])
     const bool dense = a->cu_seqlens_k != nullptr;
@@ -1029,14 +1192,20 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     }
     const cuuint64_t kdims[4] = {(cuuint64_t)D, (cuuint64_t)bsz, (cuuint64_t)a->num_heads_kv,
                                  (cuuint64_t)nblk};
-    const cuuint32_t kvbox[4] = {(cuuint32_t)colw, (cuuint32_t)box_rows, 1, 1};
+    const cuuint32_t kvbox[4] = {(cuuint32_t)kcolw, (cuuint32_t)box_rows, 1, 1};
     {
-        const cuuint64_t str[3] = {(cuuint64_t)(a->k_row_stride * es), (cuuint64_t)(a->k_head_stride * es),
-                                   (cuuint64_t)(kbs * es)};
-        if (encode(fn, &tk, dt, a->k, 4, kdims, str, kvbox))
+        const cuuint64_t str[3] = {(cuuint64_t)(a->k_row_stride * kes), (cuuint64_t)(a->k_head_stride * kes),
+                                   (cuuint64_t)(kbs * kes)};
+        if (encode(fn, &tk, kdt, a->k, 4, kdims, str, kvbox,
+                   kv8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B))
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of k failed to encode");
     }
-    {
+    if (kv8) { // V as K: [blocks][heads][rows][D] bytes, a box of D bytes x box_rows a page
+        const cuuint64_t str[3] = {(cuuint64_t)a->v_row_stride, (cuuint64_t)a->v_head_stride,
+                                   (cuuint64_t)vbs};
+        if (encode(fn, &tv, kdt, a->v, 4, kdims, str, kvbox, CU_TENSOR_MAP_SWIZZLE_NONE))
+            return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of v failed to encode");
+    } else {
         // V as [blocks][heads][column blocks][rows][colw]: one box holds all of a page's column
         // blocks (128 bytes a row of a column block)
         const cuuint64_t dims[5] = {(cuuint64_t)colw, (cuuint64_t)bsz, (cuuint64_t)cols,
@@ -1088,7 +1257,7 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     // kMcastMinRows (0.97-0.98 of the time at 4 x 4096 and 1 x 16384); at 16 x 1024 and at heads
     // 64 / 256 the pair's co-scheduling costs more than the boxes it saves (1.00-1.06).
     constexpr int kMcastMinRows = 4096;
-    p.mcast = !q8 && !dense && !p.gather && p.pages_per_tile >= 2 && D == 128 &&
+    p.mcast = !q8 && !kv8 && !dense && !p.gather && p.pages_per_tile >= 2 && D == 128 &&
                       a->max_seqlen_q >= kMcastMinRows && qg % 2 == 0 && (qg / a->num_heads_kv) % 2 == 0
                   ? 2
                   : 1;
@@ -1106,8 +1275,8 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     p.alibi_batch_stride = a->alibi_batch_stride;
     p.sinks = a->sinks;
     p.q_descale = q8 ? a->q_descale : nullptr;
-    p.k_descale = q8 ? a->k_descale : nullptr;
-    p.v_descale = q8 ? a->v_descale : nullptr;
+    p.k_descale = q8 || kv8 ? a->k_descale : nullptr;
+    p.v_descale = q8 || kv8 ? a->v_descale : nullptr;
     p.descale_batch_stride = a->descale_batch_stride;
     p.descale_head_stride = a->descale_head_stride;
     p.k_scale = a->k_scale;
@@ -1130,12 +1299,17 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
                           (long long)p.num_items);
     KernelFn kern = nullptr;
     int smem = 0;
-    switch (q8 ? -D : D) {
+    const bool e5m2 = a->kv_dtype == FA_DTYPE_FP8_E5M2;
+    switch (q8 ? -D : (kv8 ? 1000 + D : D)) {
 #ifdef FA_ATTN_HD_128
     case -128:
         kern = split || extra ? pick_kernel_fp8<true>(f16, softcap, smem)
                               : pick_kernel_fp8<false>(f16, softcap, smem);
         break;
+    case 1128: kern = pick_kernel_kv8<128>(e5m2, f16, softcap, split || extra, smem); break;
+#endif
+#ifdef FA_ATTN_HD_64
+    case 1064: kern = pick_kernel_kv8<64>(e5m2, f16, softcap, split || extra, smem); break;
 #endif
 #ifdef FA_ATTN_HD_64
     case 64: kern = pick_kernel<64>(f16, softcap, split || extra, smem); break;

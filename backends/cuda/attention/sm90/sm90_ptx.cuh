@@ -522,6 +522,53 @@ template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float 
     }
 }
 
+// Four fp8 codes (byte 0 first) to four f16, exactly (every E4M3 and E5M2 value is an f16; NaN
+// and Inf kept): lo = codes 0, 1 (code 0 in bits [15:0]), hi = codes 2, 3. E4M3: PTX ISA cvt
+// (#data-movement-and-conversion-instructions-cvt), .f16x2.e4m3x2, the upper code to the upper
+// half. E5M2 is f16 without its 8 low mantissa bits: the code shifted up by 8 (a byte permute).
+template <bool E5M2> __device__ __forceinline__ void fp8x4_to_f16x4(uint32_t w, uint32_t &lo, uint32_t &hi) {
+    if constexpr (E5M2) {
+        lo = __byte_perm(w, 0u, 0x1404u); // bytes {0, code 0, 0, code 1}
+        hi = __byte_perm(w, 0u, 0x3424u);
+    } else {
+        asm("{\n\t.reg .b16 a, b;\n\t"
+            "mov.b32 {a, b}, %2;\n\t"
+            "cvt.rn.f16x2.e4m3x2 %0, a;\n\t"
+            "cvt.rn.f16x2.e4m3x2 %1, b;\n\t}"
+            : "=r"(lo), "=r"(hi)
+            : "r"(w));
+    }
+}
+
+// An f16 pair to bf16, exactly for the values of fp8 codes (f16 -> f32 is exact, and an E4M3 /
+// E5M2 value has at most 3 significant bits and an exponent in [-16, 15], inside bf16's normal
+// range; NaN stays NaN, Inf Inf): two cvt.f32.f16 and one cvt.rn.bf16x2.f32.
+__device__ __forceinline__ uint32_t f16x2_to_bf16x2(uint32_t h) {
+    uint32_t r;
+    asm("{\n\t.reg .b16 a, b;\n\t.reg .f32 x, y;\n\t"
+        "mov.b32 {a, b}, %1;\n\t"
+        "cvt.f32.f16 x, a;\n\t"
+        "cvt.f32.f16 y, b;\n\t"
+        "cvt.rn.bf16x2.f32 %0, y, x;\n\t}"
+        : "=r"(r)
+        : "r"(h));
+    return r;
+}
+
+// 16-byte shared-memory load and store (PTX ISA ld / st, .shared.v4.u32).
+__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(addr)
+                 : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_shared_v4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d)
+                 : "memory");
+}
+
 // PTX ISA cvt (#data-movement-and-conversion-instructions-cvt), .e4m3x2.f32 with .satfinite:
 // four floats to four e4m3 (OCP float8_e4m3fn), round to nearest even; b0 lands in byte 0.
 __device__ __forceinline__ uint32_t pack_e4m3x4(float b0, float b1, float b2, float b3) {

@@ -36,7 +36,10 @@ template <int D> struct Dims {
 // tiles, Vt, written by the producer warpgroup), then the mbarriers. FP8: e4m3 elements, a
 // 128-byte swizzle row holds 128 dims (a column block), so at head 128 a row is one row of the
 // swizzle and the tiles are half the bytes.
-template <int Stages, int D = kHeadDim, bool FP8 = false> struct Smem {
+// Raw > 0 (the KV8 kernels: a 16-bit query over an fp8 cache): Raw stages of the raw fp8 K and
+// V tiles ([BN keys][D bytes] each, unswizzled, K then V) after the converted 16-bit stages,
+// guarded by raw_full / raw_empty barriers.
+template <int Stages, int D = kHeadDim, bool FP8 = false, int Raw = 0> struct Smem {
     static constexpr int kBN = Dims<D>::kBN;
     static constexpr uint32_t kElem = FP8 ? 1 : 2;
     static constexpr uint32_t kQWgBytes = kWgRows * D * kElem; // one warpgroup's Q rows (16384 at D 128)
@@ -48,8 +51,10 @@ template <int Stages, int D = kHeadDim, bool FP8 = false> struct Smem {
     static constexpr uint32_t kOffK = kOffQ + kQBytes;
     static constexpr uint32_t kOffV = kOffK + Stages * kTileBytes;
     static constexpr uint32_t kOffVt = kOffV + Stages * kTileBytes;
-    static constexpr uint32_t kOffBar = kOffVt + (FP8 ? Stages * kTileBytes : 0u);
-    static constexpr uint32_t kBarBytes = 8 * (2 + (FP8 ? 6 : 4) * Stages); // + q_empty
+    static constexpr uint32_t kRawBytes = kBN * D; // a raw fp8 K or V tile (Raw > 0)
+    static constexpr uint32_t kOffRaw = kOffVt + (FP8 ? Stages * kTileBytes : 0u);
+    static constexpr uint32_t kOffBar = kOffRaw + Raw * 2 * kRawBytes;
+    static constexpr uint32_t kBarBytes = 8 * (2 + (FP8 ? 6 : 4) * Stages + 2 * Raw); // + q_empty
     static constexpr uint32_t kTotal = kOffBar + kBarBytes;
     static constexpr uint32_t kAlloc = kTotal + 1024; // slack to align the dynamic base to 1024
     static_assert(kAlloc <= 227 * 1024, "shared memory per block on sm_90");
@@ -405,18 +410,25 @@ __device__ __forceinline__ void pack_p(uint32_t (&pa)[K][4], const float (&sacc)
 // of the 8 consumer warps, K released after S = Q K^T, V after O += P V. FP8: V is read by the
 // producer warpgroup, which writes it transposed into vt[s]: v_empty then counts its 128
 // threads, and vt_full[s] (its 128 threads) / vt_empty[s] (the consumer warps) guard vt.
-template <int Stages, int D = kHeadDim, bool FP8 = false> struct Ring {
+// Raw > 0 (KV8): raw[r] holds raw stage r's fp8 K tile, then its V tile; raw_full[r] (rf: one
+// arrival plus the TMA bytes of both) and raw_empty[r] (re: lane 0 of each producer warp, once
+// its threads converted the stage) guard it; k_full / v_full then count the producer's 128
+// threads (each converts part of the tile, fences the async proxy, arrives).
+template <int Stages, int D = kHeadDim, bool FP8 = false, int Raw = 0> struct Ring {
     uint32_t q, k, v, vt; // Q tile, K stages, V stages, transposed V stages (FP8)
+    uint32_t raw; // raw fp8 K / V stages (Raw > 0)
     uint32_t bar_q; // Q landed
     uint32_t kf, vf, ke, ve, tf, te; // k_full[s] = kf + 8 s, v_full, k_empty, v_empty, vt_full, vt_empty
+    uint32_t rf, re; // raw_full[r] = rf + 8 r, raw_empty[r] (Raw > 0)
     uint32_t qe; // q_empty: the consumer warps are done with the Q tile (a persistent CTA's next Q)
     __device__ __forceinline__ explicit Ring(const void *smem_raw) {
-        using L = Smem<Stages, D, FP8>;
+        using L = Smem<Stages, D, FP8, Raw>;
         const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
         q = base + L::kOffQ;
         k = base + L::kOffK;
         v = base + L::kOffV;
         vt = base + L::kOffVt;
+        raw = base + L::kOffRaw;
         bar_q = base + L::kOffBar;
         kf = bar_q + 8;
         vf = kf + 8 * Stages;
@@ -425,6 +437,8 @@ template <int Stages, int D = kHeadDim, bool FP8 = false> struct Ring {
         tf = ve + 8 * Stages;
         te = tf + 8 * Stages;
         qe = bar_q + 8 * (1 + (FP8 ? 6 : 4) * Stages);
+        rf = qe + 8;
+        re = rf + 8 * Raw;
     }
     // thread 0: prefetch the three tensor maps and initialise the barriers (the caller then
     // synchronises the CTA)
@@ -447,6 +461,10 @@ template <int Stages, int D = kHeadDim, bool FP8 = false> struct Ring {
                 mbar_init(tf + 8 * s, 128u);
                 mbar_init(te + 8 * s, empty_count);
             }
+        }
+        for (int r = 0; r < Raw; ++r) {
+            mbar_init(rf + 8 * r, 1u);
+            mbar_init(re + 8 * r, 4u);
         }
         fence_mbarrier_init();
     }
