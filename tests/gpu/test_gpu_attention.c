@@ -821,6 +821,48 @@ static void test_fp8(void)
     }
 }
 
+/* fp8 caches under a 16-bit query in the wgmma family's fp8-cache kernels (heads 64 / 128, block
+   sizes a TMA box serves, dense K/V with num_keys; head 256 and other block sizes run in
+   mma.sync, as every case here does under FA_GPU_FAMILY=mma_sync): E4M3 and E5M2, bf16 and f16
+   queries, blocks 8, 16, 32, 128, 256 and dense, causal or not, per-(sequence, head) descales
+   and the scalar k_scale / v_scale, split-KV with ALiBi / sinks / softcap / windows, and a NaN in
+   V of a key that a mask hides from some rows of a tile. */
+static void test_fp8_wgmma(void)
+{
+    static const int ql[] = {45, 130, 300, 1}, kl[] = {300, 130, 700, 77};
+    static const int ql2[] = {100, 30}, kl2[] = {100, 70};
+    int v;
+    for (v = 0; v < 15; ++v) {
+        const int D = v == 14 ? 256 : (v == 2 || v == 3 || v == 5 || v == 7 || v == 9 || v == 12 ? 64 : 128);
+        const int bs = v == 4 || v == 5 ? 256 : (v == 9 ? 128 : (v == 10 ? 32 : (v == 11 ? 8 : 16)));
+        acase c = base_case(v % 2 ? FA_DTYPE_F16 : FA_DTYPE_BF16, D, bs, v == 11 ? 32 : 8, v == 11 ? 8 : 2);
+        if (gt_quick() && v % 3) continue;
+        c.kvdt = (v / 2) % 2 ? FA_DTYPE_FP8_E5M2 : FA_DTYPE_FP8_E4M3;
+        set_seqs(&c, 4, ql, kl);
+        c.causal = v != 1 && v != 3 && v != 6;
+        c.descale = v != 1 && v != 4 && v != 7;
+        c.dense = v == 6 || v == 7;
+        if (v == 8) c.splits = 2;
+        if (v == 9) { /* general kernel: split, window, softcap */
+            c.splits = 3;
+            c.wl = 150;
+            c.softcap = 30.f;
+        }
+        if (v == 10) { /* general kernel: ALiBi and sinks */
+            c.alibi = 2;
+            c.sinks = 1;
+        }
+        if (v == 12 || v == 13) { /* NaN in V of a valid key, masked for some rows of a tile */
+            c.shuffle = 0;
+            set_seqs(&c, 2, ql2, kl2);
+            c.causal = 1;
+            c.wl = v == 12 ? 20 : 8;
+            c.nan_v = 41;
+        }
+        run_named("fp8 wgmma", &c);
+    }
+}
+
 static void test_splits(void)
 {
     static const int splits[] = {1, 2, 7};
@@ -1655,6 +1697,7 @@ int main(int argc, char **argv)
     test_blocks_heads();
     test_features();
     test_fp8();
+    test_fp8_wgmma();
     test_splits();
     test_mixed_long();
     test_dense();

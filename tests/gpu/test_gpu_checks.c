@@ -12,8 +12,9 @@
                FA_ERR_INVALID_ARG naming the slot; the call after that works; also under a
                CUDA graph
    bad block   a block id outside [0, num_blocks) (and a negative one) in one row of the table,
-               prefill and decode tiles, with and without splits: the other rows keep their
-               bits, that row is finite, the error names the id and the row, the next call works
+               prefill and decode tiles, with and without splits, bf16 and fp8 (E4M3 / E5M2)
+               caches: the other rows keep their bits, that row is finite, the error names the
+               id and the row, the next call works
    Usage: see gpu_test_util.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "gpu_test_util.h"
@@ -646,16 +647,21 @@ done:
 /* bad block id */
 
 /* Block size bs: a cache of 1024 / bs blocks (bad_id < 0 or >= it); at bs 16, 64 blocks. A bad_id
-   of GT_BAD_NB is num_blocks itself. */
+   of GT_BAD_NB is num_blocks itself. kvdt: the cache's dtype (bf16, or fp8 E4M3 / E5M2 under the
+   bf16 query with per-(sequence, head) descales: the wgmma family's fp8-cache kernels). */
 #define GT_BAD_NB 0x7fffffff
-static void test_bad_block(int qlen, int splits, int32_t bad_id, int bs)
+static void test_bad_block_kv(int qlen, int splits, int32_t bad_id, int bs, fa_dtype kvdt)
 {
     fa_backend *gpu = gt_gpu();
     enum { B = 4, HQ = 8, HKV = 2, D = 128, LK = 100, MAXCOLS = LK + 1 };
     const int BS = bs, NB = 1024 / bs, COLS = (LK + bs - 1) / bs + 1;
     const int T = B * qlen, S = splits;
-    const size_t kv_bytes = (size_t)NB * BS * HKV * D * 2, q_bytes = (size_t)T * HQ * D * 2;
-    uint16_t *hq = NULL, *hkv = NULL, *clean = NULL, *got = NULL;
+    const size_t kv_bytes = (size_t)NB * BS * HKV * D * gt_dtype_size(kvdt), q_bytes = (size_t)T * HQ * D * 2;
+    const int fp8 = kvdt != FA_DTYPE_BF16;
+    uint16_t *hq = NULL, *clean = NULL, *got = NULL;
+    void *hkv = NULL;
+    float kd[B * HKV], vd[B * HKV];
+    float *dkd = NULL, *dvd = NULL;
     int32_t cu[B + 1], seq[B], bt[B * MAXCOLS];
     void *dq = NULL, *dk = NULL, *dv = NULL, *dout = NULL, *dcu = NULL, *dseq = NULL, *dbt = NULL;
     float *dso = NULL, *dsl = NULL;
@@ -664,11 +670,11 @@ static void test_bad_block(int qlen, int splits, int32_t bad_id, int bs)
     int i, b;
     char needle[96];
     if (bad_id == GT_BAD_NB) bad_id = NB;
-    if (!gt_case("bad block id %d (row 3) in a %d-block cache of block size %d: q_len %d, splits %d",
-                 (int)bad_id, NB, BS, qlen, splits))
+    if (!gt_case("bad block id %d (row 3) in a %d-block %s cache of block size %d: q_len %d, splits %d",
+                 (int)bad_id, NB, gt_dtype_name(kvdt), BS, qlen, splits))
         return;
     hq = (uint16_t *)gt_xmalloc(q_bytes);
-    hkv = (uint16_t *)gt_xmalloc(kv_bytes);
+    hkv = gt_xmalloc(kv_bytes);
     clean = (uint16_t *)gt_xmalloc(q_bytes);
     got = (uint16_t *)gt_xmalloc(q_bytes);
     gt_fill_uniform(hq, (int64_t)T * HQ * D, FA_DTYPE_BF16, -2.0f, 2.0f);
@@ -686,10 +692,19 @@ static void test_bad_block(int qlen, int splits, int32_t bad_id, int bs)
         dso = (float *)gt_dmalloc(sizeof(float) * (size_t)S * T * HQ * D);
         dsl = (float *)gt_dmalloc(sizeof(float) * (size_t)S * HQ * T);
     }
+    if (fp8) {
+        for (i = 0; i < B * HKV; ++i) {
+            kd[i] = 0.25f + 0.125f * (float)(i % 5);
+            vd[i] = 0.5f + 0.0625f * (float)(i % 7);
+        }
+        dkd = (float *)gt_dup(kd, sizeof kd);
+        dvd = (float *)gt_dup(vd, sizeof vd);
+        if (!dkd || !dvd) goto done;
+    }
     if (!dq || !dk || !dv || !dout || !dcu || !dseq || !dbt || (S > 1 && (!dso || !dsl))) goto done;
-    gt_fill_uniform(hkv, (int64_t)NB * BS * HKV * D, FA_DTYPE_BF16, -2.0f, 2.0f);
+    gt_fill_uniform(hkv, (int64_t)NB * BS * HKV * D, kvdt, -2.0f, 2.0f);
     if (!gt_h2d(dk, hkv, kv_bytes)) goto done;
-    gt_fill_uniform(hkv, (int64_t)NB * BS * HKV * D, FA_DTYPE_BF16, -1.0f, 1.0f);
+    gt_fill_uniform(hkv, (int64_t)NB * BS * HKV * D, kvdt, -1.0f, 1.0f);
     if (!gt_h2d(dv, hkv, kv_bytes)) goto done;
     memset(&a, 0, sizeof a);
     a.q = dq;
@@ -701,7 +716,14 @@ static void test_bad_block(int qlen, int splits, int32_t bad_id, int bs)
     a.k_block_stride = a.v_block_stride = (int64_t)BS * HKV * D;
     a.k_row_stride = a.v_row_stride = HKV * D;
     a.k_head_stride = a.v_head_stride = D;
-    a.q_dtype = a.kv_dtype = FA_DTYPE_BF16;
+    a.q_dtype = FA_DTYPE_BF16;
+    a.kv_dtype = kvdt;
+    if (fp8) {
+        a.k_descale = dkd;
+        a.v_descale = dvd;
+        a.descale_batch_stride = HKV;
+        a.descale_head_stride = 1;
+    }
     a.cu_seqlens_q = (int32_t *)dcu;
     a.seqused_k = (int32_t *)dseq;
     a.block_table = (int32_t *)dbt;
@@ -766,11 +788,18 @@ done:
     gt_dfree(dbt);
     gt_dfree(dso);
     gt_dfree(dsl);
+    gt_dfree(dkd);
+    gt_dfree(dvd);
     free(hq);
     free(hkv);
     free(clean);
     free(got);
     gt_case_end();
+}
+
+static void test_bad_block(int qlen, int splits, int32_t bad_id, int bs)
+{
+    test_bad_block_kv(qlen, splits, bad_id, bs, FA_DTYPE_BF16);
 }
 
 int main(int argc, char **argv)
@@ -788,5 +817,10 @@ int main(int argc, char **argv)
     test_bad_block(20, 1, 5000, 1);
     test_bad_block(20, 2, GT_BAD_NB, 3);
     test_bad_block(1, 1, -2, 1); /* decode tile, page size 1 */
+    /* fp8 caches under a bf16 query (the wgmma family's raw fp8 boxes: a bad id loads zeros
+       from past the tensor map, nothing read out of bounds) */
+    test_bad_block_kv(20, 1, 1000, 16, FA_DTYPE_FP8_E4M3);
+    test_bad_block_kv(20, 2, GT_BAD_NB, 16, FA_DTYPE_FP8_E5M2); /* splits, id == num_blocks */
+    test_bad_block_kv(20, 1, -7, 32, FA_DTYPE_FP8_E4M3); /* block 32: four pages a 128-key tile */
     return gt_finish();
 }
