@@ -16,8 +16,10 @@
 // CTA takes its split's share of the key tiles and writes float partials and LSEs for the
 // combine kernel, in the mma.sync family's workspace layout), ALiBi (x = fma(slope, |td - j|, x)
 // after the scale / softcap) and sinks (the initial state m = z, l = 1 of split 0), as the
-// mma.sync family computes them. A 16-bit query over an fp8 cache stays in the mma.sync family;
-// an fp8 (E4M3) query with E4M3 K / V at head 128 runs here only (the FP8 kernels, below).
+// mma.sync family computes them. A 16-bit query over an fp8 (E4M3 / E5M2) cache runs here at heads
+// 64 / 128 with block sizes a TMA box serves or dense K/V (the KV8 kernels, below; head 256 and
+// the cp.async producer's block sizes stay in the mma.sync family); an fp8 (E4M3) query with
+// E4M3 K / V at head 128 runs here only (the FP8 kernels, below).
 //
 // CTA = 3 warpgroups (384 threads): one (sequence, 128-token row block, query head).
 //   producer warp (warpgroup 0, warp 0): setmaxnreg.dec 40. Lane 0 loads the Q tile (TMA, once);
@@ -38,6 +40,12 @@
 //     rounded to e4m3 in place; QGMMA's B must be K-major, so the whole producer warpgroup
 //     (setmaxnreg 56, consumers 224) transposes each landed V tile into a Vt stage (v_empty then
 //     counts its 128 threads, vt_full / vt_empty guard Vt), zeroing the keys past the sequence.
+//   KV8 (a bf16 / f16 query over an fp8 cache, heads 64 / 128): warp 0 loads each tile's raw
+//     codes (one unswizzled uint8 box a page, K and V) into a raw ring (raw_full / raw_empty);
+//     the whole producer warpgroup (setmaxnreg 56, consumers 224) converts them exactly into the
+//     16-bit K (the query's type) and V (f16) stages in the 16-bit kernels' layout, zeroing keys
+//     past the sequence, fences the async proxy and arrives (k_full / v_full count 128). S in the
+//     query's type, P V in f16; K's descale in the logit scale, V's in the epilogue.
 //   Epilogue: O / l to bf16 straight from the accumulators; LSE; a CTA under a causal / window
 //   mask whose output holds a NaN recomputes those entries scalar over the row's allowed keys
 //   (a non-finite V of a key masked for this row but staged for another reaches the row
