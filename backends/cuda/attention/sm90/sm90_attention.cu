@@ -68,7 +68,10 @@ constexpr int kFp8ConsumerRegs = 224;
 // (head 256: 64 KiB of Q and 2 x 64 KiB; head 128: 32 + 3 x 64; head 64: 16 + 4 x 32). A deeper
 // ring lets the producer issue a tile's boxes (8 pages x 3 at block 16) further ahead of use.
 __host__ __device__ constexpr int lib_stages(int d) { return d == 256 ? 2 : (d == 128 ? 3 : 4); }
-constexpr int kFp8Stages = 3; // the FP8 kernels' ring (its stages are half the bytes, and Vt)
+// The FP8 kernels' ring (a stage is K, V and the transposed Vt, each half the 16-bit tile's
+// bytes): head 128 3 (32 + 3 x 48 KiB), head 256 (64-key tiles) 4 (32 + 4 x 48), head 64 4 (8 + 4
+// x 24: the 16-bit kernels' depth there; more would fit, untimed).
+__host__ __device__ constexpr int fp8_stages(int d) { return d == 128 ? 3 : 4; }
 
 // Kernel parameters besides the three tensor maps.
 struct AttnParams {
@@ -333,15 +336,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     sm90_attention_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                           const __grid_constant__ CUtensorMap tmV, const __grid_constant__ AttnParams p) {
 #if FA_SM90_DEVICE_OK
-    static_assert(!FP8 || D == 128, "sm90 family: fp8 at head 128");
-    constexpr int ST = FP8 ? kFp8Stages : lib_stages(D); // ring stages
+    constexpr int ST = FP8 ? fp8_stages(D) : lib_stages(D); // ring stages
     // FP8: P = 2^(x - m + POFF), in e4m3's range (the row sums carry the factor 2^POFF)
     constexpr int POFF = FP8 ? kFp8POff : 0;
     using L = Smem<ST, D, FP8>;
     using E = typename std::conditional<FP8, __nv_fp8_e4m3, T>::type; // q, k, v elements
-    // column blocks of a row: 128 bytes each (64 bf16 / f16 dims, 128 e4m3 dims)
-    constexpr int BN = Dims<D>::kBN, kColDims = FP8 ? 128 : 64, kCols = D / kColDims;
-    constexpr int kColsLog2 = FP8 ? 0 : Dims<D>::kColsLog2;
+    // column blocks of a row: 128 bytes each (64 bf16 / f16 dims, 128 e4m3 dims; e4m3 head 64:
+    // one block of 64 bytes, L::kRowBytes)
+    constexpr int BN = Dims<D>::kBN, kColDims = FP8 ? (D == 64 ? 64 : 128) : 64, kCols = D / kColDims;
+    constexpr int kColsLog2 = FP8 ? (D == 256 ? 1 : 0) : Dims<D>::kColsLog2;
     constexpr bool kPersist = sm90_persistent(General, D);
     constexpr int kMaxItems = kPersist ? INT_MAX : 1; // work items a CTA may take
     extern __shared__ uint8_t smem_raw[];
@@ -483,8 +486,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const uint32_t par = static_cast<uint32_t>((it0 + j) / ST) & 1u;
                 mbar_wait(bar_vf + 8 * s, par);
                 mbar_wait(ring.te + 8 * s, par ^ 1u);
-                transpose_v_fp8(sV + s * L::kTileBytes, ring.vt + s * L::kTileBytes, lane,
-                                I.Lk - (tb + j) * BN);
+                transpose_v_fp8<D>(sV + s * L::kTileBytes, ring.vt + s * L::kTileBytes, lane,
+                                   I.Lk - (tb + j) * BN, p.box_log2);
                 fence_proxy_async_smem();
                 mbar_arrive(ring.tf + 8 * s);
                 mbar_arrive(bar_ve + 8 * s);
@@ -519,7 +522,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 int nblk = 0, nrow = 0;
                 if (active && i + 1 < n_tiles) coords(i + 1, nblk, nrow); // a tile ahead
                 const uint32_t off =
-                    page * p.box_rows * 128 + col * L::kKvColBytes; // K: [column block][BN][64]
+                    page * p.box_rows * L::kRowBytes + col * L::kKvColBytes; // K: [column block][BN][64]
                 if (lane == 0) {
                     wait_empty(bar_ke + 8 * s, par);
                     mbar_arrive_expect_tx(bar_kf + 8 * s, L::kTileBytes); // the whole tile, both ranks' boxes
@@ -544,7 +547,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const int vblk = __shfl_sync(0xffffffffu, blk, (kCols * lane) & 31);
                 const int vrow = __shfl_sync(0xffffffffu, row, (kCols * lane) & 31);
                 if (v_active) {
-                    const uint32_t dst = sV + s * L::kTileBytes + lane * p.box_rows * 128 * kCols;
+                    const uint32_t dst = sV + s * L::kTileBytes + lane * p.box_rows * L::kRowBytes * kCols;
                     if (mc > 1)
                         tma_load_5d_mc(dst, &tmV, bar_vf + 8 * s, 0, vrow, 0, I.hkv, vblk, mask);
                     else
@@ -679,7 +682,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 if (p.gather) fence_proxy_async_smem(); // cp.async's writes, before wgmma reads them
                 turn_begin(cw);
                 if constexpr (FP8)
-                    issue_qk_fp8(sacc, qb, sK + s * L::kTileBytes);
+                    issue_qk_fp8<D>(sacc, qb, sK + s * L::kTileBytes);
                 else
                     issue_qk<ST, T, D>(sacc, qb, sK + s * L::kTileBytes);
                 turn_end(cw, false);
@@ -710,8 +713,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 if (p.gather) fence_proxy_async_smem();
                 turn_begin(cw);
                 if constexpr (FP8) {
-                    issue_qk_fp8(sacc, qb, sK + s * L::kTileBytes); // S(i)
-                    issue_pv_fp8(o, pa, sPV + sp * L::kTileBytes); // P(i-1) V(i-1)
+                    issue_qk_fp8<D>(sacc, qb, sK + s * L::kTileBytes); // S(i)
+                    issue_pv_fp8<D>(o, pa, sPV + sp * L::kTileBytes); // P(i-1) V(i-1)
                 } else {
                     issue_qk<ST, T, D>(sacc, qb, sK + s * L::kTileBytes); // S(i)
                     issue_pv<ST, T, D>(o, pa, sPV + sp * L::kTileBytes, v_lbo, v_sbo,
@@ -746,7 +749,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     zero_v_tail<D>(sV + s * L::kTileBytes, tail_valid, p.box_log2, tid, 3 + cw);
                 turn_begin(cw);
                 if constexpr (FP8)
-                    issue_pv_fp8(o, pa, sPV + s * L::kTileBytes);
+                    issue_pv_fp8<D>(o, pa, sPV + s * L::kTileBytes);
                 else
                     issue_pv<ST, T, D>(o, pa, sPV + s * L::kTileBytes, v_lbo, v_sbo, p.box_log2);
                 turn_end(cw, true);
@@ -898,17 +901,21 @@ bool fa_sm90__serves_head(int d) { return head_on(d); }
 bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
     const char *w = nullptr;
     const bool paged = a->cu_seqlens_k == nullptr;
-    // an fp8 query: e4m3 q, k, v at head 128, out bf16 / f16, a block size a TMA box serves
+    // an fp8 query: e4m3 q, k, v at head 64, 128 or 256, out bf16 / f16, a block size a TMA box
+    // serves
     const bool q8 = a->q_dtype == FA_DTYPE_FP8_E4M3;
     const int64_t es = q8 ? 1 : 2;
     if (q8 && a->kv_dtype != FA_DTYPE_FP8_E4M3)
         w = "kv_dtype (fp8_e4m3 with an fp8 query)";
     else if (q8 && a->out_dtype != FA_DTYPE_BF16 && a->out_dtype != FA_DTYPE_F16)
         w = "out_dtype (bf16 or f16 with an fp8 query)";
-    else if (q8 && a->head_size != 128)
-        w = "head_size (128 with an fp8 query)";
-    else if (q8 && paged && !block_on(a->block_size, 128))
-        w = "block_size (with an fp8 query: a power of two in [8, 128] or a multiple of 128)";
+    else if (q8 &&
+             ((a->head_size != 64 && a->head_size != 128 && a->head_size != 256) || !head_on(a->head_size)))
+        w = "head_size (64, 128 or 256, compiled, with an fp8 query)";
+    else if (q8 && paged && !block_on(a->block_size, a->head_size))
+        w = a->head_size == 256
+                ? "block_size (with an fp8 query at head 256: a power of two in [8, 64] or a multiple of 64)"
+                : "block_size (with an fp8 query: a power of two in [8, 128] or a multiple of 128)";
     else if (!q8 &&
              ((a->q_dtype != FA_DTYPE_BF16 && a->q_dtype != FA_DTYPE_F16) || a->kv_dtype != a->q_dtype))
         w = "q / kv dtype (bf16 or f16, the same)";
@@ -944,11 +951,13 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
 
 namespace {
 
+// (sw: the 128-byte swizzle, or 64-byte for the 64-byte rows of an fp8 query at head 64)
 int encode(EncodeTiledFn fn, CUtensorMap *tm, CUtensorMapDataType dt, const void *base, int rank,
-           const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box) {
+           const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box,
+           CUtensorMapSwizzle sw = CU_TENSOR_MAP_SWIZZLE_128B) {
     const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
     return fn(tm, dt, static_cast<cuuint32_t>(rank), const_cast<void *>(base), dims, strides, box, estr,
-              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+              CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS
                ? 0
                : 1;
@@ -973,17 +982,19 @@ template <int D, bool General> KernelFn pick_kernel(bool f16, bool softcap, int 
 template <int D> KernelFn pick_kernel(bool f16, bool softcap, bool general, int &smem) {
     return general ? pick_kernel<D, true>(f16, softcap, smem) : pick_kernel<D, false>(f16, softcap, smem);
 }
-// The same for an fp8 query at head 128 (f16: out's dtype).
-#ifdef FA_ATTN_HD_128
-template <bool General> KernelFn pick_kernel_fp8(bool f16, bool softcap, int &smem) {
+// The same for an fp8 query at head size D (f16: out's dtype).
+template <int D, bool General> KernelFn pick_kernel_fp8(bool f16, bool softcap, int &smem) {
     using namespace fa_sm90;
-    smem = static_cast<int>(Smem<kFp8Stages, 128, true>::kAlloc);
-    return f16 ? (softcap ? sm90_attention_kernel<__half, true, 128, General, true>
-                          : sm90_attention_kernel<__half, false, 128, General, true>)
-               : (softcap ? sm90_attention_kernel<__nv_bfloat16, true, 128, General, true>
-                          : sm90_attention_kernel<__nv_bfloat16, false, 128, General, true>);
+    smem = static_cast<int>(Smem<fp8_stages(D), D, true>::kAlloc);
+    return f16 ? (softcap ? sm90_attention_kernel<__half, true, D, General, true>
+                          : sm90_attention_kernel<__half, false, D, General, true>)
+               : (softcap ? sm90_attention_kernel<__nv_bfloat16, true, D, General, true>
+                          : sm90_attention_kernel<__nv_bfloat16, false, D, General, true>);
 }
-#endif
+template <int D> KernelFn pick_kernel_fp8(bool f16, bool softcap, bool general, int &smem) {
+    return general ? pick_kernel_fp8<D, true>(f16, softcap, smem)
+                   : pick_kernel_fp8<D, false>(f16, softcap, smem);
+}
 
 } // namespace
 
@@ -1002,10 +1013,12 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     // sinks from the group's first head (every group reads the same KV heads)
     const int qg = a->q_head_group > 0 ? a->q_head_group : a->num_heads_q;
     const int ngroups = a->num_heads_q / qg;
-    // an fp8 query: q, k, v e4m3 (1 byte, column blocks of 128 dims), out in out_dtype
+    // an fp8 query: q, k, v e4m3 (1 byte, column blocks of 128 dims; at head 64 one of 64 dims,
+    // rows of 64 bytes with the 64-byte swizzle), out in out_dtype
     const bool q8 = a->q_dtype == FA_DTYPE_FP8_E4M3;
     const int64_t es = q8 ? 1 : 2;
-    const int colw = q8 ? 128 : 64;
+    const int colw = q8 ? (D == 64 ? 64 : 128) : 64;
+    const CUtensorMapSwizzle sw = colw * es == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
     const bool f16 = (q8 ? a->out_dtype : a->q_dtype) == FA_DTYPE_F16;
     const bool softcap = a->softcap > 0.f;
     const CUtensorMapDataType dt = q8    ? CU_TENSOR_MAP_DATA_TYPE_UINT8
@@ -1024,7 +1037,7 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
         const cuuint64_t str[2] = {(cuuint64_t)(a->q_head_stride * es), (cuuint64_t)(a->q_token_stride * es)};
         const cuuint32_t box[3] = {(cuuint32_t)colw, 1, (cuuint32_t)kWgRows};
         const void *qbase = static_cast<const char *>(a->q) + gi * a->q_group_stride * es;
-        if (encode(fn, &tq[gi], dt, qbase, 3, dims, str, box))
+        if (encode(fn, &tq[gi], dt, qbase, 3, dims, str, box, sw))
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of q failed to encode");
     }
     const cuuint64_t kdims[4] = {(cuuint64_t)D, (cuuint64_t)bsz, (cuuint64_t)a->num_heads_kv,
@@ -1033,18 +1046,18 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     {
         const cuuint64_t str[3] = {(cuuint64_t)(a->k_row_stride * es), (cuuint64_t)(a->k_head_stride * es),
                                    (cuuint64_t)(kbs * es)};
-        if (encode(fn, &tk, dt, a->k, 4, kdims, str, kvbox))
+        if (encode(fn, &tk, dt, a->k, 4, kdims, str, kvbox, sw))
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of k failed to encode");
     }
     {
         // V as [blocks][heads][column blocks][rows][colw]: one box holds all of a page's column
-        // blocks (128 bytes a row of a column block)
+        // blocks (128 bytes a row of a column block; fp8 at head 64: one block of 64 bytes)
         const cuuint64_t dims[5] = {(cuuint64_t)colw, (cuuint64_t)bsz, (cuuint64_t)cols,
                                     (cuuint64_t)a->num_heads_kv, (cuuint64_t)nblk};
         const cuuint64_t str[4] = {(cuuint64_t)(a->v_row_stride * es), 128,
                                    (cuuint64_t)(a->v_head_stride * es), (cuuint64_t)(vbs * es)};
         const cuuint32_t box[5] = {(cuuint32_t)colw, (cuuint32_t)box_rows, (cuuint32_t)cols, 1, 1};
-        if (encode(fn, &tv, dt, a->v, 5, dims, str, box))
+        if (encode(fn, &tv, dt, a->v, 5, dims, str, box, sw))
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of v failed to encode");
     }
     AttnParams p;
@@ -1131,11 +1144,14 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     KernelFn kern = nullptr;
     int smem = 0;
     switch (q8 ? -D : D) {
+#ifdef FA_ATTN_HD_64
+    case -64: kern = pick_kernel_fp8<64>(f16, softcap, split || extra, smem); break;
+#endif
 #ifdef FA_ATTN_HD_128
-    case -128:
-        kern = split || extra ? pick_kernel_fp8<true>(f16, softcap, smem)
-                              : pick_kernel_fp8<false>(f16, softcap, smem);
-        break;
+    case -128: kern = pick_kernel_fp8<128>(f16, softcap, split || extra, smem); break;
+#endif
+#ifdef FA_ATTN_HD_256
+    case -256: kern = pick_kernel_fp8<256>(f16, softcap, split || extra, smem); break;
 #endif
 #ifdef FA_ATTN_HD_64
     case 64: kern = pick_kernel<64>(f16, softcap, split || extra, smem); break;
