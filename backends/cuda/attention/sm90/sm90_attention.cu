@@ -17,7 +17,7 @@
 // combine kernel, in the mma.sync family's workspace layout), ALiBi (x = fma(slope, |td - j|, x)
 // after the scale / softcap) and sinks (the initial state m = z, l = 1 of split 0), as the
 // mma.sync family computes them. A 16-bit query over an fp8 cache stays in the mma.sync family;
-// an fp8 (E4M3) query with E4M3 K / V at head 128 runs here only (the FP8 kernels, below).
+// an fp8 (E4M3) query with E4M3 K / V at heads 64, 128, 256 runs here only (the FP8 kernels).
 //
 // CTA = 3 warpgroups (384 threads): one (sequence, 128-token row block, query head).
 //   producer warp (warpgroup 0, warp 0): setmaxnreg.dec 40. Lane 0 loads the Q tile (TMA, once);
@@ -33,7 +33,8 @@
 //     warpgroups (named barriers 1, 2). The last tile's V rows at or past the sequence's end
 //     (the rest of its last page: stale, may hold NaN; P = 0 there, and 0 x NaN is NaN) are
 //     zeroed before its P V.
-//   FP8 (an e4m3 query, K and V at head 128, out bf16 / f16): S = Q K^T and O += P V by QGMMA
+//   FP8 (an e4m3 query, K and V at head 64 / 128 / 256, out bf16 / f16; head 64: rows of 64 bytes,
+//     the 64-byte swizzle; head 256: 64-key tiles): S = Q K^T and O += P V by QGMMA
 //     (wgmma .e4m3, sm90_tile.cuh), the q / k descales in the logit scale, P = 2^(x - m + 8)
 //     rounded to e4m3 in place; QGMMA's B must be K-major, so the whole producer warpgroup
 //     (setmaxnreg 56, consumers 224) transposes each landed V tile into a Vt stage (v_empty then
@@ -329,8 +330,8 @@ __device__ __forceinline__ void gather_producer(const AttnParams &p, const int32
     }
 }
 
-// T: the element type of q, k, v and out (bf16 / f16); with FP8 (head 128) q, k, v are e4m3
-// and T is out's type.
+// T: the element type of q, k, v and out (bf16 / f16); with FP8 q, k, v are e4m3 and T is out's
+// type.
 template <typename T, bool Softcap, int D, bool General, bool FP8 = false>
 __global__ void __launch_bounds__(kThreads, 1)
     sm90_attention_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
