@@ -14,6 +14,8 @@
                     `split-choice` row: the planner's choice against the best fixed split
      prefill-dense  causal varlen, 16k tokens as 1x16384, 4x4096, 16x1024, 32/8, bf16, head
                     size {64,128,256}: attention op with cu_seqlens_k = cu_seqlens_q, causal = 1
+     prefill-dense ... q=fp8  the dense rows with an e4m3 query, K and V (bf16 out): head 128,
+                    and heads 64 / 256 when --dim names them
      prefill-paged  the same through fa_forward (decoder prefill over a block-16 cache)
      prefill-paged ... kv=fp8  the paged rows over an e4m3 cache (bf16 query; --quick: 1x16384
                     at head 128)
@@ -2336,6 +2338,7 @@ static void usage(void)
         "                     (ceilings always run unless --no-ceilings)\n"
         "  --filter STR       run only rows whose name contains STR (repeatable: any matches)\n"
         "  --batch L --ctx L --dim L --kv L --heads L   decode grid filters, comma-separated\n"
+        "                     (--dim 64 / 256 also adds the prefill-dense q=fp8 rows at that head)\n"
         "                     (--batch / --ctx may also name values outside the grid)\n"
         "                     (e.g. --batch 64,256 --ctx 8192 --dim 128 --kv bf16 --heads 32/8,64/8)\n"
         "  --csv PATH         write every row as CSV\n"
@@ -2601,7 +2604,9 @@ static void run_all(void)
         if (O.quick && dims[d] != 128) continue;
         for (s = 0; s < 3; ++s) {
             bench_prefill_dense(pre[s][0], pre[s][1], dims[d], 0);
-            if (dims[d] == 128) bench_prefill_dense(pre[s][0], pre[s][1], dims[d], 1); /* fp8 query */
+            /* fp8 query: at head 128, and at 64 / 256 where --dim names them */
+            if (dims[d] == 128 || (O.dim.n > 0 && in_ilist(&O.dim, dims[d])))
+                bench_prefill_dense(pre[s][0], pre[s][1], dims[d], 1);
             bench_prefill_paged(pre[s][0], pre[s][1], dims[d], 0, 0);
             if (!O.quick || s < 2) bench_prefill_paged(pre[s][0], pre[s][1], dims[d], 0, 1);
             if (!O.quick || s == 0) bench_prefill_paged(pre[s][0], pre[s][1], dims[d], 1, 0);

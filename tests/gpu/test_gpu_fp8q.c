@@ -11,14 +11,17 @@
    (docs/semantics.md, "fp8 query") hold the error of e4m3 P (3 significand bits, relative
    rounding error up to 2^-4) and of QGMMA's accumulation; a layout or scale error is of the
    order of |V| itself. Also: a sequence run alone gives the same bits (batch invariance), and
-   the calls the family does not take are rejected before anything is written.
+   the calls the family does not take are rejected before anything is written. Heads 64, 128
+   and 256 (the same bounds: the error of a row's output does not grow with the head size; P's
+   rounding is per key and the logits are scaled by 1 / sqrt(D)). A block id outside the cache
+   (heads 64 / 256 cases): the call runs, the next synchronize reports the id, the other
+   sequences' rows keep their bits, the bad sequence's rows stay finite (nothing read).
 
    Usage: see gpu_test_util.h (--quick, --seed N, a name filter). */
 #define _POSIX_C_SOURCE 200809L
 #include "gpu_test_util.h"
 
 #define MAXB 8
-#define D 128
 
 typedef struct qcase {
     int nseq, qlen[MAXB], klen[MAXB];
@@ -28,35 +31,37 @@ typedef struct qcase {
     fa_dtype odt;
     int alone;              /* > 0: sequence alone - 1 again by itself: the same bits */
     int qgroups;            /* q as two query-head groups (DCP's layout), each its own region */
+    int hd;                 /* head size: 64, 128 or 256 */
+    int bad;                /* > 0: then a block id outside the cache in sequence bad - 1 (paged) */
 } qcase;
 
-/* Whether the backend under test runs fp8-query calls: the CUDA backend where head 128's prefill
-   is in the wgmma family; the CPU backend of the harness's self-check build (GT_GPU_IS_CPU)
-   runs every one. */
-static int wgmma_on(void)
+/* Whether the backend under test runs fp8-query calls at head size d: the CUDA backend where
+   that head's prefill is in the wgmma family; the CPU backend of the harness's self-check build
+   (GT_GPU_IS_CPU) runs every one. */
+static int wgmma_on(int d)
 {
 #ifdef GT_GPU_IS_CPU
+    (void)d;
     return 1;
 #else /* !GT_GPU_IS_CPU */
     const fa_backend *be = gt_gpu();
     int i;
     for (i = 0; i < be->caps.num_dims; ++i)
-        if (be->caps.dims[i].head_dim == 128)
-            return be->caps.dims[i].prefill_family == FA_KERNEL_FAMILY_WGMMA;
+        if (be->caps.dims[i].head_dim == d) return be->caps.dims[i].prefill_family == FA_KERNEL_FAMILY_WGMMA;
     return 0;
 #endif /* GT_GPU_IS_CPU */
 }
 
 static void describe(const qcase *c, char *buf, size_t n)
 {
-    int len = snprintf(buf, n, "fp8 q out %s %d/%d %s bs=%d B=%d [", gt_dtype_name(c->odt), c->hq, c->hkv,
-                       c->dense ? "dense" : "paged", c->bs, c->nseq);
+    int len = snprintf(buf, n, "fp8 q d%d out %s %d/%d %s bs=%d B=%d [", c->hd, gt_dtype_name(c->odt), c->hq,
+                       c->hkv, c->dense ? "dense" : "paged", c->bs, c->nseq);
     int b;
     for (b = 0; b < c->nseq && len < (int)n - 24; ++b)
         len += snprintf(buf + len, n - len, "%s%dx%d", b ? " " : "", c->qlen[b], c->klen[b]);
-    len += snprintf(buf + len, n - len, "]%s%s%s%s%s%s%s", c->causal ? " causal" : "", c->lse ? " lse" : "",
+    len += snprintf(buf + len, n - len, "]%s%s%s%s%s%s%s%s", c->causal ? " causal" : "", c->lse ? " lse" : "",
                     c->descale ? " descale" : " scale", c->alibi ? " alibi" : "", c->sinks ? " sinks" : "",
-                    c->alone ? " alone" : "", c->qgroups ? " qgroups" : "");
+                    c->alone ? " alone" : "", c->qgroups ? " qgroups" : "", c->bad ? " bad-id" : "");
     if (c->wl >= 0 || c->wr >= 0) len += snprintf(buf + len, n - len, " win(%d,%d)", c->wl, c->wr);
     if (c->softcap > 0) len += snprintf(buf + len, n - len, " cap%g", (double)c->softcap);
     if (c->splits > 1) snprintf(buf + len, n - len, " S=%d", c->splits);
@@ -69,8 +74,8 @@ static void fill_codes(uint8_t *x, int64_t n, float a) { gt_fill_uniform(x, n, F
 static int run_case(const qcase *c, void *out_bits)
 {
     fa_backend *gpu = gt_gpu(), *cpu = gt_cpu();
-    const int B = c->nseq, Hq = c->hq, Hkv = c->hkv, bs = c->dense ? 1 : c->bs;
-    const int S = c->splits > 1 ? c->splits : 1, expect_ok = wgmma_on();
+    const int B = c->nseq, Hq = c->hq, Hkv = c->hkv, bs = c->dense ? 1 : c->bs, D = c->hd;
+    const int S = c->splits > 1 ? c->splits : 1, expect_ok = wgmma_on(D);
     const size_t osz = gt_dtype_size(c->odt);
     int32_t cu_q[MAXB + 1], cu_k[MAXB + 1], seqused[MAXB], maxq = 0, maxk = 0, minq = 0, T = 0, TK = 0;
     int32_t *bt = NULL;
@@ -357,6 +362,55 @@ static int run_case(const qcase *c, void *out_bits)
             ok = 0;
         free(alone);
     }
+#ifndef GT_GPU_IS_CPU /* (the CPU backend refuses such a call before it runs) */
+    if (ok && c->bad > 0 && !c->dense) { /* a block id outside the cache: runs, reported, never read */
+        const int s = c->bad - 1, col = (c->klen[s] + bs - 1) / bs / 2; /* a column of used keys */
+        const int32_t bad_id = D == 64 ? (int32_t)NB : -3, good_id = bt[s * max_blocks + col];
+        const size_t ob = osz * (size_t)T * Hq * D, row = osz * (size_t)Hq * D;
+        const size_t bt_bytes = sizeof(int32_t) * (size_t)(B * max_blocks);
+        uint8_t *got = gt_xmalloc(ob);
+        char needle[128];
+        const char *msg;
+        fa_status st;
+        bt[s * max_blocks + col] = bad_id;
+        gt_poison(got, ob);
+        ok = gt_h2d(dbt, bt, bt_bytes) && gt_h2d(dout, got, ob) &&
+             gt_check(gpu->ops.attention(gpu->ctx, &ga), gpu, "gpu attention (bad id: runs)");
+        if (ok) {
+            st = gpu->ops.synchronize(gpu->ctx);
+            msg = gpu->ops.last_error ? gpu->ops.last_error(gpu->ctx) : "";
+            snprintf(needle, sizeof needle, "block_table id %d (row %d, column %d) is outside [0, %lld)",
+                     (int)bad_id, s, col, (long long)NB);
+            if (st != FA_ERR_INVALID_ARG || msg == NULL || strstr(msg, needle) == NULL) {
+                gt_fail("synchronize after the bad id: %d \"%s\" (want \"%s\")", (int)st, msg ? msg : "",
+                        needle);
+                ok = 0;
+            }
+        }
+        if (ok && gt_d2h(got, dout, ob)) {
+            /* the other sequences' rows: the good call's bits; the bad one's: finite */
+            int64_t nonfinite = 0;
+            for (b = 0; b < B && ok; ++b) {
+                if (b != s) {
+                    ok = gt_compare_bytes("rows of the other sequences after the bad id",
+                                          got + (size_t)cu_q[b] * row,
+                                          (uint8_t *)gout + (size_t)cu_q[b] * row, (size_t)c->qlen[b] * row);
+                    continue;
+                }
+                for (i = (int64_t)cu_q[b] * Hq * D; i < (int64_t)cu_q[b + 1] * Hq * D; ++i)
+                    nonfinite += !isfinite(gt_load(got, i, c->odt));
+            }
+            if (ok && nonfinite > 0) {
+                gt_fail("%lld non-finite outputs in the sequence with the bad id", (long long)nonfinite);
+                ok = 0;
+            }
+        } else {
+            ok = 0;
+        }
+        bt[s * max_blocks + col] = good_id;
+        free(got);
+    }
+#endif /* GT_GPU_IS_CPU */
 done:
     free(q);
     free(k);
@@ -396,6 +450,7 @@ static qcase base_case(void)
     c.lse = 1;
     c.descale = 1;
     c.odt = FA_DTYPE_BF16;
+    c.hd = 128;
     return c;
 }
 
@@ -446,6 +501,42 @@ static void test_grid(void)
     }
 }
 
+/* Heads 64 and 256 (head 256: 64-key tiles, so block sizes up to 64 are pages of a tile and 128 /
+   256 are boxes inside a block): paged and dense, causal and not, windows, softcap, split-KV,
+   ALiBi, sinks, 32/8 and 4/4 heads, descales per (sequence, KV head) and scalar scales, f16 and
+   bf16 out, query-head groups, batch invariance, a bad block id. The --quick set: f = 0, 1, 3,
+   4, 9. */
+static void test_heads(int hd)
+{
+    int f;
+    for (f = 0; f < 11; ++f) {
+        qcase c = base_case();
+        if (gt_quick() && !(f == 0 || f == 1 || f == 3 || f == 4 || f == 9)) continue;
+        c.hd = hd;
+        c.nseq = 3;
+        c.qlen[0] = 300;
+        c.klen[0] = 300;
+        c.qlen[1] = 1;
+        c.klen[1] = 777;
+        c.qlen[2] = 129;
+        c.klen[2] = 1000;
+        switch (f) {
+        case 0: c.causal = 1, c.hq = 32, c.hkv = 8, c.bs = 16; break;
+        case 1: c.dense = 1, c.hq = 4, c.hkv = 4, c.odt = FA_DTYPE_F16; break;
+        case 2: c.causal = 1, c.wl = 100, c.wr = 0, c.bs = hd == 256 ? 64 : 128; break;
+        case 3: c.softcap = 30.f, c.bs = 8, c.causal = 1; break;
+        case 4: c.splits = 3, c.alibi = 1, c.causal = 1, c.hq = 32, c.hkv = 8, c.bs = 32; break;
+        case 5: c.sinks = 1, c.dense = 1, c.causal = 1, c.odt = FA_DTYPE_F16; break;
+        case 6: c.wl = 64, c.wr = 32, c.bs = 256; break;
+        case 7: c.descale = 0, c.bs = 128, c.hq = 4, c.hkv = 4, c.pad = 5, c.lse = 0; break;
+        case 8: c.qgroups = 1, c.causal = 1, c.hq = 32, c.hkv = 8; break;
+        case 9: c.bad = 3, c.causal = 1, c.bs = 16, c.splits = 2, c.softcap = 20.f; break;
+        default: c.qlen[0] = 1024, c.klen[0] = 2048, c.causal = 1, c.alone = 1, c.bs = 64; break;
+        }
+        run(&c);
+    }
+}
+
 /* Query-head groups (DCP: two groups over the same KV heads, one launch each). */
 static void test_groups(void)
 {
@@ -479,7 +570,7 @@ static void test_long(void)
 /* Calls the fp8 path does not take: rejected with FA_ERR_UNSUPPORTED, nothing written. */
 static void test_rejected(void)
 {
-    static const char *what[] = {"head_size 64", "block_size 3", "out_dtype f32"};
+    static const char *what[] = {"head_size 96", "block_size 3", "out_dtype f32"};
     int f;
 #ifdef GT_GPU_IS_CPU /* (the CPU backend of the self-check build takes those calls) */
     return;
@@ -488,7 +579,7 @@ static void test_rejected(void)
         fa_backend *gpu = gt_gpu();
         fa_attn_args a;
         int32_t cu[2] = {0, 4}, su[1] = {20}, btab[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-        const int Dh = f == 0 ? 64 : 128, bs = f == 1 ? 3 : 16;
+        const int Dh = f == 0 ? 96 : 128, bs = f == 1 ? 3 : 16;
         uint8_t *hq = gt_xmalloc(4 * 2 * Dh), *hk = gt_xmalloc((size_t)8 * bs * 2 * Dh);
         uint16_t host_out[4 * 2 * 128];
         void *dq, *dk, *dout;
@@ -566,8 +657,11 @@ static void test_rejected(void)
 int main(int argc, char **argv)
 {
     if (gt_init(argc, argv) != 0) return gt_finish();
-    printf("# fp8 query path: %s\n", wgmma_on() ? "the wgmma family" : "none (every call must be rejected)");
+    printf("# fp8 query path: %s\n",
+           wgmma_on(128) ? "the wgmma family" : "none (every call must be rejected)");
     test_grid();
+    test_heads(64);
+    test_heads(256);
     test_groups();
     test_long();
     test_rejected();

@@ -19,7 +19,7 @@
 // mma.sync family computes them. A 16-bit query over an fp8 (E4M3 / E5M2) cache runs here at heads
 // 64 / 128 with block sizes a TMA box serves or dense K/V (the KV8 kernels, below; head 256 and
 // the cp.async producer's block sizes stay in the mma.sync family); an fp8 (E4M3) query with
-// E4M3 K / V at head 128 runs here only (the FP8 kernels, below).
+// E4M3 K / V at heads 64, 128, 256 runs here only (the FP8 kernels, below).
 //
 // CTA = 3 warpgroups (384 threads): one (sequence, 128-token row block, query head).
 //   producer warp (warpgroup 0, warp 0): setmaxnreg.dec 40. Lane 0 loads the Q tile (TMA, once);
@@ -35,7 +35,8 @@
 //     warpgroups (named barriers 1, 2). The last tile's V rows at or past the sequence's end
 //     (the rest of its last page: stale, may hold NaN; P = 0 there, and 0 x NaN is NaN) are
 //     zeroed before its P V.
-//   FP8 (an e4m3 query, K and V at head 128, out bf16 / f16): S = Q K^T and O += P V by QGMMA
+//   FP8 (an e4m3 query, K and V at head 64 / 128 / 256, out bf16 / f16; head 64: rows of 64 bytes,
+//     the 64-byte swizzle; head 256: 64-key tiles): S = Q K^T and O += P V by QGMMA
 //     (wgmma .e4m3, sm90_tile.cuh), the q / k descales in the logit scale, P = 2^(x - m + 8)
 //     rounded to e4m3 in place; QGMMA's B must be K-major, so the whole producer warpgroup
 //     (setmaxnreg 56, consumers 224) transposes each landed V tile into a Vt stage (v_empty then
@@ -76,7 +77,10 @@ constexpr int kFp8ConsumerRegs = 224;
 // (head 256: 64 KiB of Q and 2 x 64 KiB; head 128: 32 + 3 x 64; head 64: 16 + 4 x 32). A deeper
 // ring lets the producer issue a tile's boxes (8 pages x 3 at block 16) further ahead of use.
 __host__ __device__ constexpr int lib_stages(int d) { return d == 256 ? 2 : (d == 128 ? 3 : 4); }
-constexpr int kFp8Stages = 3; // the FP8 kernels' ring (its stages are half the bytes, and Vt)
+// The FP8 kernels' ring (a stage is K, V and the transposed Vt, each half the 16-bit tile's
+// bytes): head 128 3 (32 + 3 x 48 KiB), head 256 (64-key tiles) 4 (32 + 4 x 48), head 64 4 (8 + 4
+// x 24: the 16-bit kernels' depth there; more would fit, untimed).
+__host__ __device__ constexpr int fp8_stages(int d) { return d == 128 ? 3 : 4; }
 // KV8 (a 16-bit query over an fp8 cache, heads 64 / 128): converted 16-bit K / V stages (the
 // consumers' layout, 64 KiB a stage at head 128) and raw fp8 stages (K and V, 32 KiB at head
 // 128): head 128 32 + 2 x 64 + 2 x 32 = 224 KiB, head 64 16 + 4 x 32 + 4 x 16 = 208 KiB. Head 256
@@ -387,8 +391,8 @@ __device__ __forceinline__ void convert_kv8(uint32_t src, uint32_t dst, int tid,
     }
 }
 
-// T: the element type of q, k, v and out (bf16 / f16); with FP8 (head 128) q, k, v are e4m3
-// and T is out's type; with KV8 (1: E4M3, 2: E5M2; heads 64 / 128) q and out are T and k, v the
+// T: the element type of q, k, v and out (bf16 / f16); with FP8 q, k, v are e4m3 and T is
+// out's type; with KV8 (1: E4M3, 2: E5M2; heads 64 / 128) q and out are T and k, v the
 // fp8 cache's codes: the producer warpgroup loads the raw pages by TMA into a raw ring and
 // converts each tile into the 16-bit stages the consumers read (K in T, V in f16), S = Q K^T in
 // T, P rounded to f16 and O += P V in f16 (as the mma.sync family does for fp8 caches), K's
@@ -398,11 +402,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     sm90_attention_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                           const __grid_constant__ CUtensorMap tmV, const __grid_constant__ AttnParams p) {
 #if FA_SM90_DEVICE_OK
-    static_assert(!FP8 || D == 128, "sm90 family: fp8 at head 128");
     constexpr bool K8 = KV8 != 0; // a 16-bit query over an fp8 cache
     static_assert(!K8 || (!FP8 && D <= 128),
                   "sm90 family: fp8 caches under a 16-bit query at heads 64 / 128");
-    constexpr int ST = FP8 ? kFp8Stages : (K8 ? kv8_stages(D) : lib_stages(D)); // ring stages
+    constexpr int ST = FP8 ? fp8_stages(D) : (K8 ? kv8_stages(D) : lib_stages(D)); // ring stages
     constexpr int RAW = K8 ? kv8_raw_stages(D) : 0; // raw fp8 stages (KV8)
     // FP8: P = 2^(x - m + POFF), in e4m3's range (the row sums carry the factor 2^POFF)
     constexpr int POFF = FP8 ? kFp8POff : 0;
@@ -412,9 +415,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     using KE = typename std::conditional<KV8 == 2, __nv_fp8_e5m2,
                                          typename std::conditional<KV8 == 1, __nv_fp8_e4m3, E>::type>::type;
     using PT = typename std::conditional<K8, __half, T>::type;
-    // column blocks of a row: 128 bytes each (64 bf16 / f16 dims, 128 e4m3 dims)
-    constexpr int BN = Dims<D>::kBN, kColDims = FP8 ? 128 : 64, kCols = D / kColDims;
-    constexpr int kColsLog2 = FP8 ? 0 : Dims<D>::kColsLog2;
+    // column blocks of a row: 128 bytes each (64 bf16 / f16 dims, 128 e4m3 dims; e4m3 head 64:
+    // one block of 64 bytes, L::kRowBytes)
+    constexpr int BN = Dims<D>::kBN, kColDims = FP8 ? (D == 64 ? 64 : 128) : 64, kCols = D / kColDims;
+    constexpr int kColsLog2 = FP8 ? (D == 256 ? 1 : 0) : Dims<D>::kColsLog2;
     constexpr bool kPersist = sm90_persistent(General, D);
     constexpr int kMaxItems = kPersist ? INT_MAX : 1; // work items a CTA may take
     extern __shared__ uint8_t smem_raw[];
@@ -622,8 +626,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const uint32_t par = static_cast<uint32_t>((it0 + j) / ST) & 1u;
                 mbar_wait(bar_vf + 8 * s, par);
                 mbar_wait(ring.te + 8 * s, par ^ 1u);
-                transpose_v_fp8(sV + s * L::kTileBytes, ring.vt + s * L::kTileBytes, lane,
-                                I.Lk - (tb + j) * BN);
+                transpose_v_fp8<D>(sV + s * L::kTileBytes, ring.vt + s * L::kTileBytes, lane,
+                                   I.Lk - (tb + j) * BN, p.box_log2);
                 fence_proxy_async_smem();
                 mbar_arrive(ring.tf + 8 * s);
                 mbar_arrive(bar_ve + 8 * s);
@@ -658,7 +662,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 int nblk = 0, nrow = 0;
                 if (active && i + 1 < n_tiles) coords(i + 1, nblk, nrow); // a tile ahead
                 const uint32_t off =
-                    page * p.box_rows * 128 + col * L::kKvColBytes; // K: [column block][BN][64]
+                    page * p.box_rows * L::kRowBytes + col * L::kKvColBytes; // K: [column block][BN][64]
                 if (lane == 0) {
                     wait_empty(bar_ke + 8 * s, par);
                     mbar_arrive_expect_tx(bar_kf + 8 * s, L::kTileBytes); // the whole tile, both ranks' boxes
@@ -683,7 +687,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const int vblk = __shfl_sync(0xffffffffu, blk, (kCols * lane) & 31);
                 const int vrow = __shfl_sync(0xffffffffu, row, (kCols * lane) & 31);
                 if (v_active) {
-                    const uint32_t dst = sV + s * L::kTileBytes + lane * p.box_rows * 128 * kCols;
+                    const uint32_t dst = sV + s * L::kTileBytes + lane * p.box_rows * L::kRowBytes * kCols;
                     if (mc > 1)
                         tma_load_5d_mc(dst, &tmV, bar_vf + 8 * s, 0, vrow, 0, I.hkv, vblk, mask);
                     else
@@ -820,7 +824,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 if (p.gather) fence_proxy_async_smem(); // cp.async's writes, before wgmma reads them
                 turn_begin(cw);
                 if constexpr (FP8)
-                    issue_qk_fp8(sacc, qb, sK + s * L::kTileBytes);
+                    issue_qk_fp8<D>(sacc, qb, sK + s * L::kTileBytes);
                 else
                     issue_qk<ST, T, D>(sacc, qb, sK + s * L::kTileBytes);
                 turn_end(cw, false);
@@ -851,8 +855,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 if (p.gather) fence_proxy_async_smem();
                 turn_begin(cw);
                 if constexpr (FP8) {
-                    issue_qk_fp8(sacc, qb, sK + s * L::kTileBytes); // S(i)
-                    issue_pv_fp8(o, pa, sPV + sp * L::kTileBytes); // P(i-1) V(i-1)
+                    issue_qk_fp8<D>(sacc, qb, sK + s * L::kTileBytes); // S(i)
+                    issue_pv_fp8<D>(o, pa, sPV + sp * L::kTileBytes); // P(i-1) V(i-1)
                 } else {
                     issue_qk<ST, T, D>(sacc, qb, sK + s * L::kTileBytes); // S(i)
                     issue_pv<ST, PT, D>(o, pa, sPV + sp * L::kTileBytes, v_lbo, v_sbo,
@@ -887,7 +891,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     zero_v_tail<D>(sV + s * L::kTileBytes, tail_valid, p.box_log2, tid, 3 + cw);
                 turn_begin(cw);
                 if constexpr (FP8)
-                    issue_pv_fp8(o, pa, sPV + s * L::kTileBytes);
+                    issue_pv_fp8<D>(o, pa, sPV + s * L::kTileBytes);
                 else
                     issue_pv<ST, PT, D>(o, pa, sPV + s * L::kTileBytes, v_lbo, v_sbo,
                                         K8 ? kV8Log2 : p.box_log2);
@@ -1041,7 +1045,8 @@ bool fa_sm90__serves_head(int d) { return head_on(d); }
 bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
     const char *w = nullptr;
     const bool paged = a->cu_seqlens_k == nullptr;
-    // an fp8 query: e4m3 q, k, v at head 128, out bf16 / f16, a block size a TMA box serves
+    // an fp8 query: e4m3 q, k, v at head 64, 128 or 256, out bf16 / f16, a block size a TMA box
+    // serves
     const bool q8 = a->q_dtype == FA_DTYPE_FP8_E4M3;
     // a 16-bit query over an fp8 cache (KV8): heads 64 / 128, a block size a TMA box serves
     const bool kv8 = !q8 && (a->kv_dtype == FA_DTYPE_FP8_E4M3 || a->kv_dtype == FA_DTYPE_FP8_E5M2);
@@ -1050,10 +1055,13 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
         w = "kv_dtype (fp8_e4m3 with an fp8 query)";
     else if (q8 && a->out_dtype != FA_DTYPE_BF16 && a->out_dtype != FA_DTYPE_F16)
         w = "out_dtype (bf16 or f16 with an fp8 query)";
-    else if (q8 && a->head_size != 128)
-        w = "head_size (128 with an fp8 query)";
-    else if (q8 && paged && !block_on(a->block_size, 128))
-        w = "block_size (with an fp8 query: a power of two in [8, 128] or a multiple of 128)";
+    else if (q8 &&
+             ((a->head_size != 64 && a->head_size != 128 && a->head_size != 256) || !head_on(a->head_size)))
+        w = "head_size (64, 128 or 256, compiled, with an fp8 query)";
+    else if (q8 && paged && !block_on(a->block_size, a->head_size))
+        w = a->head_size == 256
+                ? "block_size (with an fp8 query at head 256: a power of two in [8, 64] or a multiple of 64)"
+                : "block_size (with an fp8 query: a power of two in [8, 128] or a multiple of 128)";
     else if (!q8 && ((a->q_dtype != FA_DTYPE_BF16 && a->q_dtype != FA_DTYPE_F16) ||
                      (a->kv_dtype != a->q_dtype && !kv8)))
         w = "q / kv dtype (bf16 or f16, the same, or an fp8 cache)";
@@ -1095,12 +1103,13 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
 
 namespace {
 
+// (sw: the 128-byte swizzle, or 64-byte for the 64-byte rows of an fp8 query at head 64)
 int encode(EncodeTiledFn fn, CUtensorMap *tm, CUtensorMapDataType dt, const void *base, int rank,
            const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box,
-           CUtensorMapSwizzle swz = CU_TENSOR_MAP_SWIZZLE_128B) {
+           CUtensorMapSwizzle sw = CU_TENSOR_MAP_SWIZZLE_128B) {
     const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
     return fn(tm, dt, static_cast<cuuint32_t>(rank), const_cast<void *>(base), dims, strides, box, estr,
-              CU_TENSOR_MAP_INTERLEAVE_NONE, swz, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+              CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS
                ? 0
                : 1;
@@ -1125,17 +1134,19 @@ template <int D, bool General> KernelFn pick_kernel(bool f16, bool softcap, int 
 template <int D> KernelFn pick_kernel(bool f16, bool softcap, bool general, int &smem) {
     return general ? pick_kernel<D, true>(f16, softcap, smem) : pick_kernel<D, false>(f16, softcap, smem);
 }
-// The same for an fp8 query at head 128 (f16: out's dtype).
-#ifdef FA_ATTN_HD_128
-template <bool General> KernelFn pick_kernel_fp8(bool f16, bool softcap, int &smem) {
+// The same for an fp8 query at head size D (f16: out's dtype).
+template <int D, bool General> KernelFn pick_kernel_fp8(bool f16, bool softcap, int &smem) {
     using namespace fa_sm90;
-    smem = static_cast<int>(Smem<kFp8Stages, 128, true>::kAlloc);
-    return f16 ? (softcap ? sm90_attention_kernel<__half, true, 128, General, true>
-                          : sm90_attention_kernel<__half, false, 128, General, true>)
-               : (softcap ? sm90_attention_kernel<__nv_bfloat16, true, 128, General, true>
-                          : sm90_attention_kernel<__nv_bfloat16, false, 128, General, true>);
+    smem = static_cast<int>(Smem<fp8_stages(D), D, true>::kAlloc);
+    return f16 ? (softcap ? sm90_attention_kernel<__half, true, D, General, true>
+                          : sm90_attention_kernel<__half, false, D, General, true>)
+               : (softcap ? sm90_attention_kernel<__nv_bfloat16, true, D, General, true>
+                          : sm90_attention_kernel<__nv_bfloat16, false, D, General, true>);
 }
-#endif
+template <int D> KernelFn pick_kernel_fp8(bool f16, bool softcap, bool general, int &smem) {
+    return general ? pick_kernel_fp8<D, true>(f16, softcap, smem)
+                   : pick_kernel_fp8<D, false>(f16, softcap, smem);
+}
 // The same for a 16-bit query over an fp8 cache at heads 64 / 128 (f16: the query's dtype).
 template <int D, bool General, int KV8> KernelFn pick_kernel_kv8(bool f16, bool softcap, int &smem) {
     using namespace fa_sm90;
@@ -1169,13 +1180,15 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     // sinks from the group's first head (every group reads the same KV heads)
     const int qg = a->q_head_group > 0 ? a->q_head_group : a->num_heads_q;
     const int ngroups = a->num_heads_q / qg;
-    // an fp8 query: q, k, v e4m3 (1 byte, column blocks of 128 dims), out in out_dtype
+    // an fp8 query: q, k, v e4m3 (1 byte, column blocks of 128 dims; at head 64 one of 64 dims,
+    // rows of 64 bytes with the 64-byte swizzle), out in out_dtype
     const bool q8 = a->q_dtype == FA_DTYPE_FP8_E4M3;
     // a 16-bit query over an fp8 cache: q in 64-dim column blocks, k / v maps of the raw codes
     // (uint8, one unswizzled box of D bytes a row per page)
     const bool kv8 = !q8 && (a->kv_dtype == FA_DTYPE_FP8_E4M3 || a->kv_dtype == FA_DTYPE_FP8_E5M2);
     const int64_t es = q8 ? 1 : 2, kes = q8 || kv8 ? 1 : 2;
-    const int colw = q8 ? 128 : 64, kcolw = kv8 ? D : colw;
+    const int colw = q8 ? (D == 64 ? 64 : 128) : 64, kcolw = kv8 ? D : colw;
+    const CUtensorMapSwizzle sw = colw * es == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
     const bool f16 = (q8 ? a->out_dtype : a->q_dtype) == FA_DTYPE_F16;
     const bool softcap = a->softcap > 0.f;
     const CUtensorMapDataType dt = q8    ? CU_TENSOR_MAP_DATA_TYPE_UINT8
@@ -1195,7 +1208,7 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
         const cuuint64_t str[2] = {(cuuint64_t)(a->q_head_stride * es), (cuuint64_t)(a->q_token_stride * es)};
         const cuuint32_t box[3] = {(cuuint32_t)colw, 1, (cuuint32_t)kWgRows};
         const void *qbase = static_cast<const char *>(a->q) + gi * a->q_group_stride * es;
-        if (encode(fn, &tq[gi], dt, qbase, 3, dims, str, box))
+        if (encode(fn, &tq[gi], dt, qbase, 3, dims, str, box, sw))
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of q failed to encode");
     }
     const cuuint64_t kdims[4] = {(cuuint64_t)D, (cuuint64_t)bsz, (cuuint64_t)a->num_heads_kv,
@@ -1205,7 +1218,7 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
         const cuuint64_t str[3] = {(cuuint64_t)(a->k_row_stride * kes), (cuuint64_t)(a->k_head_stride * kes),
                                    (cuuint64_t)(kbs * kes)};
         if (encode(fn, &tk, kdt, a->k, 4, kdims, str, kvbox,
-                   kv8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B))
+                   kv8 ? CU_TENSOR_MAP_SWIZZLE_NONE : sw))
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of k failed to encode");
     }
     if (kv8) { // V as K: [blocks][heads][rows][D] bytes, a box of D bytes x box_rows a page
@@ -1215,13 +1228,13 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of v failed to encode");
     } else {
         // V as [blocks][heads][column blocks][rows][colw]: one box holds all of a page's column
-        // blocks (128 bytes a row of a column block)
+        // blocks (128 bytes a row of a column block; fp8 at head 64: one block of 64 bytes)
         const cuuint64_t dims[5] = {(cuuint64_t)colw, (cuuint64_t)bsz, (cuuint64_t)cols,
                                     (cuuint64_t)a->num_heads_kv, (cuuint64_t)nblk};
         const cuuint64_t str[4] = {(cuuint64_t)(a->v_row_stride * es), 128,
                                    (cuuint64_t)(a->v_head_stride * es), (cuuint64_t)(vbs * es)};
         const cuuint32_t box[5] = {(cuuint32_t)colw, (cuuint32_t)box_rows, (cuuint32_t)cols, 1, 1};
-        if (encode(fn, &tv, dt, a->v, 5, dims, str, box))
+        if (encode(fn, &tv, dt, a->v, 5, dims, str, box, sw))
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of v failed to encode");
     }
     AttnParams p;
@@ -1309,15 +1322,16 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     int smem = 0;
     const bool e5m2 = a->kv_dtype == FA_DTYPE_FP8_E5M2;
     switch (q8 ? -D : (kv8 ? 1000 + D : D)) {
+#ifdef FA_ATTN_HD_64
+    case -64: kern = pick_kernel_fp8<64>(f16, softcap, split || extra, smem); break;
+    case 1064: kern = pick_kernel_kv8<64>(e5m2, f16, softcap, split || extra, smem); break;
+#endif
 #ifdef FA_ATTN_HD_128
-    case -128:
-        kern = split || extra ? pick_kernel_fp8<true>(f16, softcap, smem)
-                              : pick_kernel_fp8<false>(f16, softcap, smem);
-        break;
+    case -128: kern = pick_kernel_fp8<128>(f16, softcap, split || extra, smem); break;
     case 1128: kern = pick_kernel_kv8<128>(e5m2, f16, softcap, split || extra, smem); break;
 #endif
-#ifdef FA_ATTN_HD_64
-    case 1064: kern = pick_kernel_kv8<64>(e5m2, f16, softcap, split || extra, smem); break;
+#ifdef FA_ATTN_HD_256
+    case -256: kern = pick_kernel_fp8<256>(f16, softcap, split || extra, smem); break;
 #endif
 #ifdef FA_ATTN_HD_64
     case 64: kern = pick_kernel<64>(f16, softcap, split || extra, smem); break;

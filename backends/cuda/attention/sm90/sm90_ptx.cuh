@@ -479,6 +479,34 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3_rs(float (&d)[64], const u
                  : FA_SM90_D64_OUT
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
 }
+// The same two e4m3 forms at N = 64 (m64n64k32): d[32], n8 blocks j = 0..7. Head 64's O += P V
+// (64 dims) and head 256's S = Q K^T (64-key tiles).
+#define FA_SM90_D32_REGS \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+#define FA_SM90_D32_OUT \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define FA_SM90_WGMMA_E4M3_N64(PRED, AOPS) \
+    "{\n\t.reg .pred p;\n\t" \
+    "setp.ne.b32 p, %" #PRED ", 0;\n\t" \
+    "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " \
+    FA_SM90_D32_REGS AOPS ", p, 1, 1;\n\t}"
+
+__device__ __forceinline__ void wgmma_m64n64k32_e4m3_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
+                                                        int scale_d)
+{
+    asm volatile(FA_SM90_WGMMA_E4M3_N64(34, "%32, %33") : FA_SM90_D32_OUT : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+__device__ __forceinline__ void wgmma_m64n64k32_e4m3_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
+                                                        int scale_d)
+{
+    asm volatile(FA_SM90_WGMMA_E4M3_N64(37, "{%32, %33, %34, %35}, %36")
+                 : FA_SM90_D32_OUT
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+}
 // clang-format on
 
 // ---------------------------------------------------------------------------------------------

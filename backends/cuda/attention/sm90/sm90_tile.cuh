@@ -35,7 +35,8 @@ template <int D> struct Dims {
 // The CTA's shared memory: Q, then Stages K and V tiles (and with FP8 as many transposed V
 // tiles, Vt, written by the producer warpgroup), then the mbarriers. FP8: e4m3 elements, a
 // 128-byte swizzle row holds 128 dims (a column block), so at head 128 a row is one row of the
-// swizzle and the tiles are half the bytes.
+// swizzle and the tiles are half the bytes; at head 256 a row is two column blocks; at head 64
+// a row is 64 bytes, one row of the 64-byte swizzle (kRowBytes).
 // Raw > 0 (the KV8 kernels: a 16-bit query over an fp8 cache): Raw stages of the raw fp8 K and
 // V tiles ([BN keys][D bytes] each, unswizzled, K then V) after the converted 16-bit stages,
 // guarded by raw_full / raw_empty barriers.
@@ -45,8 +46,10 @@ template <int Stages, int D = kHeadDim, bool FP8 = false, int Raw = 0> struct Sm
     static constexpr uint32_t kQWgBytes = kWgRows * D * kElem; // one warpgroup's Q rows (16384 at D 128)
     static constexpr uint32_t kQBytes = kBlockM * D * kElem;   // 32768 at D 128
     static constexpr uint32_t kTileBytes = kBN * D * kElem;    // a K or V tile (32768 at D 128)
-    static constexpr uint32_t kQColBytes = kWgRows * 128;      // one column block of Q (8192)
-    static constexpr uint32_t kKvColBytes = kBN * 128; // one column block of K/V (16384 at BN 128)
+    // bytes of a row of a column block: 128 (a 128-byte swizzle row), 64 for e4m3 at head 64
+    static constexpr uint32_t kRowBytes = FP8 && D == 64 ? 64 : 128;
+    static constexpr uint32_t kQColBytes = kWgRows * kRowBytes; // one column block of Q (8192)
+    static constexpr uint32_t kKvColBytes = kBN * kRowBytes; // one column block of K/V (16384 at BN 128)
     static constexpr uint32_t kOffQ = 0;
     static constexpr uint32_t kOffK = kOffQ + kQBytes;
     static constexpr uint32_t kOffV = kOffK + Stages * kTileBytes;
@@ -135,33 +138,63 @@ __device__ __forceinline__ void issue_pv(float (&o)[Dims<D>::kORegs], uint32_t (
     wgmma_commit_group();
 }
 
-// FP8 (head 128, 128-key tiles): S = Q K^T by 4 wgmma m64n128k32 e4m3 SS (Q and K K-major
-// SW128, a row of 128 dims = one swizzle row, a k32 step = 32 bytes), issued and committed.
-__device__ __forceinline__ void issue_qk_fp8(float (&sacc)[64], uint32_t qb, uint32_t kb) {
+// FP8: S = Q K^T by D / 32 wgmma k32 e4m3 SS (m64n128k32; m64n64k32 for the 64-key tiles of
+// head 256), issued and committed. Q and K K-major, rows of column blocks (Smem::kRowBytes):
+// head 128 one SW128 row of 128 dims; head 256 two column blocks of 128 dims (SW128); head 64
+// one SW64 row of 64 bytes (8-row atoms of 512 bytes: SBO 512). A k32 step is 32 bytes of a row.
+template <int D = 128>
+__device__ __forceinline__ void issue_qk_fp8(float (&sacc)[Dims<D>::kSRegs], uint32_t qb, uint32_t kb) {
+    using L = Smem<1, D, true>;
+    constexpr uint32_t kSw = L::kRowBytes == 64 ? kSwizzle64B : kSwizzle128B, kSbo = 8 * L::kRowBytes;
+    constexpr int kRowSteps = L::kRowBytes / 32; // k32 steps in a row of a column block
 #pragma unroll
-    for (int x = 0; x < 64; ++x) reg_fence(sacc[x]);
+    for (int x = 0; x < Dims<D>::kSRegs; ++x) reg_fence(sacc[x]);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-        wgmma_m64n128k32_e4m3_ss(sacc, make_smem_desc(qb + 32 * kk, 16, 1024, kSwizzle128B),
-                                 make_smem_desc(kb + 32 * kk, 16, 1024, kSwizzle128B), kk > 0 ? 1 : 0);
+    for (int kk = 0; kk < D / 32; ++kk) {
+        const uint32_t col = kk / kRowSteps, off = 32 * (kk % kRowSteps);
+        const uint64_t da = make_smem_desc(qb + col * L::kQColBytes + off, 16, kSbo, kSw);
+        const uint64_t db = make_smem_desc(kb + col * L::kKvColBytes + off, 16, kSbo, kSw);
+        if constexpr (Dims<D>::kBN == 128)
+            wgmma_m64n128k32_e4m3_ss(sacc, da, db, kk > 0 ? 1 : 0);
+        else
+            wgmma_m64n64k32_e4m3_ss(sacc, da, db, kk > 0 ? 1 : 0);
+    }
     wgmma_commit_group();
 }
 
-// FP8: O += P V by 4 wgmma m64n128k32 e4m3 RS, B = the transposed tile Vt [128 dims][128 keys]
-// (K-major SW128: a row of a dim's 128 keys; k32 step = 32 bytes), its keys in the order of
-// pack_p_fp8 (each 16 keys permuted by pi16, see there), issued and committed.
-__device__ __forceinline__ void issue_pv_fp8(float (&o)[64], uint32_t (&pa)[4][4], uint32_t vtb) {
+// FP8: O += P V by BN / 32 k32 steps of wgmma e4m3 RS, B = the transposed tile Vt [D dims][BN
+// keys] (K-major: a row of a dim's BN keys, SW128 at BN 128, SW64 at BN 64 (head 256); a k32
+// step = 32 bytes), its keys in the order of pack_p_fp8 (each 16 keys permuted by pi16, see
+// there), issued and committed. N = D: m64n128k32 at head 128, m64n64k32 at head 64, two
+// m64n128k32 (dims [0, 128) and [128, 256), 128 rows of Vt apart) a step at head 256.
+template <int D = 128>
+__device__ __forceinline__ void issue_pv_fp8(float (&o)[Dims<D>::kORegs],
+                                             uint32_t (&pa)[Dims<D>::kBN / 32][4], uint32_t vtb) {
+    constexpr int BN = Dims<D>::kBN, kSteps = BN / 32;
+    constexpr uint32_t kSw = BN == 64 ? kSwizzle64B : kSwizzle128B, kSbo = 8 * BN;
 #pragma unroll
-    for (int x = 0; x < 64; ++x) reg_fence(o[x]);
+    for (int x = 0; x < Dims<D>::kORegs; ++x) reg_fence(o[x]);
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
+    for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
         for (int x = 0; x < 4; ++x) reg_fence(pa[kk][x]);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-        wgmma_m64n128k32_e4m3_rs(o, pa[kk], make_smem_desc(vtb + 32 * kk, 16, 1024, kSwizzle128B), 1);
+    for (int kk = 0; kk < kSteps; ++kk) {
+        const uint64_t dv = make_smem_desc(vtb + 32 * kk, 16, kSbo, kSw);
+        if constexpr (D == 64) {
+            wgmma_m64n64k32_e4m3_rs(o, pa[kk], dv, 1);
+        } else if constexpr (D == 128) {
+            wgmma_m64n128k32_e4m3_rs(o, pa[kk], dv, 1);
+        } else {
+            float(&o_lo)[64] = *reinterpret_cast<float(*)[64]>(&o[0]);
+            float(&o_hi)[64] = *reinterpret_cast<float(*)[64]>(&o[64]);
+            wgmma_m64n128k32_e4m3_rs(o_lo, pa[kk], dv, 1);
+            wgmma_m64n128k32_e4m3_rs(o_hi, pa[kk], make_smem_desc(vtb + 128 * BN + 32 * kk, 16, kSbo, kSw),
+                                     1);
+        }
+    }
     wgmma_commit_group();
 }
 
@@ -173,9 +206,10 @@ __device__ __forceinline__ void issue_pv_fp8(float (&o)[64], uint32_t (&pa)[4][4
 // Vt holds its keys in that order (checked by tools/qgmma_probe.cu).
 constexpr int kFp8POff = 8; // P up to 2^8 = 256
 __host__ __device__ constexpr int pi16(int c) { return 2 * (c / 4) + (c % 2) + 8 * ((c % 4) / 2); }
-__device__ __forceinline__ void pack_p_fp8(uint32_t (&pa)[4][4], const float (&sacc)[64]) {
+template <int K = 4> // k32 steps: BN / 32
+__device__ __forceinline__ void pack_p_fp8(uint32_t (&pa)[K][4], const float (&sacc)[16 * K]) {
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
+    for (int kk = 0; kk < K; ++kk)
 #pragma unroll
         for (int h = 0; h < 2; ++h) // the step's two 16-key halves: n8 blocks j0, j0 + 1
 #pragma unroll
@@ -186,9 +220,11 @@ __device__ __forceinline__ void pack_p_fp8(uint32_t (&pa)[4][4], const float (&s
             }
 }
 
-// FP8: the producer warpgroup's transpose of a V tile [128 keys][128 dims] (TMA's SW128 rows)
-// into Vt [128 dims][128 keys] (SW128 rows, each 16 keys in pi16 order). Warp w takes the dim
-// chunks 2w, 2w + 1 (16 dims each), one 16-key group G a step: ldmatrix .trans (four 8 x 8 b16
+// FP8: the producer warpgroup's transpose of a V tile [BN keys][D dims] (TMA's swizzled rows)
+// into Vt [D dims][BN keys] (swizzled rows, each 16 keys in pi16 order). A unit of work is a
+// pair of 16-dim chunks and one 16-key group G; the 4 warps share the D / 32 x BN / 16 units
+// (head 128: warp w the pair w, every G; head 64: the pair w / 2, half the G's; head 256: the
+// pairs 2w, 2w + 1, every G). A unit: ldmatrix .trans (four 8 x 8 b16
 // matrices: keys 16G + 0..7 and 8..15 of each chunk) gives thread t, per matrix, the b16 column
 // t / 4 (dims 2 (t / 4), + 1 of the chunk) of the rows (keys) 2 (t % 4), + 1; two byte
 // permutes per pair of matrices make the words of keys {2m, 2m + 1, 2m + 8, 2m + 9} (m = t % 4) of
@@ -198,35 +234,62 @@ __device__ __forceinline__ void pack_p_fp8(uint32_t (&pa)[4][4], const float (&s
 // matrix sit at 8 distinct 16-byte places of their rows (no bank conflict; the loads' rows are
 // 8 consecutive keys, also at 8 distinct places). Keys at or past `valid` are written as 0 (the
 // stale rest of a sequence's last page: P is 0 there, and 0 x NaN is NaN).
-__device__ __forceinline__ void transpose_v_fp8(uint32_t vb, uint32_t vtb, int tid, int valid) {
+// Layouts. V: head 128 [128 keys][128] SW128 (chunk c of key r at c ^ (r % 8)); head 64 [128
+// keys][64] SW64 (at c ^ (r / 2 % 4)); head 256 in pages of 2^rlog keys [page][column block of
+// 128 dims][2^rlog][128] SW128 (one TMA box a page; the others are the same as flat). Vt: BN 128
+// rows of 128 bytes SW128 (chunk G of dim d at G ^ (d % 8)); head 256 (BN 64) rows of 64 bytes
+// SW64 (at G ^ (d / 2 % 4)).
+template <int D = 128>
+__device__ __forceinline__ void transpose_v_fp8(uint32_t vb, uint32_t vtb, int tid, int valid, int rlog = 7) {
+    constexpr int BN = Dims<D>::kBN;
+    constexpr int kPairsW = D == 256 ? 2 : 1; // chunk pairs a warp
+    constexpr int kGroupsW = D == 64 ? BN / 32 : BN / 16; // 16-key groups a warp (of each pair)
     const int lane = tid & 31, w = tid >> 5;
     const int k = lane >> 3, rho = lane & 7; // the matrix and the row this lane addresses
-    const int chunk = 2 * w + (k >> 1);
-    // ldmatrix row: key 16 G + 8 (k % 2) + rho, the chunk at its swizzled place chunk ^ rho
-    const uint32_t ld0 = vb + static_cast<uint32_t>((8 * (k & 1) + rho) * 128 + ((chunk ^ rho) << 4));
-    // stmatrix row: Vt row d, the 16-key chunk G at G ^ (d % 8)
     const int hi = rho >> 2;
-    const int d = 16 * chunk + 2 * rho + ((k & 1) ? 1 - hi : hi);
-    const uint32_t st0 = vtb + static_cast<uint32_t>(d * 128), d7 = static_cast<uint32_t>(d & 7);
+    const int G0 = D == 64 ? (w & 1) * kGroupsW : 0;
     // this thread's data: keys 16G + 2m + {0, 1} (+ 8) of dims 2 (lane / 4) + {0, 1}
     const int m = lane & 3;
     const uint32_t sel0 = (lane >> 4) ? 0x7531u : 0x6420u, sel1 = sel0 ^ 0x1111u;
+#pragma unroll
+    for (int pp = 0; pp < kPairsW; ++pp) {
+        const int pair = D == 64 ? (w >> 1) : w * kPairsW + pp;
+        const int chunk = 2 * pair + (k >> 1); // the 16-dim chunk of the row (D / 16 of them)
+        // ldmatrix row: key 16 G + 8 (k % 2) + rho, the chunk at its swizzled place
+        const int krow = 8 * (k & 1) + rho;
+        uint32_t ld0;
+        if constexpr (D == 64)
+            ld0 = vb + static_cast<uint32_t>(krow * 64 + ((chunk ^ (rho >> 1)) << 4));
+        else
+            ld0 = vb + static_cast<uint32_t>(krow * 128 + (((D == 256 ? chunk & 7 : chunk) ^ rho) << 4));
+        // stmatrix row: Vt row d, the 16-key chunk G at its swizzled place
+        const int d = 16 * chunk + 2 * rho + ((k & 1) ? 1 - hi : hi);
+        const uint32_t st0 = vtb + static_cast<uint32_t>(d * BN);
+        const uint32_t dsw = BN == 64 ? static_cast<uint32_t>((d >> 1) & 3) : static_cast<uint32_t>(d & 7);
 #pragma unroll 2
-    for (int G = 0; G < 8; ++G) {
-        uint32_t r[4];
-        ldsm_x4_trans(ld0 + static_cast<uint32_t>(G) * 2048u, r);
-        if (16 * G + 16 > valid) {
-            const int a = 16 * G + 2 * m;
-            const uint32_t mlo = (a < valid ? 0xffffu : 0u) | (a + 1 < valid ? 0xffff0000u : 0u);
-            const uint32_t mhi = (a + 8 < valid ? 0xffffu : 0u) | (a + 9 < valid ? 0xffff0000u : 0u);
-            r[0] &= mlo;
-            r[2] &= mlo;
-            r[1] &= mhi;
-            r[3] &= mhi;
+        for (int gi = 0; gi < kGroupsW; ++gi) {
+            const int G = G0 + gi;
+            uint32_t r[4];
+            if constexpr (D == 256) // the key's page, then its column block in the page
+                ldsm_x4_trans(ld0 + static_cast<uint32_t>(G) * 2048u +
+                                  ((static_cast<uint32_t>(((16 * G + krow) >> rlog) + (chunk >> 3)))
+                                   << (rlog + 7)),
+                              r);
+            else
+                ldsm_x4_trans(ld0 + static_cast<uint32_t>(G) * (16u * (D == 64 ? 64u : 128u)), r);
+            if (16 * G + 16 > valid) {
+                const int a = 16 * G + 2 * m;
+                const uint32_t mlo = (a < valid ? 0xffffu : 0u) | (a + 1 < valid ? 0xffff0000u : 0u);
+                const uint32_t mhi = (a + 8 < valid ? 0xffffu : 0u) | (a + 9 < valid ? 0xffff0000u : 0u);
+                r[0] &= mlo;
+                r[2] &= mlo;
+                r[1] &= mhi;
+                r[3] &= mhi;
+            }
+            const uint32_t s[4] = {__byte_perm(r[0], r[1], sel0), __byte_perm(r[0], r[1], sel1),
+                                   __byte_perm(r[2], r[3], sel0), __byte_perm(r[2], r[3], sel1)};
+            stsm_x4(st0 + ((static_cast<uint32_t>(G) ^ dsw) << 4), s);
         }
-        const uint32_t s[4] = {__byte_perm(r[0], r[1], sel0), __byte_perm(r[0], r[1], sel1),
-                               __byte_perm(r[2], r[3], sel0), __byte_perm(r[2], r[3], sel1)};
-        stsm_x4(st0 + ((static_cast<uint32_t>(G) ^ d7) << 4), s);
     }
 }
 
