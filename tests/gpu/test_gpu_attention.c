@@ -1144,7 +1144,8 @@ static void test_family_edges(void)
         run_named("family edges", &c);
     }
     /* queries of 4096 rows and more at head 128, query heads in pairs of a KV head: the wgmma
-       family's multicast pair (a cluster of two CTAs sharing every K / V box) at blocks 16 and 8;
+       family's multicast pair's shapes (a cluster of two CTAs sharing every K / V box; off unless
+       sm90_attention.cu's kMcastOn, tools/variants/sm90_mcast.py builds it on) at blocks 16 and 8;
        causal over 4200 keys with a short second sequence (group 2), f16 with softcap, a window
        and split-KV (group 4), a two-sided window (three KV heads, group 2) */
     for (v = 0; v < 3; ++v) {

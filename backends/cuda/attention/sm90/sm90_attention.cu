@@ -1217,8 +1217,7 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     {
         const cuuint64_t str[3] = {(cuuint64_t)(a->k_row_stride * kes), (cuuint64_t)(a->k_head_stride * kes),
                                    (cuuint64_t)(kbs * kes)};
-        if (encode(fn, &tk, kdt, a->k, 4, kdims, str, kvbox,
-                   kv8 ? CU_TENSOR_MAP_SWIZZLE_NONE : sw))
+        if (encode(fn, &tk, kdt, a->k, 4, kdims, str, kvbox, kv8 ? CU_TENSOR_MAP_SWIZZLE_NONE : sw))
             return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of k failed to encode");
     }
     if (kv8) { // V as K: [blocks][heads][rows][D] bytes, a box of D bytes x box_rows a page
@@ -1273,12 +1272,14 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     p.box_rows = p.gather ? 8 : box_rows;
     p.pages_per_tile = bn / p.box_rows;
     // TMA boxes of pages, at least two a tile, and query heads in pairs of one KV head: a cluster
-    // of two CTAs (heads 2k, 2k + 1) shares every K / V box (half the boxes a CTA issues). Taken
-    // where it measured faster (H200, block 16, docs/perf.md): head 128 with queries of at least
-    // kMcastMinRows (0.97-0.98 of the time at 4 x 4096 and 1 x 16384); at 16 x 1024 and at heads
-    // 64 / 256 the pair's co-scheduling costs more than the boxes it saves (1.00-1.06).
+    // of two CTAs (heads 2k, 2k + 1) shares every K / V box (half the boxes a CTA issues). Off
+    // (kMcastOn): with the 3-stage ring the pair measured slower on every paged row it took (H100,
+    // 2026-12-06, docs/perf.md: 1.13-1.15x the time of one CTA a head at 1 x 16384 and 4 x 4096,
+    // causal and not; it had been 0.97-0.98 with the 2-stage ring on an H200). Kept working for
+    // the shapes it may win on another card: head 128 with queries of at least kMcastMinRows.
+    constexpr bool kMcastOn = false;
     constexpr int kMcastMinRows = 4096;
-    p.mcast = !q8 && !kv8 && !dense && !p.gather && p.pages_per_tile >= 2 && D == 128 &&
+    p.mcast = kMcastOn && !q8 && !kv8 && !dense && !p.gather && p.pages_per_tile >= 2 && D == 128 &&
                       a->max_seqlen_q >= kMcastMinRows && qg % 2 == 0 && (qg / a->num_heads_kv) % 2 == 0
                   ? 2
                   : 1;
