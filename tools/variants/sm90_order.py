@@ -1,18 +1,10 @@
 # tools/gpu_variants.sh spec: the wgmma family's order of work items against the tree (heads
-# innermost: one longest-first list across every head): "hout" is heads outermost (each head's
-# row blocks longest-first, head after head: the order before).
+# outermost for a call of one sequence, heads innermost otherwise; p.heads_outer): "hout" heads
+# outermost on every call (each head's row blocks longest-first, head after head), "hin" heads
+# innermost on every call (one longest-first list across every head).
 S = "backends/cuda/attention/sm90/sm90_attention.cu"
-INNER = """        const int hp = p.num_heads_q / static_cast<int>(mc); // head pairs (heads without the pair)
-        const int rest = pw / hp;
-        const int tile = p.items_x - 1 - rest / S;
-        I.split = rest % S;
-        I.h = pw % hp * static_cast<int>(mc) + w % static_cast<int>(mc);
-"""
-OUTER = """        const int tile = p.items_x - 1 - pw % p.items_x;
-        const int rest = pw / p.items_x;
-        I.split = rest % S;
-        I.h = rest / S * static_cast<int>(mc) + w % static_cast<int>(mc);
-"""
+SEL = "    p.heads_outer = a->num_seqs == 1 ? 1 : 0;\n"
 VARIANTS = {
-    "hout": [(S, INNER, OUTER)],
+    "hout": [(S, SEL, "    p.heads_outer = 1;\n")],
+    "hin": [(S, SEL, "    p.heads_outer = 0;\n")],
 }
