@@ -465,7 +465,17 @@ typedef struct fa_attn_args {
     int64_t num_keys;                 /* dense: rows of k and v (their shape[0]), >= 0; 0 = not given
                                          (a backend that needs the bound runs the call in a kernel
                                          that does not); paged: ignored */
+    int32_t *work_counters;           /* NULL-able: [FA_WORK_COUNTERS] int32 device words, every
+                                         one 0 on entry. The backend may count its work items
+                                         there (a persistent grid taking them one by one) and
+                                         leaves every word 0 when the call completes. Two calls
+                                         that may run at once (other streams) must not share
+                                         them; NULL: never touched. fa_forward passes the
+                                         builder's (zeroed at creation) */
 } fa_attn_args;
+
+/* Words of fa_attn_args.work_counters. */
+#define FA_WORK_COUNTERS 4
 
 /* out = merge of two partial attentions through their LSEs (a non-finite LSE = empty). */
 typedef struct fa_merge_args {

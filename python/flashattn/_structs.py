@@ -343,6 +343,7 @@ class fa_attn_args(ctypes.Structure):
         ("out_dtype", c_enum),
         ("q_descale", c_void_p),
         ("num_keys", c_int64),
+        ("work_counters", c_void_p),
     ]
 
 
