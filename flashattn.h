@@ -470,8 +470,8 @@ typedef struct fa_attn_args {
                                          there (a persistent grid taking them one by one) and
                                          leaves every word 0 when the call completes. Two calls
                                          that may run at once (other streams) must not share
-                                         them; NULL: never touched. fa_forward passes the
-                                         builder's (zeroed at creation) */
+                                         them; NULL: never touched. 4-byte aligned. fa_forward
+                                         passes the builder's (zeroed at creation) */
 } fa_attn_args;
 
 /* Words of fa_attn_args.work_counters. */
@@ -701,8 +701,9 @@ typedef struct fa_metadata {
 FLASHATTN_API fa_status fa_builder_workspace_size(const fa_config *cfg, size_t *bytes_out);
 
 /* Creates a builder for one KV-cache group. Allocates its host state and its device workspace
-   (through be->ops.alloc) once; build() and forward() never allocate. comm: NULL unless
-   dcp_world_size > 1 (then its world size and rank must match the config). */
+   (through be->ops.alloc) once, and zeroes the workspace's work counters with be->ops.fill
+   (without fill its attention calls get none); build() and forward() never allocate. comm:
+   NULL unless dcp_world_size > 1 (then its world size and rank must match the config). */
 FLASHATTN_API fa_status fa_builder_create(const fa_backend *be, const fa_config *cfg, const fa_comm *comm,
                                           fa_builder **out);
 FLASHATTN_API void fa_builder_destroy(fa_builder *b);
@@ -1834,6 +1835,8 @@ struct fa_builder {
     void *dev_ws;
     size_t ws_bytes;
     float *split_out, *split_lse;
+    int32_t *work_counters;          /* [FA_WORK_COUNTERS], the workspace's last region, zero
+                                        between calls; NULL without the backend's fill */
     void *prefix_out, *suffix_out;
     float *prefix_lse, *suffix_lse;
     void *dcp_q_all, *dcp_ctx_out, *dcp_rs_out, *dcp_qpart_out;
@@ -1842,6 +1845,9 @@ struct fa_builder {
 
 /* Ids copied per round trip by the validation mode. */
 #define FA__CHECK_CHUNK 4096
+
+/* Bytes of the builder's work counters (fa_attn_args.work_counters). */
+#define FA__WORK_COUNTER_BYTES (FA_WORK_COUNTERS * sizeof(int32_t))
 
 /* A bump allocator over one region: each take is 256-byte aligned (device regions) or packed
    (int regions), every size checked; the first region that does not fit is remembered. */
@@ -1875,7 +1881,7 @@ typedef struct fa__layout {
         local_plan, local_bt;
     size_t ws_ints, ws_split_out, ws_split_lse, ws_prefix_out, ws_suffix_out, ws_prefix_lse, ws_suffix_lse,
         ws_dcp_q_all, ws_dcp_ctx_out, ws_dcp_rs_out, ws_dcp_qpart_out, ws_dcp_ctx_lse, ws_dcp_lse_all,
-        ws_dcp_lse_glob;
+        ws_dcp_lse_glob, ws_work_counters;
     size_t ws_bytes;
 } fa__layout;
 
@@ -1947,6 +1953,10 @@ static fa_status fa__compute_layout(const char *fn, const fa_config *c, fa__layo
         L->ws_dcp_rs_out = fa__take(&ws, "dcp rs_out [H, T, D]", xd, act);
         L->ws_dcp_qpart_out = fa__take(&ws, "dcp qpart_out [T, H, D]", xd, act);
     }
+    /* the work counters last: 256-byte aligned like every region, but their 16 bytes are not
+       rounded up (nothing follows), so they grow the workspace by 16 bytes */
+    ws.align = 16;
+    L->ws_work_counters = fa__take(&ws, "work_counters", FA_WORK_COUNTERS, sizeof(int32_t));
     if (ws.overflow != NULL)
         return fa__fail(FA_ERR_INVALID_ARG,
                         "%s: the workspace region %s overflows size_t (max_num_batched_tokens %d, "
@@ -2048,6 +2058,7 @@ static void fa__place(fa_builder *b, const fa__layout *L)
         b->split_out = (float *)(base + L->ws_split_out);
         b->split_lse = (float *)(base + L->ws_split_lse);
     }
+    b->work_counters = (int32_t *)(base + L->ws_work_counters);
     if (b->cfg.parallel.dcp_world_size == 1) {
         b->prefix_out = base + L->ws_prefix_out;
         b->suffix_out = base + L->ws_suffix_out;
@@ -2150,6 +2161,18 @@ FA__DEF fa_status fa_builder_create(const fa_backend *be, const fa_config *cfg, 
         s = fa__backend_fail(be, "copy", s);
         fa_builder_destroy(b);
         return s;
+    }
+    /* the work counters start at zero and every attention call leaves them so (fa_attn_args);
+       a backend without fill gets none (its calls get NULL) */
+    if (be->ops.fill == NULL) {
+        b->work_counters = NULL;
+    } else {
+        s = be->ops.fill(be->ctx, b->work_counters, FA__WORK_COUNTER_BYTES, 0, FA__WORK_COUNTER_BYTES, 1);
+        if (s != FA_OK) {
+            s = fa__backend_fail(be, "fill", s);
+            fa_builder_destroy(b);
+            return s;
+        }
     }
     s = fa__register(fn, b);
     if (s != FA_OK) {
@@ -2883,8 +2906,10 @@ FA__DEF fa_status fa_forward_profile(const fa_layer *layer, const fa_backend *be
     return fa__zero_rows(be, out);
 }
 
-/* Fields every attention call of a layer shares. */
-static void fa__attn_base(fa_attn_args *a, const fa_layer *L, const fa_tensor *q, int32_t num_tokens)
+/* Fields every attention call of a layer shares, the builder's work counters among them (its
+   calls are serialised on its stream, each leaves them zero: one set serves every call). */
+static void fa__attn_base(fa_attn_args *a, const fa_builder *b, const fa_layer *L, const fa_tensor *q,
+                          int32_t num_tokens)
 {
     memset(a, 0, sizeof *a);
     a->q = q->data;
@@ -2903,6 +2928,7 @@ static void fa__attn_base(fa_attn_args *a, const fa_layer *L, const fa_tensor *q
     a->k_scale = 1.f;
     a->v_scale = 1.f;
     a->num_splits = 1;
+    a->work_counters = b->work_counters;
 }
 
 static void fa__attn_out(fa_attn_args *a, void *out, int64_t token_stride, int64_t head_stride, float *lse,
@@ -3010,7 +3036,7 @@ typedef struct fa__call {
 static void fa__describe_encoder(const fa__call *c, fa__program *p)
 {
     fa_attn_args *a = &fa__push(p, FA__STEP_OP, FA_OP_ATTENTION)->u.a;
-    fa__attn_base(a, c->L, c->q, c->T);
+    fa__attn_base(a, c->b, c->L, c->q, c->T);
     fa__attn_dense(a, c->k, c->v, c->md->query_start_loc);
     fa__attn_out(a, c->out->data, c->out->stride[0], c->out->stride[1], NULL, 0);
     a->cu_seqlens_q = c->md->query_start_loc;
@@ -3054,7 +3080,7 @@ static void fa__describe_local(const fa__call *c, fa__program *p)
 {
     const fa_metadata *md = c->md;
     fa_attn_args *a = &fa__push(p, FA__STEP_OP, FA_OP_ATTENTION)->u.a;
-    fa__attn_base(a, c->L, c->q, c->T);
+    fa__attn_base(a, c->b, c->L, c->q, c->T);
     fa__attn_paged(a, c->L, c->kv_cache, c->cache_dt);
     a->sinks = c->L->desc.sinks;
     fa__attn_out(a, c->out->data, c->out->stride[0], c->out->stride[1], NULL, 0);
@@ -3076,7 +3102,7 @@ static void fa__describe_cascade(const fa__call *c, fa__program *p)
     const fa_builder *b = c->b;
     const int32_t P = md->common_prefix_len, T = c->T, HD = c->Hq * c->D;
     fa_attn_args *a = &fa__push(p, FA__STEP_OP, FA_OP_ATTENTION)->u.a;
-    fa__attn_base(a, c->L, c->q, T);
+    fa__attn_base(a, c->b, c->L, c->q, T);
     fa__attn_paged(a, c->L, c->kv_cache, c->cache_dt);
     a->sinks = c->L->desc.sinks; /* the sink joins once: in the prefix call */
     fa__attn_out(a, b->prefix_out, HD, c->D, b->prefix_lse, T);
@@ -3090,7 +3116,7 @@ static void fa__describe_cascade(const fa__call *c, fa__program *p)
     a->causal = 0;
     fa__attn_splits(a, b, md->prefix_num_splits, md->prefix_split_plan);
     a = &fa__push(p, FA__STEP_OP, FA_OP_ATTENTION)->u.a;
-    fa__attn_base(a, c->L, c->q, T);
+    fa__attn_base(a, c->b, c->L, c->q, T);
     fa__attn_paged(a, c->L, c->kv_cache, c->cache_dt);
     fa__attn_out(a, b->suffix_out, HD, c->D, b->suffix_lse, T);
     fa__attn_rows(a, md, md->suffix_kv_lens, md->max_seq_len - P);
@@ -3105,7 +3131,7 @@ static void fa__describe_cascade(const fa__call *c, fa__program *p)
 static void fa__describe_plain(const fa__call *c, fa__program *p)
 {
     fa_attn_args *a = &fa__push(p, FA__STEP_OP, FA_OP_ATTENTION)->u.a;
-    fa__attn_base(a, c->L, c->q, c->T);
+    fa__attn_base(a, c->b, c->L, c->q, c->T);
     fa__attn_paged(a, c->L, c->kv_cache, c->cache_dt);
     a->sinks = c->L->desc.sinks;
     fa__attn_out(a, c->out->data, c->out->stride[0], c->out->stride[1], NULL, 0);
@@ -3151,7 +3177,7 @@ static void fa__describe_dcp(const fa__call *c, fa__program *p)
     s->u.coll.dtype = c->dt;
     /* 2. context part over all N*H heads: non-causal, LSE, no sink */
     a = &fa__push(p, FA__STEP_OP, FA_OP_ATTENTION)->u.a;
-    fa__attn_base(a, c->L, q, T);
+    fa__attn_base(a, c->b, c->L, q, T);
     a->q = b->dcp_q_all;
     a->q_token_stride = (int64_t)H * D;
     a->q_head_stride = D;
@@ -3189,7 +3215,7 @@ static void fa__describe_dcp(const fa__call *c, fa__program *p)
     s->u.coll.dtype = c->dt;
     /* 4. the new tokens among themselves: dense, causal per the layer, LSE, the sink (once) */
     a = &fa__push(p, FA__STEP_OP, FA_OP_ATTENTION)->u.a;
-    fa__attn_base(a, c->L, q, T);
+    fa__attn_base(a, c->b, c->L, q, T);
     fa__attn_dense(a, c->k, c->v, md->query_start_loc);
     fa__attn_out(a, b->dcp_qpart_out, (int64_t)H * D, D, b->dcp_qpart_lse, T);
     a->cu_seqlens_q = md->query_start_loc;

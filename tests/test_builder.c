@@ -309,6 +309,132 @@ Test(workspace, create_allocates_the_reported_size, .init = setup)
     cr_assert_eq(CNT.free, CNT.alloc, "destroy frees what create allocated");
 }
 
+/* The work counters (fa_attn_args.work_counters): FA_WORK_COUNTERS int32 words, the
+   workspace's last region (256-byte aligned, its 16 bytes not rounded up), zeroed at creation
+   with one fill of the backend (cb_alloc leaves 0x5c bytes); with or without splits, DCP or
+   chunked-local attention. */
+static void check_work_counters(const fa_config *c, const char *what)
+{
+    fa_config rc;
+    fa__layout L;
+    fa_builder *b = NULL;
+    ASSERT_OK(fa_config_resolve(c, &rc));
+    ASSERT_OK(fa__compute_layout("test", &rc, &L));
+    const int fills = CNT.fill;
+    ASSERT_OK(fa_builder_create(&BE, c, NULL, &b));
+    cr_assert_eq(CNT.fill, fills + 1, "%s: one fill at creation (the counters), got %d", what,
+                 CNT.fill - fills);
+    cr_assert_not_null(b->work_counters, "%s: no work counters", what);
+    cr_assert_eq((char *)b->work_counters, (char *)b->dev_ws + L.ws_work_counters, "%s", what);
+    cr_assert_eq(L.ws_work_counters % 256, 0, "%s: region alignment (offset %zu)", what, L.ws_work_counters);
+    cr_assert_eq(b->ws_bytes, L.ws_work_counters + FA_WORK_COUNTERS * sizeof(int32_t),
+                 "%s: the counters are the workspace's last %zu bytes (%zu of %zu)", what,
+                 FA_WORK_COUNTERS * sizeof(int32_t), L.ws_work_counters, b->ws_bytes);
+    /* every other region ends at or before them */
+    const size_t starts[] = {L.ws_ints,        L.ws_split_out,   L.ws_split_lse,     L.ws_prefix_out,
+                             L.ws_suffix_out,  L.ws_prefix_lse,  L.ws_suffix_lse,    L.ws_dcp_q_all,
+                             L.ws_dcp_ctx_out, L.ws_dcp_rs_out,  L.ws_dcp_qpart_out, L.ws_dcp_ctx_lse,
+                             L.ws_dcp_lse_all, L.ws_dcp_lse_glob};
+    for (size_t i = 0; i < sizeof starts / sizeof starts[0]; ++i)
+        cr_assert_lt(starts[i], L.ws_work_counters, "%s: region %zu starts at %zu, past the counters", what,
+                     i, starts[i]);
+    for (int i = 0; i < FA_WORK_COUNTERS; ++i)
+        cr_assert_eq(b->work_counters[i], 0, "%s: work_counters[%d] = %#x after create", what, i,
+                     (unsigned)b->work_counters[i]);
+    fa_builder_destroy(b);
+    cr_assert_eq(CNT.free, CNT.alloc, "%s: destroy frees what create allocated", what);
+}
+
+Test(workspace, work_counters_region, .init = setup)
+{
+    fa_config c = base_cfg();
+    check_work_counters(&c, "splits");
+    c.compilation.batch_invariant = 1; /* one split: no partials, the counters all the same */
+    check_work_counters(&c, "no splits");
+    c = base_cfg();
+    c.scheduler.attention_chunk_size = 64;
+    check_work_counters(&c, "chunked local");
+    c = base_cfg();
+    c.scheduler.max_num_batched_tokens = 1000; /* odd sizes: the regions before are still rounded */
+    c.scheduler.max_num_seqs = 7;
+    check_work_counters(&c, "odd limits");
+}
+
+/* the counters grow the workspace by exactly FA_WORK_COUNTERS int32 (16 bytes): the size is
+   the end of the last other region plus 16 */
+Test(workspace, work_counters_add_16_bytes)
+{
+    const int32_t toks[3] = {256, 1000, 2048};
+    const int32_t spl[3] = {1, 8, 32};
+    for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) {
+            fa_config c = base_cfg(), rc;
+            fa__layout L;
+            c.scheduler.max_num_batched_tokens = toks[i];
+            c.compilation.max_num_splits = spl[j];
+            ASSERT_OK(fa_config_resolve(&c, &rc));
+            ASSERT_OK(fa__compute_layout("test", &rc, &L));
+            size_t w = ws(&c);
+            cr_assert_eq(w, L.ws_bytes);
+            cr_assert_eq(w % 256, 16, "tokens %d splits %d: %zu bytes, not 256 x n + 16", toks[i], spl[j], w);
+            cr_assert_eq(FA_WORK_COUNTERS * sizeof(int32_t), 16);
+        }
+}
+
+Test(workspace, work_counters_absent_without_fill, .init = setup)
+{
+    fa_config c = base_cfg();
+    fa_builder *b = NULL;
+    size_t w = ws(&c);
+    BE.ops.fill = NULL; /* a backend without fill: its calls get NULL (fa_attn_args) */
+    ASSERT_OK(fa_builder_create(&BE, &c, NULL, &b));
+    cr_assert_null(b->work_counters);
+    cr_assert_eq(CNT.alloc_bytes, w, "the same workspace (the region is unused)");
+    fa_builder_destroy(b);
+    cr_assert_eq(CNT.free, CNT.alloc);
+}
+
+static fa_status cb_fill_fails(void *c, void *d, size_t pitch, int v, size_t w, size_t rows)
+{
+    (void)c;
+    (void)d;
+    (void)pitch;
+    (void)v;
+    (void)w;
+    (void)rows;
+    CNT.fill++;
+    return FA_ERR_BACKEND;
+}
+
+Test(workspace, work_counters_fill_failure, .init = setup)
+{
+    fa_config c = base_cfg();
+    fa_builder *b = (fa_builder *)&c; /* must stay untouched */
+    BE.ops.fill = cb_fill_fails;
+    cr_assert_eq(fa_builder_create(&BE, &c, NULL, &b), FA_ERR_BACKEND);
+    cr_assert(strstr(fa_last_error(), "fill") != NULL, "message \"%s\" does not name the op",
+              fa_last_error());
+    cr_assert_eq(CNT.fill, 1);
+    cr_assert_eq(b, (fa_builder *)&c, "out written by a failing create");
+    cr_assert_eq(CNT.free, CNT.alloc, "the workspace is freed");
+}
+
+/* two builders: two sets of counters (their calls may run at once on other streams) */
+Test(workspace, work_counters_per_builder, .init = setup)
+{
+    fa_config c = base_cfg();
+    fa_builder *b1 = NULL, *b2 = NULL;
+    ASSERT_OK(fa_builder_create(&BE, &c, NULL, &b1));
+    ASSERT_OK(fa_builder_create(&BE, &c, NULL, &b2));
+    cr_assert_not_null(b1->work_counters);
+    cr_assert_not_null(b2->work_counters);
+    cr_assert(b1->work_counters + FA_WORK_COUNTERS <= b2->work_counters ||
+                  b2->work_counters + FA_WORK_COUNTERS <= b1->work_counters,
+              "the builders share counters (%p, %p)", (void *)b1->work_counters, (void *)b2->work_counters);
+    fa_builder_destroy(b1);
+    fa_builder_destroy(b2);
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* build: plain */
 

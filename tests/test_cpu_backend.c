@@ -24,6 +24,8 @@
 #include "fa_cpu.h"
 #include "fa_fake_comm.h"
 
+#include "backends/common/fa_backend_util.h"
+
 /* ------------------------------------------------------------------------------------------ */
 /* random numbers (splitmix64), never exactly zero where values are drawn */
 
@@ -1099,6 +1101,46 @@ Test(attention, nothing_to_do)
     a.num_heads_q = a.num_heads_kv = 1;
     a.q_dtype = a.kv_dtype = FA_DTYPE_BF16;
     cr_expect_eq(be->ops.attention(be->ctx, &a), FA_OK, "%s", t_err(be));
+    fa_cpu_backend_destroy(be);
+}
+
+/* fa_attn_args.work_counters: the CPU backend neither reads nor writes them. They lie on a page
+   without access here, so a read or a write of any word would kill the test (SIGSEGV); the
+   results are those of a call without counters, with and without splits. */
+Test(attention, work_counters_never_touched)
+{
+    static const float vv[5] = {1, 2, 3, 4, 5};
+    fa_backend *be = t_backend();
+    small_attn *s = (small_attn *)t_alloc(sizeof *s), *ref = (small_attn *)t_alloc(sizeof *ref);
+    static float split_out[2 * 5 * 2 * 8], split_lse[2 * 2 * 5];
+    const size_t page = 1 << 16; /* a multiple of any page size in use */
+    void *guard = mmap(NULL, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(guard != MAP_FAILED, "mmap of a PROT_NONE page failed");
+    for (int splits = 1; splits <= 2; ++splits) {
+        small_setup(ref, 5, 5, 2, 1, NULL, vv);
+        ref->a.causal = 1;
+        if (splits > 1) {
+            ref->a.num_splits = 2;
+            ref->a.split_out = split_out;
+            ref->a.split_lse = split_lse;
+        }
+        cr_assert_eq(be->ops.attention(be->ctx, &ref->a), FA_OK, "%s", t_err(be));
+        small_setup(s, 5, 5, 2, 1, NULL, vv);
+        s->a.causal = 1;
+        s->a.num_splits = ref->a.num_splits;
+        s->a.split_out = ref->a.split_out;
+        s->a.split_lse = ref->a.split_lse;
+        s->a.work_counters = (int32_t *)guard;
+        cr_assert_eq(be->ops.check(be->ctx, FA_OP_ATTENTION, &s->a), FA_OK, "%s", t_err(be));
+        cr_assert_eq(be->ops.attention(be->ctx, &s->a), FA_OK, "%s", t_err(be));
+        cr_assert(!memcmp(s->out, ref->out, sizeof s->out), "splits %d: out differs with work counters",
+                  splits);
+        cr_assert(!memcmp(s->lse, ref->lse, sizeof s->lse), "splits %d: lse differs with work counters",
+                  splits);
+    }
+    munmap(guard, page);
+    free(s);
+    free(ref);
     fa_cpu_backend_destroy(be);
 }
 
@@ -2205,6 +2247,9 @@ Test(errors, attention_arguments)
     FRESH();
     s->a.q_head_group = -2;
     expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "q_head_group", "-2");
+    FRESH();
+    s->a.work_counters = (int32_t *)((char *)split + 2); /* int32 words must be 4-byte aligned */
+    expect_attn_error(&s->a, s, FA_ERR_INVALID_ARG, "work_counters", "aligned");
 #undef FRESH
     {
         fa_backend *be = t_backend();
@@ -2212,6 +2257,35 @@ Test(errors, attention_arguments)
         cr_expect(strstr(t_err(be), "NULL") != NULL);
         fa_cpu_backend_destroy(be);
     }
+    free(s);
+}
+
+/* fa_bu_check_attention (every backend's structural check): work_counters NULL or 4-byte
+   aligned; a misaligned pointer is named with its value, also for an empty call */
+Test(errors, work_counters_alignment)
+{
+    static const float vv[3] = {1, 2, 3};
+    small_attn *s = (small_attn *)t_alloc(sizeof *s);
+    int32_t words[FA_WORK_COUNTERS + 1] = {0};
+    char buf[256], ptr[64];
+    const fa_bu_err e = fa_bu_err_make(buf, sizeof buf, "test attention");
+    small_setup(s, 2, 3, 2, 1, NULL, vv);
+    buf[0] = 0;
+    cr_expect_eq(fa_bu_check_attention(&e, &s->a, 1), FA_OK, "NULL: %s", buf);
+    s->a.work_counters = words;
+    cr_expect_eq(fa_bu_check_attention(&e, &s->a, 1), FA_OK, "aligned: %s", buf);
+    for (int off = 1; off < 4; ++off) {
+        int32_t *bad = (int32_t *)((char *)words + off);
+        s->a.work_counters = bad;
+        snprintf(ptr, sizeof ptr, "%p", (void *)bad);
+        buf[0] = 0;
+        cr_expect_eq(fa_bu_check_attention(&e, &s->a, 1), FA_ERR_INVALID_ARG, "offset %d accepted", off);
+        cr_expect(strstr(buf, "work_counters") != NULL, "message '%s' does not name work_counters", buf);
+        cr_expect(strstr(buf, ptr) != NULL, "message '%s' does not give the pointer %s", buf, ptr);
+        cr_expect(strstr(buf, "aligned") != NULL, "message '%s' does not say why", buf);
+    }
+    s->a.num_tokens = 0; /* an empty call: still checked */
+    cr_expect_eq(fa_bu_check_attention(&e, &s->a, 1), FA_ERR_INVALID_ARG);
     free(s);
 }
 

@@ -71,6 +71,7 @@ typedef struct rec {
     /* snapshots of the small device arrays at call time */
     int32_t cuq[MAXS + 1], sk[MAXS], cuk[MAXS + 1];
     int has_cuq, has_sk, has_cuk;
+    int32_t wc[FA_WORK_COUNTERS]; /* the work counters' words on entry (when given) */
 } rec;
 
 typedef struct rlog {
@@ -117,6 +118,7 @@ static fa_status rb_attn(void *c, const fa_attn_args *a)
             r->has_cuk = 1;
         }
     }
+    if (a->work_counters) memcpy(r->wc, a->work_counters, sizeof r->wc);
     return FA_OK;
 }
 static fa_status rb_merge(void *c, const fa_merge_args *a)
@@ -382,10 +384,32 @@ static void prepare(ctx *c, const fa_config *cfg, const fa_layer_desc *d, int ca
     clear_log();
 }
 
+/* Every attention call recorded so far hands the backend the builder's work counters (NULL
+   only when the backend has no fill), zero on entry; returns how many calls were checked. */
+static int check_work_counters(const ctx *c)
+{
+    int n = 0;
+    if (BE.ops.fill != NULL)
+        cr_assert_not_null(c->b->work_counters, "a backend with fill: the builder's counters");
+    for (int i = 0; i < LOG.n; ++i) {
+        const rec *r = &LOG.r[i];
+        if (r->op != OP_ATTN) continue;
+        ++n;
+        cr_assert_eq(r->at.work_counters, c->b->work_counters,
+                     "attention call %d (num_seqs %d, num_splits %d): work_counters %p, the builder's %p", n,
+                     r->at.num_seqs, r->at.num_splits, (void *)r->at.work_counters,
+                     (void *)c->b->work_counters);
+        for (int w = 0; w < FA_WORK_COUNTERS; ++w)
+            cr_assert_eq(r->wc[w], 0, "attention call %d: work_counters[%d] = %d on entry", n, w, r->wc[w]);
+    }
+    return n;
+}
+
 static void run_forward(ctx *c, const fa_tensor *k, const fa_tensor *v)
 {
     ASSERT_OK(fa_forward(&c->layer, &BE, &c->q, k, v, &c->kv, &c->md, &c->out));
     cr_assert_eq(LOG.counts[OP_ALLOC], 0, "forward allocated");
+    check_work_counters(c);
 }
 
 static rec *nth(int op, int k)
@@ -1074,6 +1098,94 @@ Test(dispatch, cascade_split_plans, .init = setup_backend)
     check_splits(&r1->at, c.md.split_plan);
     fa_builder_destroy(c.b);
 }
+
+/* ---------------------------------------------------------------------------------------- */
+/* work counters: every attention call of every path gets the builder's (fa_attn_args) */
+
+/* one forward on a fresh builder; the attention calls checked (and how many split) */
+static int wc_case(fa_config cfg, fa_layer_desc d, int causal, int32_t prefix, const fa_comm *comm,
+                   int *splits)
+{
+    ctx c;
+    prepare(&c, &cfg, &d, causal, prefix, comm, FA_LAYOUT_NHD);
+    const int32_t *want = c.b->work_counters;
+    if (BE.ops.fill != NULL) {
+        cr_assert_not_null(want);
+        cr_assert_eq((uintptr_t)want % 16, 0, "work counters %p: 16-byte aligned", (void *)want);
+        cr_assert((const char *)want >= (const char *)c.b->dev_ws &&
+                      (const char *)(want + FA_WORK_COUNTERS) <= (const char *)c.b->dev_ws + c.b->ws_bytes,
+                  "work counters inside the builder's workspace");
+    } else {
+        cr_assert_null(want, "a backend without fill: no counters");
+    }
+    run_forward(&c, &c.k, &c.v);
+    int n = 0;
+    for (int i = 0; i < LOG.n; ++i)
+        if (LOG.r[i].op == OP_ATTN) {
+            cr_assert_eq(LOG.r[i].at.work_counters, want);
+            *splits += LOG.r[i].at.num_splits > 1;
+            ++n;
+        }
+    fa_builder_destroy(c.b);
+    return n;
+}
+
+static void wc_every_path(int with_fill)
+{
+    int splits = 0, n;
+    fa_config cfg = make_cfg();
+    fa_layer_desc d = make_desc();
+    setup_backend();
+    if (!with_fill) BE.ops.fill = NULL;
+    /* without and with full CUDA graphs (then every call launches the split cap: splits) */
+    for (int graph = 0; graph < 2; ++graph) {
+        fa_config gc = cfg, lc;
+        fa_layer_desc ld = d;
+        const int before = splits;
+        gc.compilation.full_cuda_graph = graph;
+        /* plain */
+        n = wc_case(gc, d, 1, 0, NULL, &splits);
+        cr_assert_eq(n, 1, "graph %d: plain: one attention call, got %d", graph, n);
+        /* cascade: prefix and suffix */
+        n = wc_case(gc, d, 1, 32, NULL, &splits);
+        cr_assert_eq(n, 2, "graph %d: cascade: prefix + suffix, got %d", graph, n);
+        /* chunked local */
+        lc = gc;
+        lc.scheduler.attention_chunk_size = 32;
+        ld.attention_chunk_size = 32;
+        n = wc_case(lc, ld, 1, 0, NULL, &splits);
+        cr_assert_eq(n, 1, "graph %d: chunked local: one call, got %d", graph, n);
+        if (graph) cr_assert_geq(splits - before, 4, "full graphs: %d split calls of 4", splits - before);
+    }
+    /* encoder (dense, no cache): the batch's keys are its queries */
+    {
+        int32_t save[NREQ];
+        fa_layer_desc ed = d;
+        ed.attn_type = FA_ATTN_ENCODER;
+        memcpy(save, seql, sizeof save);
+        for (int i = 0; i < NREQ; ++i) seql[i] = qsl[i + 1] - qsl[i];
+        n = wc_case(cfg, ed, 0, 0, NULL, &splits);
+        memcpy(seql, save, sizeof save);
+        cr_assert_eq(n, 1, "encoder: one call, got %d", n);
+    }
+    /* DCP over 2 ranks: the context call and the new tokens' call */
+    {
+        fa_config dc = cfg;
+        fa_layer_desc dd = d;
+        setup_comm(2, 1);
+        dc.parallel.dcp_world_size = 2;
+        dc.parallel.dcp_rank = 1;
+        dd.dcp_world_size = 2;
+        n = wc_case(dc, dd, 1, 0, &COMM, &splits);
+        cr_assert_eq(n, 2, "DCP: context + query part, got %d", n);
+    }
+    cr_assert_gt(splits, 0, "no attention call split the keys: the split path went unchecked");
+}
+
+Test(dispatch, work_counters_on_every_call) { wc_every_path(1); }
+
+/* a backend without fill: the builder has no counters and every call gets NULL */
+Test(dispatch, work_counters_null_without_fill) { wc_every_path(0); }
 
 /* ---------------------------------------------------------------------------------------- */
 /* profiling run */

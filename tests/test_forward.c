@@ -962,6 +962,95 @@ Test(forward, kv_sharing_skips_the_write)
     scen_end(&s, b, be);
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* work counters (fa_attn_args.work_counters): the builder's FA_WORK_COUNTERS words, zero after
+   creation and after every step; every attention call gets them (the CPU backend leaves them) */
+
+static const fa_backend *WC_INNER; /* the CPU backend under the observing wrapper */
+static const int32_t *WC_WANT; /* the builder's counters */
+static int WC_CALLS, WC_SPLITS;
+
+static fa_status wc_attention(void *ctx, const fa_attn_args *a)
+{
+    (void)ctx;
+    cr_assert_eq(a->work_counters, WC_WANT, "attention call %d: work_counters %p, the builder's %p", WC_CALLS,
+                 (void *)a->work_counters, (const void *)WC_WANT);
+    for (int w = 0; w < FA_WORK_COUNTERS; ++w) /* CPU: device memory is host memory */
+        cr_assert_eq(a->work_counters[w], 0, "attention call %d: work_counters[%d] = %d on entry", WC_CALLS,
+                     w, a->work_counters[w]);
+    WC_CALLS++;
+    WC_SPLITS += a->num_splits > 1;
+    return WC_INNER->ops.attention(WC_INNER->ctx, a);
+}
+
+/* the counters read back through the backend's copy (device to host) */
+static void wc_expect_zero(const fa_backend *be, const fa_builder *b, const char *when)
+{
+    int32_t h[FA_WORK_COUNTERS];
+    memset(h, 0x5c, sizeof h);
+    ASSERT_OK(be->ops.copy(be->ctx, h, b->work_counters, sizeof h, FA_COPY_DEVICE_TO_HOST));
+    for (int w = 0; w < FA_WORK_COUNTERS; ++w)
+        cr_assert_eq(h[w], 0, "%s: work_counters[%d] = %d", when, w, h[w]);
+}
+
+Test(forward, work_counters_zero_across_steps)
+{
+    scen s;
+    scen_begin(&s, 611, 8, 2, 64, 16, FA_DTYPE_F32);
+    s.n = 6;
+    s.shared_blocks = 5; /* 80 shared tokens: a cascade step */
+    for (int r = 0; r < s.n; ++r) {
+        s.qlen[r] = (r % 3 == 0) ? rng_int(2, 20) : 1;
+        s.ctx[r] = 80 + rng_int(0, 200);
+    }
+    s.ctx[1] = 3000; /* a long decode row: a split step */
+    scen_init(&s);
+    fa_backend *inner = cpu();
+    fa_backend be = *inner;
+    WC_INNER = inner;
+    be.ops.attention = wc_attention;
+    fa_config cfg = scen_cfg(&s);
+    cfg.scheduler.attention_chunk_size = 32;
+    fa_layer_desc d = scen_desc(&s), dl = d;
+    dl.attention_chunk_size = 32;
+    fa_layer L, Ll;
+    fa_metadata md;
+    fa_builder *b = scen_build(&s, &be, cfg, d, 1, 64, &L, &md), *b2 = NULL;
+    ASSERT_OK(fa_layer_init(&Ll, &dl));
+    ASSERT_OK(fa_builder_create(&be, &cfg, NULL, &b2));
+    cr_assert_not_null(b->work_counters);
+    cr_assert_not_null(b2->work_counters);
+    cr_assert_neq(b->work_counters, b2->work_counters, "two builders share their work counters");
+    cr_assert_eq((uintptr_t)b->work_counters % 16, 0);
+    wc_expect_zero(&be, b, "after create");
+    wc_expect_zero(&be, b2, "after create (second builder)");
+    WC_WANT = b->work_counters;
+    cr_assert_eq(md.use_cascade, 1);
+    cr_assert_eq(md.has_local, 1);
+    fa_batch bt = scen_batch(&s, 1);
+    int want = 0;
+    for (int step = 0; step < 3; ++step) {
+        if (step > 0) ASSERT_OK(fa_builder_build(b, &bt, step == 1 ? 0 : 64, &md));
+        const int calls = WC_CALLS;
+        want += (md.use_cascade ? 2 : 1) + 1;
+        ASSERT_OK(scen_forward(&s, &be, &L, &md, 1)); /* cascade (steps 0, 2) or plain (1) */
+        cr_assert_eq(WC_CALLS - calls, md.use_cascade ? 2 : 1, "step %d: %d attention calls", step,
+                     WC_CALLS - calls);
+        wc_expect_zero(&be, b, "after a full-attention layer");
+        ASSERT_OK(scen_forward(&s, &be, &Ll, &md, 1)); /* chunked local (the same cache write) */
+        wc_expect_zero(&be, b, "after a chunked-local layer");
+    }
+    cr_assert_eq(WC_CALLS, want, "attention calls: %d, expected %d", WC_CALLS, want);
+    cr_assert_gt(WC_SPLITS, 0, "no call split its keys: the split path went unchecked");
+    /* the last step's output is right (the counters changed nothing) */
+    refcfg rc = ref_from_layer(&Ll, 1);
+    rc.chunk = 32;
+    scen_check(&s, &rc, 2e-5, "chunked local after the counters' steps");
+    wc_expect_zero(&be, b2, "the second builder, after the first one's steps");
+    fa_builder_destroy(b2);
+    scen_end(&s, b, inner);
+}
+
 Test(forward, profiling_run_zeroes_out)
 {
     rng_seed(602);

@@ -272,7 +272,8 @@ static inline fa_status fa_bu_check_attn_scalars(const fa_bu_err *e, const fa_at
    its dtype or fp8); exactly one of
    seqused_k (paged: block_table, block_size a positive multiple of block_size_multiple,
    num_blocks > 0) and cu_seqlens_k (dense: num_keys >= 0); strides >= 0;
-   q/k/v/out/cu_seqlens_q when the call is not empty; split_out/split_lse when num_splits > 1. */
+   q/k/v/out/cu_seqlens_q when the call is not empty; split_out/split_lse when num_splits > 1;
+   work_counters NULL or 4-byte aligned (never dereferenced here). */
 static inline fa_status fa_bu_check_attention(const fa_bu_err *e, const fa_attn_args *a,
                                               int32_t block_size_multiple)
 {
@@ -332,6 +333,9 @@ static inline fa_status fa_bu_check_attention(const fa_bu_err *e, const fa_attn_
     if (a->num_splits > 1 && (a->split_out == NULL || a->split_lse == NULL))
         return fa_bu_fail(e, FA_ERR_INVALID_ARG, "num_splits %d needs split_out and split_lse (%s is NULL)",
                           (int)a->num_splits, a->split_out == NULL ? "split_out" : "split_lse");
+    if (((uintptr_t)a->work_counters & 3u) != 0)
+        return fa_bu_fail(e, FA_ERR_INVALID_ARG, "work_counters %p is not 4-byte aligned (int32)",
+                          (void *)a->work_counters);
     if (a->num_tokens == 0 || a->num_seqs == 0) return FA_OK;
     FA_BU_TRY(fa_bu_check_ptr(e, a->q, "q"));
     FA_BU_TRY(fa_bu_check_ptr(e, a->k, "k"));

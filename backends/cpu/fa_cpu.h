@@ -14,6 +14,8 @@
        for a dense call with block_size 0); every partial is really written to split_out /
        split_lse, the sink joins split 0 only, then the combine of SEMANTICS 9.4.
      - split_plan[1 + b] == 0: sequence b does nothing, its out / lse rows stay as they were.
+     - work_counters: never read or written (the loops need no work counter); only its
+       alignment is checked (4 bytes, fa_bu_check_attention), so the words stay as given.
      - paged block_size: any positive value (the multiple-of-16 rule is the header's).
      - head_size: multiple of 8 in [8, 256] for every op, as in the rest of the library.
      - an empty side of a merge, or an empty rank in dcp_correct, is skipped, never multiplied

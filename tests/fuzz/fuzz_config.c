@@ -145,7 +145,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     rc.parallel.dcp_world_size, rc.scheduler.max_num_batched_tokens, rc.model.num_heads_q,
                     rc.model.head_size, rc.compilation.max_num_splits, rc.scheduler.max_num_seqs);
 #endif
-            FZ_CHECK(*bytes % 256 == 0 && (fz_u128)*bytes >= lb && *bytes >= 256);
+            /* 256-byte regions, then the work counters' FA_WORK_COUNTERS int32 (not rounded up) */
+            FZ_CHECK(*bytes % 256 == FA_WORK_COUNTERS * sizeof(int32_t) && (fz_u128)*bytes >= lb &&
+                     *bytes >= 256);
         }
     }
     fz_buf_free(&ob);
