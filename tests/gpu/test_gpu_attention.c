@@ -47,6 +47,9 @@ typedef struct acase {
     int nan_v;                    /* > 0: V of key nan_v - 1 of sequence 0 (KV head 0, every dim)
                                      is NaN: a valid key, masked for some rows of a tile */
     float amp;                    /* > 0: q and K drawn amp times larger (extreme logits) */
+    int counters;                 /* > 0: run again with work_counters (zeroed, FA_WORK_COUNTERS
+                                     words) this many times: the same output and LSE bits, the
+                                     words zero after every call */
 } acase;
 
 static const char *dn(fa_dtype t) { return gt_dtype_name(t); }
@@ -527,6 +530,51 @@ static int run_case(const acase *c, void **out_bits_ret)
         }
         free(gout2);
         gt_dfree(dout2);
+    }
+    if (ok && c->counters > 0) {
+        /* the call again with work counters (a backend may hand out its work items from them,
+           e.g. the wgmma family's persistent grid): every output and LSE byte as without them,
+           and the counters zero again after each call */
+        fa_attn_args wc = ga;
+        const size_t ob = (size_t)out_elems * qsz, lb = sizeof(float) * (size_t)lse_elems;
+        int32_t *dctr = (int32_t *)gt_dmalloc(sizeof(int32_t) * FA_WORK_COUNTERS);
+        void *dout4 = gt_dmalloc(ob), *gout4 = gt_xmalloc(ob);
+        float *dlse4 = dlse ? (float *)gt_dmalloc(lb) : NULL, *glse4 = dlse ? (float *)gt_xmalloc(lb) : NULL;
+        int32_t hctr[FA_WORK_COUNTERS];
+        int rep;
+        if (!dctr || !dout4 || (dlse && !dlse4) ||
+            !gt_check(gpu->ops.fill(gpu->ctx, dctr, 0, 0, sizeof(int32_t) * FA_WORK_COUNTERS, 1), gpu,
+                      "fill"))
+            ok = 0;
+        for (rep = 0; ok && rep < c->counters; ++rep) {
+            int k;
+            if (!gt_check(gpu->ops.fill(gpu->ctx, dout4, 0, GT_POISON, ob, 1), gpu, "fill") ||
+                (dlse4 && !gt_check(gpu->ops.fill(gpu->ctx, dlse4, 0, GT_POISON, lb, 1), gpu, "fill"))) {
+                ok = 0;
+                break;
+            }
+            wc.work_counters = dctr;
+            wc.out = dout4;
+            wc.lse = dlse4;
+            if (!gt_check(gpu->ops.attention(gpu->ctx, &wc), gpu, "attention (work counters)") ||
+                !gt_d2h(gout4, dout4, ob) || (dlse4 && !gt_d2h(glse4, dlse4, lb)) ||
+                !gt_d2h(hctr, dctr, sizeof hctr)) {
+                ok = 0;
+                break;
+            }
+            if (!gt_compare_bytes("out bits with work counters vs without", gout4, gout, ob)) ok = 0;
+            if (dlse4 && !gt_compare_bytes("lse bits with work counters vs without", glse4, glse, lb)) ok = 0;
+            for (k = 0; k < FA_WORK_COUNTERS; ++k)
+                if (hctr[k] != 0) {
+                    gt_fail("work_counters[%d] = %d after call %d (want 0)", k, (int)hctr[k], rep + 1);
+                    ok = 0;
+                }
+        }
+        free(gout4);
+        free(glse4);
+        gt_dfree(dout4);
+        gt_dfree(dlse4);
+        gt_dfree(dctr);
     }
     if (ok && min_q > 0 && (int64_t)min_q * (Hq / Hkv) <= 16 && (int64_t)max_q * (Hq / Hkv) > 16) {
         /* a mixed batch again with the min_seqlen_q hint: the CUDA backend then runs its decode
@@ -1276,6 +1324,39 @@ static void test_batch_invariance(void)
     }
 }
 
+/* fa_attn_args.work_counters: each call again with zeroed counters must give the same bits and
+   leave them zero. The wgmma family's plain kernels at heads 64 / 128 may take their work items
+   from them (a persistent grid, more items than SMs here: 16 query heads x 14 row blocks, and one
+   sequence of 10 row blocks x 16 heads); a split call, block size 3 (the cp.async producer),
+   head 256 and an fp8 cache must leave them alone. */
+static void test_work_counters(void)
+{
+    static const int ql[] = {384, 640, 256, 500}, kl[] = {384, 640, 700, 500};
+    static const int q1[] = {1280}, k1[] = {1300};
+    int v;
+    for (v = 0; v < 7; ++v) {
+        acase c = base_case(v == 1 ? FA_DTYPE_F16 : FA_DTYPE_BF16, v == 1 ? 64 : (v == 5 ? 256 : 128),
+                            v == 3 ? 3 : 16, 16, 4);
+        set_seqs(&c, 4, ql, kl);
+        c.causal = v != 3;
+        c.counters = 2;
+        switch (v) {
+        case 1: c.dense = 1; break; /* head 64, dense K/V, f16 */
+        case 2: set_seqs(&c, 1, q1, k1); break; /* one sequence: heads outermost */
+        case 3: break; /* block 3: the cp.async producer, one CTA an item */
+        case 4: c.splits = 2; break; /* the General kernels */
+        case 5: c.counters = 1; break; /* head 256 */
+        case 6: /* an fp8 cache (the KV8 kernels) */
+            c.kvdt = FA_DTYPE_FP8_E4M3;
+            c.descale = 1;
+            c.counters = 1;
+            break;
+        }
+        if (v != 0 && v != 2 && gt()->quick) continue; /* --quick: the two persistent cases */
+        run_named("work counters", &c);
+    }
+}
+
 /* The multi-warp decode tile (docs/cuda.md): one-token sequences of heads 64 / 128 with up to 16
    query heads per KV head (two n8 column fragments past 8) and of head 256 with up to 8 (16: the
    packed tile), an E4M3 cache at either q dtype,
@@ -1705,6 +1786,7 @@ int main(int argc, char **argv)
     test_edges();
     test_nan_edges();
     test_batch_invariance();
+    test_work_counters();
     test_multiwarp_decode();
     test_family_edges();
     test_large_cache();

@@ -118,6 +118,10 @@ struct AttnParams {
     // every other round backwards
     int32_t items_x;
     int32_t heads_outer; // 1: the list head after head (one sequence), 0: heads innermost
+    // a dynamic persistent grid (the plain 16-bit kernels at heads 64 / 128 with TMA boxes, no
+    // multicast pair): [0] the next item, [1] the CTAs done (fa_attn_args.work_counters, zero on
+    // entry and left zero); NULL: one CTA an item
+    int32_t *work_counter;
     int64_t num_items;
     float scale_log2; // softmax scale * log2(e); with a softcap: softcap * log2(e)
     float sc_cap; // softmax scale / softcap (softcap only)
@@ -154,16 +158,19 @@ __device__ __forceinline__ int seq_of_tile(const AttnParams &p, int tile) {
     return lo + __popc(__ballot_sync(0xffffffffu, ok));
 }
 
-// Whether a kernel walks work items persistently (one CTA an SM, the next item's loads under the
-// last one's epilogue) or takes one item a CTA (the hardware's block scheduler). Off: with a
-// static share of the items (rounds of G, snaking) the CTAs' work differs by up to 1.5x where a
-// CTA has few items (1 x 16384: 0.71 of the one-item-a-CTA speed on an H100), and it won only
-// where every CTA has many short items (16 x 1024: 1.02-1.08x); a dynamic share needs a counter
-// in device memory the API does not give yet (docs/perf.md, 2026-12-06). The path is kept
-// working (the General kernels and head 256 would not take it: ptxas spills) for that change.
+// Whether a kernel can walk work items persistently (one CTA an SM taking items one by one from
+// an atomic counter, the next item's Q and K / V loads under the last one's epilogue): the plain
+// 16-bit kernels at heads 64 and 128 (the General kernels and head 256 would spill). It does so
+// when the call gives work counters (p.work_counter) and its producer is the TMA warp without
+// the multicast pair; else one item a CTA (the hardware's block scheduler). A static share of the
+// items (rounds of G CTAs) measured up to 1.5x uneven where a CTA has few items (docs/perf.md,
+// 2026-12-06 03:54): the items are taken dynamically, longest first.
 __host__ __device__ constexpr bool sm90_persistent(bool general, int d) {
-    return (void)general, (void)d, false;
+    return !general && (d == 64 || d == 128);
 }
+// The dynamic persistent grid is built and off until timed against one CTA an item on the GPU
+// (tools/variants/sm90_persist.py turns it on): calls with work counters run one CTA an item.
+constexpr bool kPersistOn = false;
 
 // A work item of the kernel: (row block of a sequence, query head, split), its keys and its
 // share of the key tiles [tb, tb + n_tiles) (decode() in the kernel).
@@ -398,7 +405,9 @@ __device__ __forceinline__ void convert_kv8(uint32_t src, uint32_t dst, int tid,
 // converts each tile into the 16-bit stages the consumers read (K in T, V in f16), S = Q K^T in
 // T, P rounded to f16 and O += P V in f16 (as the mma.sync family does for fp8 caches), K's
 // descale in the logit scale and V's in the epilogue.
-template <typename T, bool Softcap, int D, bool General, bool FP8 = false, int KV8 = 0>
+// Persist: the instantiation that can walk work items (sm90_persistent; its own kernel, as the
+// loop across items costs the one-item kernel registers: ptxas spills)
+template <typename T, bool Softcap, int D, bool General, bool FP8 = false, int KV8 = 0, bool Persist = false>
 __global__ void __launch_bounds__(kThreads, 1)
     sm90_attention_kernel(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                           const __grid_constant__ CUtensorMap tmV, const __grid_constant__ AttnParams p) {
@@ -420,7 +429,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // one block of 64 bytes, L::kRowBytes)
     constexpr int BN = Dims<D>::kBN, kColDims = FP8 ? (D == 64 ? 64 : 128) : 64, kCols = D / kColDims;
     constexpr int kColsLog2 = FP8 ? (D == 256 ? 1 : 0) : Dims<D>::kColsLog2;
-    constexpr bool kPersist = sm90_persistent(General, D);
+    constexpr bool kPersist = Persist && sm90_persistent(General, D) && !FP8 && !K8;
     constexpr int kMaxItems = kPersist ? INT_MAX : 1; // work items a CTA may take
     extern __shared__ uint8_t smem_raw[];
     const Ring<ST, D, FP8, RAW> ring(smem_raw);
@@ -444,18 +453,31 @@ __global__ void __launch_bounds__(kThreads, 1)
     // (greedy, in launch order) turns into an even finish where sequences are many (head after
     // head left the last head's long row blocks for the end: a tail of up to 3 % at 4 x 4096 and
     // 16 x 1024 in a list-scheduling model). Heads outermost (one sequence): w = ((hp * S +
-    // split) * X + x) * mc + r. The persistent path: CTA (cluster) c takes items c, c + G, c +
-    // 2G, ... of the G CTAs (clusters), every other round backwards. Both sides of the CTA walk
-    // the same list; an item with no work is skipped by both.
-    const int nclus = static_cast<int>(gridDim.x / mc), cid = static_cast<int>(blockIdx.x / mc),
-              crank = static_cast<int>(blockIdx.x % mc);
-    // (num_items < 2^31: the host checks). One item a CTA (grid = num_items) unless
-    // sm90_persistent (off, see there).
+    // split) * X + x) * mc + r. One item a CTA (grid = num_items; num_items < 2^31: the host
+    // checks), or with work counters (kPersist kernels) the CTA's k-th item is the next of the
+    // list: the producer warp's lane 0 takes it (atomicAdd on counter 0; -1 past the list) and
+    // posts it in mailbox slot k % 2 for the consumer warps, so the list is taken in order,
+    // longest first, by whichever CTA is free.
+    const bool dyn = kPersist && p.work_counter != nullptr && !p.gather && mc == 1;
     auto item_of = [&](int k) -> int {
-        if constexpr (!kPersist) return k == 0 ? static_cast<int>(blockIdx.x) : -1;
-        const int slot = (k & 1) ? nclus - 1 - cid : cid;
-        const int64_t w = (static_cast<int64_t>(k) * nclus + slot) * mc + crank;
-        return w < p.num_items ? static_cast<int>(w) : -1;
+        if (!dyn) return k == 0 ? static_cast<int>(blockIdx.x) : -1;
+        const uint32_t j = static_cast<uint32_t>(k) & 1u, par = (static_cast<uint32_t>(k) >> 1) & 1u;
+        int w = -1;
+        if (wg == 0) { // the producer warp: lane 0 takes the item, the warp gets it by shuffle
+            if (threadIdx.x == 0) {
+                mbar_wait(ring.ite + 8 * j, par ^ 1u); // the slot's last item was read
+                const int x = atomicAdd(p.work_counter, 1);
+                w = static_cast<int64_t>(x) < p.num_items ? x : -1;
+                st_shared_s32(ring.mail + 4 * j, w);
+                mbar_arrive(ring.itf + 8 * j);
+            }
+            return __shfl_sync(0xffffffffu, w, 0);
+        }
+        mbar_wait(ring.itf + 8 * j, par);
+        w = ld_shared_s32(ring.mail + 4 * j);
+        __syncwarp();
+        if ((threadIdx.x & 31) == 0) mbar_arrive(ring.ite + 8 * j);
+        return w;
     };
     // the item's sequence, rows, keys and share of the key tiles (false: nothing to do)
     auto decode = [&](int w, Item &I) -> bool {
@@ -721,6 +743,12 @@ __global__ void __launch_bounds__(kThreads, 1)
                 mbar_wait_cluster(bar_ke + 8 * (i % ST), par);
                 mbar_wait_cluster(bar_ve + 8 * (i % ST), par);
             }
+        // work counters: this CTA takes no more items; the last CTA to get here (every other
+        // CTA has taken its last) leaves both counters zero for the next call
+        if (dyn && lane == 0 && atomicAdd(p.work_counter + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+            atomicExch(p.work_counter, 0);
+            atomicExch(p.work_counter + 1, 0);
+        }
         return;
     }
 
@@ -1134,15 +1162,19 @@ using KernelFn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, fa_sm90::AttnPa
 
 // The kernel of head size D for the call's dtype and softcap, plain or general (split-KV, ALiBi
 // or sinks), and its shared memory.
-template <int D, bool General> KernelFn pick_kernel(bool f16, bool softcap, int &smem) {
+template <int D, bool General, bool Persist = false> KernelFn pick_kernel(bool f16, bool softcap, int &smem) {
     using namespace fa_sm90;
     smem = static_cast<int>(Smem<lib_stages(D), D>::kAlloc);
-    return f16 ? (softcap ? sm90_attention_kernel<__half, true, D, General>
-                          : sm90_attention_kernel<__half, false, D, General>)
-               : (softcap ? sm90_attention_kernel<__nv_bfloat16, true, D, General>
-                          : sm90_attention_kernel<__nv_bfloat16, false, D, General>);
+    return f16 ? (softcap ? sm90_attention_kernel<__half, true, D, General, false, 0, Persist>
+                          : sm90_attention_kernel<__half, false, D, General, false, 0, Persist>)
+               : (softcap ? sm90_attention_kernel<__nv_bfloat16, true, D, General, false, 0, Persist>
+                          : sm90_attention_kernel<__nv_bfloat16, false, D, General, false, 0, Persist>);
 }
-template <int D> KernelFn pick_kernel(bool f16, bool softcap, bool general, int &smem) {
+// (persist: the walking kernel, for the plain kernels sm90_persistent takes)
+template <int D> KernelFn pick_kernel(bool f16, bool softcap, bool general, bool persist, int &smem) {
+    if constexpr (fa_sm90::sm90_persistent(false, D)) {
+        if (persist && !general) return pick_kernel<D, false, true>(f16, softcap, smem);
+    }
     return general ? pick_kernel<D, true>(f16, softcap, smem) : pick_kernel<D, false>(f16, softcap, smem);
 }
 // The same for an fp8 query at head size D (f16: out's dtype).
@@ -1320,8 +1352,8 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     const int64_t tiles = static_cast<int64_t>(a->num_tokens) / kBlockM + a->num_seqs + 1;
     if (tiles > 0x7fffffffLL)
         return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "sm90 family: %lld row blocks", (long long)tiles);
-    // the work items and the grid: one CTA an item, or with sm90_persistent (off) one CTA an SM
-    // (the multicast pair: a cluster of two) walking its share of the items in snaking rounds
+    // the work items and the grid: one CTA an item, or with work counters (the plain kernels at
+    // heads 64 / 128, the TMA producer without the multicast pair) one CTA an SM taking items
     p.items_x = static_cast<int32_t>(tiles);
     // one sequence: each head's row blocks longest-first, head after head (the CTAs running at
     // once share few heads' K / V; 0.99 of heads innermost's time at 1 x 16384 in two H100 calls);
@@ -1329,8 +1361,10 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     p.heads_outer = a->num_seqs == 1 ? 1 : 0;
     p.num_items = tiles * qg * p.num_splits;
     int64_t grid = p.num_items;
-    if (num_sms >= 2 && sm90_persistent(split || extra, D))
-        grid = std::min<int64_t>(grid, num_sms / 2 * 2); // (a multiple of the pair)
+    const bool dyn = a->work_counters != nullptr && num_sms >= 1 && !q8 && !kv8 && !p.gather &&
+                     p.mcast == 1 && sm90_persistent(split || extra, D) && kPersistOn;
+    p.work_counter = dyn ? a->work_counters : nullptr;
+    if (dyn) grid = std::min<int64_t>(grid, num_sms);
     if (p.num_items > 0x7fffffffLL)
         return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "sm90 family: %lld work items (row blocks x heads x splits)",
                           (long long)p.num_items);
@@ -1350,13 +1384,13 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     case -256: kern = pick_kernel_fp8<256>(f16, softcap, split || extra, smem); break;
 #endif
 #ifdef FA_ATTN_HD_64
-    case 64: kern = pick_kernel<64>(f16, softcap, split || extra, smem); break;
+    case 64: kern = pick_kernel<64>(f16, softcap, split || extra, dyn, smem); break;
 #endif
 #ifdef FA_ATTN_HD_128
-    case 128: kern = pick_kernel<128>(f16, softcap, split || extra, smem); break;
+    case 128: kern = pick_kernel<128>(f16, softcap, split || extra, dyn, smem); break;
 #endif
 #ifdef FA_ATTN_HD_256
-    case 256: kern = pick_kernel<256>(f16, softcap, split || extra, smem); break;
+    case 256: kern = pick_kernel<256>(f16, softcap, split || extra, false, smem); break;
 #endif
     default: break;
     }

@@ -596,6 +596,15 @@ __device__ __forceinline__ void st_shared_v4(uint32_t addr, uint32_t a, uint32_t
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d)
                  : "memory");
 }
+// 4-byte shared-memory load and store (PTX ISA ld / st, .shared.b32).
+__device__ __forceinline__ int ld_shared_s32(uint32_t addr) {
+    int v;
+    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_shared_s32(uint32_t addr, int v) {
+    asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
 
 // PTX ISA cvt (#data-movement-and-conversion-instructions-cvt), .e4m3x2.f32 with .satfinite:
 // four floats to four e4m3 (OCP float8_e4m3fn), round to nearest even; b0 lands in byte 0.

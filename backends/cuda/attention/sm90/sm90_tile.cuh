@@ -57,7 +57,8 @@ template <int Stages, int D = kHeadDim, bool FP8 = false, int Raw = 0> struct Sm
     static constexpr uint32_t kRawBytes = kBN * D; // a raw fp8 K or V tile (Raw > 0)
     static constexpr uint32_t kOffRaw = kOffVt + (FP8 ? Stages * kTileBytes : 0u);
     static constexpr uint32_t kOffBar = kOffRaw + Raw * 2 * kRawBytes;
-    static constexpr uint32_t kBarBytes = 8 * (2 + (FP8 ? 6 : 4) * Stages + 2 * Raw); // + q_empty
+    // (+ q_empty; + the work-item mailbox: item_full[2], item_empty[2] and its two int32 slots)
+    static constexpr uint32_t kBarBytes = 8 * (2 + (FP8 ? 6 : 4) * Stages + 2 * Raw) + 8 * 4 + 8;
     static constexpr uint32_t kTotal = kOffBar + kBarBytes;
     static constexpr uint32_t kAlloc = kTotal + 1024; // slack to align the dynamic base to 1024
     static_assert(kAlloc <= 227 * 1024, "shared memory per block on sm_90");
@@ -484,6 +485,10 @@ template <int Stages, int D = kHeadDim, bool FP8 = false, int Raw = 0> struct Ri
     uint32_t kf, vf, ke, ve, tf, te; // k_full[s] = kf + 8 s, v_full, k_empty, v_empty, vt_full, vt_empty
     uint32_t rf, re; // raw_full[r] = rf + 8 r, raw_empty[r] (Raw > 0)
     uint32_t qe; // q_empty: the consumer warps are done with the Q tile (a persistent CTA's next Q)
+    // the work-item mailbox of a dynamic persistent grid: item slot j (int32 at mail + 4 j) is
+    // written by the producer warp's lane 0 (one arrival on item_full[j] = itf + 8 j) and read by
+    // the consumer warps (lane 0 of each arrives on item_empty[j] = ite + 8 j)
+    uint32_t itf, ite, mail;
     __device__ __forceinline__ explicit Ring(const void *smem_raw) {
         using L = Smem<Stages, D, FP8, Raw>;
         const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -502,6 +507,9 @@ template <int Stages, int D = kHeadDim, bool FP8 = false, int Raw = 0> struct Ri
         qe = bar_q + 8 * (1 + (FP8 ? 6 : 4) * Stages);
         rf = qe + 8;
         re = rf + 8 * Raw;
+        itf = re + 8 * Raw;
+        ite = itf + 16;
+        mail = ite + 16;
     }
     // thread 0: prefetch the three tensor maps and initialise the barriers (the caller then
     // synchronises the CTA)
@@ -528,6 +536,10 @@ template <int Stages, int D = kHeadDim, bool FP8 = false, int Raw = 0> struct Ri
         for (int r = 0; r < Raw; ++r) {
             mbar_init(rf + 8 * r, 1u);
             mbar_init(re + 8 * r, 4u);
+        }
+        for (int j = 0; j < 2; ++j) {
+            mbar_init(itf + 8 * j, 1u);
+            mbar_init(ite + 8 * j, kConsumerWarps);
         }
         fence_mbarrier_init();
     }
