@@ -130,6 +130,7 @@ static struct {
     int blocks_in_order;                /* block tables hand out physical blocks in order, not
                                            as a random permutation; rows say " inorder" */
     int family;                         /* fa_cuda_family of the backend (--family) */
+    int persist;                        /* --persist: fa_cuda_backend_set_persistent(1) */
     uint64_t seed;
 } O;
 
@@ -1438,6 +1439,7 @@ typedef struct dense_world {
     int nseq, L, T, hq, hkv, D, ncopies;
     void *q_all, *out_all, *kv_all;  /* q/out [n][T][hq][D]; kv [2][n][T][hkv][D] */
     int32_t *cu_dev;
+    int32_t *ctr; /* fa_attn_args.work_counters (zero; every call leaves them so) */
     fa_attn_args *a;
 } dense_world;
 
@@ -1492,9 +1494,12 @@ static void bench_prefill_dense(int nseq, int L, int D, int q8)
         w.q_all = dalloc(qb);
         w.out_all = w.q_all ? dalloc(ob) : NULL;
         w.kv_all = w.out_all ? dalloc(kvb) : NULL;
+        static const int32_t zero_ctr[FA_WORK_COUNTERS] = {0};
         w.cu_dev = w.kv_all ? (int32_t *)dalloc(sizeof(int32_t) * (size_t)(nseq + 1)) : NULL;
-        if (!w.cu_dev || fill_pattern(w.q_all, qb, pat) || fill_pattern(w.kv_all, kvb, pat) ||
-            dpoison(w.out_all, ob) || h2d(w.cu_dev, cu, sizeof(int32_t) * (size_t)(nseq + 1))) {
+        w.ctr = w.cu_dev ? (int32_t *)dalloc(sizeof zero_ctr) : NULL;
+        if (!w.ctr || fill_pattern(w.q_all, qb, pat) || fill_pattern(w.kv_all, kvb, pat) ||
+            dpoison(w.out_all, ob) || h2d(w.cu_dev, cu, sizeof(int32_t) * (size_t)(nseq + 1)) ||
+            h2d(w.ctr, zero_ctr, sizeof zero_ctr)) {
             emit_na(&r, g_err);
             goto out;
         }
@@ -1533,6 +1538,7 @@ static void bench_prefill_dense(int nseq, int L, int D, int q8)
         a->window_right = -1;
         a->k_scale = a->v_scale = 1.f;
         a->num_splits = 1;
+        a->work_counters = w.ctr;
     }
     sc.a = w.a;
     /* reference: the last 4 rows of the last sequence, KV head 3 */
@@ -1590,6 +1596,7 @@ out:
     dfree(w.out_all);
     dfree(w.kv_all);
     dfree(w.cu_dev);
+    dfree(w.ctr);
     free(cu);
     free(ql);
     free(sl);
@@ -2362,6 +2369,8 @@ static void usage(void)
         "  --family F         kernel families of the CUDA backend: auto (default: the wgmma family\n"
         "                     for the prefill calls it takes on sm_90), mma_sync (every call) or\n"
         "                     wgmma (every call the wgmma family takes, decode ones included)\n"
+        "  --persist          the wgmma family's persistent grid on (fa_cuda_backend_set_persistent;\n"
+        "                     fa_forward's calls then take work items from the builder's counters)\n"
         "  --list             print the selected rows and exit (no GPU needed)\n");
 }
 
@@ -2490,6 +2499,8 @@ static int parse_args(int argc, char **argv)
             }
         } else if (!strcmp(a, "--blocks-in-order")) {
             O.blocks_in_order = 1;
+        } else if (!strcmp(a, "--persist")) {
+            O.persist = 1;
         } else if (!strcmp(a, "--family")) {
             NEEDV;
             if (!strcmp(v, "auto")) {
@@ -2684,6 +2695,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_gpu: fa_cuda_backend_set_family(%d): %s\n", O.family,
                 g_be->ops.last_error(g_be->ctx));
         return 2;
+    }
+    if (O.persist && fa_cuda_backend_set_persistent(g_be, 1) != FA_OK) {
+        fprintf(stderr, "bench_gpu: fa_cuda_backend_set_persistent(1) failed\n");
+        return 1;
     }
     if (fa_cpu_backend_create(&g_cpu) != FA_OK) {
         fprintf(stderr, "bench_gpu: fa_cpu_backend_create: %s\n", fa_last_error());

@@ -31,6 +31,7 @@ struct Ctx {
     FaDevErr *err_dev;          // its device address
     char err[512];              // message of the last failure
     int family;                 // fa_cuda_family
+    int persist;                // fa_cuda_backend_set_persistent
     bool sm90_ok; // the sm_90a family is built, the device is 9.x, the driver encodes tensor maps
     void *tmap_encode; // cuTensorMapEncodeTiled
 };
@@ -129,6 +130,7 @@ FaLaunch launch_of(Ctx *c) {
     L.err_word = c->err_dev;
     L.sm90 = wgmma_on(c) ? (c->family == FA_CUDA_FAMILY_WGMMA ? 2 : 1) : 0;
     L.tmap_encode = c->tmap_encode;
+    L.persist = c->persist;
     return L;
 }
 
@@ -418,6 +420,7 @@ extern "C" fa_status fa_cuda_backend_create(int device, void *stream, fa_backend
     }
 #endif // FA_CUDA_HAVE_SM90
     c->family = FA_CUDA_FAMILY_AUTO;
+    c->persist = 0;
     set_family_caps(c);
 #else // !FA_CUDA_HAVE_ATTENTION
     be->caps.num_dims = 0;
@@ -452,6 +455,13 @@ extern "C" fa_status fa_cuda_backend_set_family(fa_backend *be, int family) {
     }
     c->family = family;
     set_family_caps(c);
+    return FA_OK;
+}
+
+extern "C" fa_status fa_cuda_backend_set_persistent(fa_backend *be, int on) {
+    if (be == nullptr || be->name == nullptr || strcmp(be->name, "cuda") != 0 || be->ctx == nullptr)
+        return FA_ERR_INVALID_ARG;
+    ctx_of(be->ctx)->persist = on != 0 ? 1 : 0;
     return FA_OK;
 }
 

@@ -58,6 +58,13 @@ typedef enum fa_cuda_family {
    FA_CUDA_FAMILY_WGMMA where the wgmma family is not built (gpu_arch without sm_90a) or the
    device is not 9.x (nothing changed then). */
 fa_status fa_cuda_backend_set_family(fa_backend *be, int family);
+/* on != 0: the wgmma family's plain 16-bit prefill kernels at heads 64 / 128 run as a persistent
+   grid (one CTA an SM taking the work items longest first) in calls that give
+   fa_attn_args.work_counters (fa_forward passes the builder's); 0 (the default, until the grid
+   is timed against one CTA an item: docs/cuda.md): one CTA an item. Results are the same bits
+   either way. Not thread-safe against ops running on be. Returns FA_ERR_INVALID_ARG for a NULL
+   or non-CUDA be. */
+fa_status fa_cuda_backend_set_persistent(fa_backend *be, int on);
 /* Destroys a backend made by fa_cuda_backend_create (NULL is a no-op). Does not free device
    memory obtained through ops.alloc, nor the stream. */
 void fa_cuda_backend_destroy(fa_backend *be);

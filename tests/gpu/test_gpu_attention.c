@@ -1334,6 +1334,11 @@ static void test_work_counters(void)
     static const int ql[] = {384, 640, 256, 500}, kl[] = {384, 640, 700, 500};
     static const int q1[] = {1280}, k1[] = {1300};
     int v;
+#ifndef GT_GPU_IS_CPU
+    /* the persistent grid on for this group (the backend's default is off) */
+    if (!gt_check(fa_cuda_backend_set_persistent(gt_gpu(), 1), gt_gpu(), "fa_cuda_backend_set_persistent(1)"))
+        return;
+#endif
     for (v = 0; v < 7; ++v) {
         acase c = base_case(v == 1 ? FA_DTYPE_F16 : FA_DTYPE_BF16, v == 1 ? 64 : (v == 5 ? 256 : 128),
                             v == 3 ? 3 : 16, 16, 4);
@@ -1355,6 +1360,9 @@ static void test_work_counters(void)
         if (v != 0 && v != 2 && gt()->quick) continue; /* --quick: the two persistent cases */
         run_named("work counters", &c);
     }
+#ifndef GT_GPU_IS_CPU
+    gt_check(fa_cuda_backend_set_persistent(gt_gpu(), 0), gt_gpu(), "fa_cuda_backend_set_persistent(0)");
+#endif
 }
 
 /* The multi-warp decode tile (docs/cuda.md): one-token sequences of heads 64 / 128 with up to 16
@@ -1743,6 +1751,10 @@ static void test_family(void)
                      "set_family(cpu backend)");
     gt_expect_status(fa_cuda_backend_set_family(gpu, 3), FA_ERR_INVALID_ARG, gpu, "set_family(3)");
     gt_expect_status(fa_cuda_backend_set_family(gpu, -1), FA_ERR_INVALID_ARG, gpu, "set_family(-1)");
+    gt_expect_status(fa_cuda_backend_set_persistent(NULL, 1), FA_ERR_INVALID_ARG, NULL,
+                     "set_persistent(NULL)");
+    gt_expect_status(fa_cuda_backend_set_persistent(gt_cpu(), 1), FA_ERR_INVALID_ARG, NULL,
+                     "set_persistent(cpu backend)");
     /* wgmma: accepted exactly where auto would use the family; elsewhere refused, nothing changed */
     wg_ok = FA_TEST_SM90_BUILT && gpu->info.cc_major == 9;
     if (d >= 0 &&

@@ -556,7 +556,8 @@ fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err
         // the wgmma launch first: its tensor maps are encoded before anything runs, so that a
         // failure there launches nothing
         FA_BU_TRY(fa_sm90__launch(a, L->tmap_encode, pl.sm90_skip_rows,
-                                  L->info != nullptr ? L->info->num_sms : 0, L->err_word, stream, e));
+                                  L->persist && L->info != nullptr ? L->info->num_sms : 0, L->err_word,
+                                  stream, e));
         if (pl.sm90_decode && !pl.dec_skip) {
             p.tile_filter = pl.mw ? 3 : 1;
             FA_ATTN_DISPATCH_HEAD_DIM(

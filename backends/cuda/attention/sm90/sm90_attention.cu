@@ -168,9 +168,6 @@ __device__ __forceinline__ int seq_of_tile(const AttnParams &p, int tile) {
 __host__ __device__ constexpr bool sm90_persistent(bool general, int d) {
     return !general && (d == 64 || d == 128);
 }
-// The dynamic persistent grid is built and off until timed against one CTA an item on the GPU
-// (tools/variants/sm90_persist.py turns it on): calls with work counters run one CTA an item.
-constexpr bool kPersistOn = false;
 
 // A work item of the kernel: (row block of a sequence, query head, split), its keys and its
 // share of the key tiles [tb, tb + n_tiles) (decode() in the kernel).
@@ -1362,7 +1359,7 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     p.num_items = tiles * qg * p.num_splits;
     int64_t grid = p.num_items;
     const bool dyn = a->work_counters != nullptr && num_sms >= 1 && !q8 && !kv8 && !p.gather &&
-                     p.mcast == 1 && sm90_persistent(split || extra, D) && kPersistOn;
+                     p.mcast == 1 && sm90_persistent(split || extra, D);
     p.work_counter = dyn ? a->work_counters : nullptr;
     if (dyn) grid = std::min<int64_t>(grid, num_sms);
     if (p.num_items > 0x7fffffffLL)
