@@ -161,8 +161,9 @@ __device__ __forceinline__ int seq_of_tile(const AttnParams &p, int tile) {
 // Whether a kernel can walk work items persistently (one CTA an SM taking items one by one from
 // an atomic counter, the next item's Q and K / V loads under the last one's epilogue): the plain
 // 16-bit kernels at heads 64 and 128 (the General kernels and head 256 would spill). It does so
-// when the call gives work counters (p.work_counter) and its producer is the TMA warp without
-// the multicast pair; else one item a CTA (the hardware's block scheduler). A static share of the
+// when the backend has it on (fa_cuda_backend_set_persistent: num_sms > 0 at the launch), the
+// call gives work counters (p.work_counter) and its producer is the TMA warp without the
+// multicast pair; else one item a CTA (the hardware's block scheduler). A static share of the
 // items (rounds of G CTAs) measured up to 1.5x uneven where a CTA has few items (docs/perf.md,
 // 2026-12-06 03:54): the items are taken dynamically, longest first.
 __host__ __device__ constexpr bool sm90_persistent(bool general, int d) {
