@@ -743,6 +743,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
         // work counters: this CTA takes no more items; the last CTA to get here (every other
         // CTA has taken its last) leaves both counters zero for the next call
+        // (the fence orders this CTA's last take before its count)
+        if (dyn && lane == 0) __threadfence();
         if (dyn && lane == 0 && atomicAdd(p.work_counter + 1, 1) == static_cast<int>(gridDim.x) - 1) {
             atomicExch(p.work_counter, 0);
             atomicExch(p.work_counter + 1, 0);
