@@ -198,6 +198,24 @@ uint8_t float_to_e4m3(float x)
     return static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
 }
 
+// The largest |O - ref| / max |ref| of o [M][D] against the host's P V, P = e4m3(S * kPScale)
+// from the GPU's S [M][N] (the same P bytes), V [N][D] e4m3, keys in the natural order.
+double o_error(const std::vector<float> &s, const std::vector<uint8_t> &v, const std::vector<float> &o, int M,
+               int N, int D)
+{
+    double oe = 0, om = 0;
+    for (int m = 0; m < M; ++m)
+        for (int d = 0; d < D; ++d) {
+            double ref = 0;
+            for (int n = 0; n < N; ++n)
+                ref += double(e4m3_to_float(float_to_e4m3(s[m * N + n] * kPScale))) *
+                       e4m3_to_float(v[n * D + d]);
+            oe = fmax(oe, std::isnan(o[m * D + d]) ? INFINITY : fabs(o[m * D + d] - ref));
+            om = fmax(om, fabs(ref));
+        }
+    return oe / (om > 0 ? om : 1);
+}
+
 // One run with the key order `perm` (1: pi16, 0: identity, 2: V as is, transposed by the kernel);
 // returns the largest |O - ref| / scale.
 double run(int perm, const std::vector<uint8_t> &q, const std::vector<uint8_t> &k,
@@ -240,22 +258,13 @@ double run(int perm, const std::vector<uint8_t> &q, const std::vector<uint8_t> &
         }
     *s_err = se / (sm > 0 ? sm : 1);
     // O against the host from the GPU's S (the same P bytes), keys in the natural order
-    double oe = 0, om = 0;
-    for (int m = 0; m < kM; ++m)
-        for (int d = 0; d < kD; ++d) {
-            double ref = 0;
-            for (int n = 0; n < kN; ++n)
-                ref += double(e4m3_to_float(float_to_e4m3(s[m * kN + n] * kPScale))) *
-                       e4m3_to_float(v[n * kD + d]);
-            oe = fmax(oe, std::isnan(o[m * kD + d]) ? INFINITY : fabs(o[m * kD + d] - ref));
-            om = fmax(om, fabs(ref));
-        }
+    const double oerr = o_error(s, v, o, kM, kN, kD);
     CK(cudaFree(dq));
     CK(cudaFree(dk));
     CK(cudaFree(dv));
     CK(cudaFree(ds));
     CK(cudaFree(dout));
-    return oe / (om > 0 ? om : 1);
+    return oerr;
 }
 
 // Head D (64 / 256) through probe_dims_kernel: the largest |S - ref| / max |S| and |O - ref| /
@@ -285,7 +294,7 @@ void run_dims(const std::vector<uint8_t> &q, const std::vector<uint8_t> &k, cons
     std::vector<float> s(size_t(kM) * BN), o(size_t(kM) * D);
     CK(cudaMemcpy(s.data(), ds, sizeof(float) * s.size(), cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(o.data(), dout, sizeof(float) * o.size(), cudaMemcpyDeviceToHost));
-    double se = 0, sm = 0, oe = 0, om = 0;
+    double se = 0, sm = 0;
     for (int m = 0; m < kM; ++m)
         for (int n = 0; n < BN; ++n) {
             double ref = 0;
@@ -294,17 +303,8 @@ void run_dims(const std::vector<uint8_t> &q, const std::vector<uint8_t> &k, cons
             se = fmax(se, std::isnan(s[m * BN + n]) ? INFINITY : fabs(s[m * BN + n] - ref));
             sm = fmax(sm, fabs(ref));
         }
-    for (int m = 0; m < kM; ++m)
-        for (int d = 0; d < D; ++d) {
-            double ref = 0;
-            for (int n = 0; n < BN; ++n)
-                ref += double(e4m3_to_float(float_to_e4m3(s[m * BN + n] * kPScale))) *
-                       e4m3_to_float(v[n * D + d]);
-            oe = fmax(oe, std::isnan(o[m * D + d]) ? INFINITY : fabs(o[m * D + d] - ref));
-            om = fmax(om, fabs(ref));
-        }
     *s_err = se / (sm > 0 ? sm : 1);
-    *o_err = oe / (om > 0 ? om : 1);
+    *o_err = o_error(s, v, o, kM, BN, D);
     CK(cudaFree(dq));
     CK(cudaFree(dk));
     CK(cudaFree(dv));

@@ -463,6 +463,19 @@ static void run(const qcase *c)
     gt_case_end();
 }
 
+/* The three sequences most cases run: a 300-token prefill, a decode row over 777 keys and 129
+   query rows over 1000 keys (a short last row block, a diagonal inside a tile). */
+static void three_seqs(qcase *c)
+{
+    c->nseq = 3;
+    c->qlen[0] = 300;
+    c->klen[0] = 300;
+    c->qlen[1] = 1;
+    c->klen[1] = 777;
+    c->qlen[2] = 129;
+    c->klen[2] = 1000;
+}
+
 /* Prefill shapes over the features: block sizes, GQA, causal, windows, softcap, splits, ALiBi,
    sinks, dense, f16 out, scalar scales, decode rows beside long ones, rows past the last
    sequence. */
@@ -473,13 +486,7 @@ static void test_grid(void)
     for (f = 0; f < 16; ++f) {
         qcase c = base_case();
         if (gt_quick() && f % 2) continue;
-        c.nseq = 3;
-        c.qlen[0] = 300;
-        c.klen[0] = 300;
-        c.qlen[1] = 1;
-        c.klen[1] = 777;
-        c.qlen[2] = 129;
-        c.klen[2] = 1000;
+        three_seqs(&c);
         c.bs = bss[f % 5];
         c.causal = f % 2 == 0;
         if (f % 4 == 1) c.hq = 4, c.hkv = 4;
@@ -513,13 +520,7 @@ static void test_heads(int hd)
         qcase c = base_case();
         if (gt_quick() && !(f == 0 || f == 1 || f == 3 || f == 4 || f == 9)) continue;
         c.hd = hd;
-        c.nseq = 3;
-        c.qlen[0] = 300;
-        c.klen[0] = 300;
-        c.qlen[1] = 1;
-        c.klen[1] = 777;
-        c.qlen[2] = 129;
-        c.klen[2] = 1000;
+        three_seqs(&c);
         switch (f) {
         case 0: c.causal = 1, c.hq = 32, c.hkv = 8, c.bs = 16; break;
         case 1: c.dense = 1, c.hq = 4, c.hkv = 4, c.odt = FA_DTYPE_F16; break;
