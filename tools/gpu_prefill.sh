@@ -5,12 +5,14 @@
 #             the variants named in $FA_VAR_ONLY when set) with bench_gpu's $FA_PF_ARGS (default
 #             the quick prefill rows at heads 64 / 128 / 256)
 #   peers     bench/run_perf.sh --only prefill,mixed --quick --no-flex on the variants job's tree
-#             build (build-var: ours and cuDNN SDPA in the same machine session)
+#             build (build-var: ours and cuDNN SDPA in the same machine session; $FA_PF_PEERS_ARGS:
+#             extra bench_gpu arguments, e.g. "--dim 128" after a variants build of head 128 only)
 #   inorder   the variants job's tree build (build-var): the paged prefill rows with block ids
 #             handed out in order (--blocks-in-order) and shuffled, interleaved, 2 runs each
 #             ($FA_PF_INORDER_ARGS, default the quick head-128 prefill rows): inorder.txt
 #   tests     tests/gpu/run_gpu_tests.sh without sanitizers on $FA_PF_PROGRAMS (default the
 #             attention and fp8-query programs), both kernel families
+#   proto     tools/hopper_proto.sh: the dense prototype's cases and timed sizes (the same card)
 #   san       compute-sanitizer ($FA_PF_TOOLS, default memcheck racecheck synccheck) on the quick
 #             sets of the same programs
 # $OUT/summary.txt, the jobs' outputs beside it (variants.txt, perf_tables.md, bench_gpu.csv,
@@ -38,7 +40,7 @@ for job in "$@"; do
         note "variants: rc $rc, $(( $(date +%s) - t0 )) s (table in variants.txt)" ;;
     peers)
         timeout $((budget - 5)) bash bench/run_perf.sh --build build-var --skip-build --only prefill,mixed --quick \
-            --no-flex --out "$logs/perf" > "$logs/peers.out" 2>&1
+            --no-flex --out "$logs/perf" ${FA_PF_PEERS_ARGS:+--bench-args "$FA_PF_PEERS_ARGS"} > "$logs/peers.out" 2>&1
         rc=$?; cp "$logs/perf/perf_tables.md" "$logs/perf/bench_gpu.csv" "$logs/perf/peers.csv" "$top/" 2>/dev/null
         note "peers: rc $rc, $(( $(date +%s) - t0 )) s"; tail -n 25 "$logs/peers.out" >> "$sum" ;;
     inorder)
@@ -80,6 +82,9 @@ PY
             timeout $((budget - 5)) bash tests/gpu/run_gpu_tests.sh > "$logs/san.out" 2>&1
         note "san: rc $?, $(( $(date +%s) - t0 )) s: $(tail -n 1 "$logs/san.out")"
         grep -E "sanitize|FAIL" "$logs/san.out" | head -20 >> "$sum" ;;
+    proto)
+        OUT=$logs/proto timeout $((budget - 5)) bash tools/hopper_proto.sh > "$logs/proto.out" 2>&1
+        note "proto: rc $?, $(( $(date +%s) - t0 )) s"; grep -E "TFLOP|passed|^ *[0-9]+ x" "$logs/proto.out" | tail -n 30 >> "$sum" ;;
     *) note "$job: unknown job" ;;
     esac
 done

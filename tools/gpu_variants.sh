@@ -10,7 +10,8 @@
 # and the table gives each row's median time per tree and its ratio to the tree's.
 #
 #   tools/gpu_variants.sh SPEC.py "bench args" ["bench args" ...]
-#   (FA_VAR_ONLY="a b": only those variants of the spec)
+#   (FA_VAR_ONLY="a b": only those variants of the spec; FA_VAR_HEADS=128: build only those
+#   head sizes, default 64,128,256 — bench args must then keep to them)
 #
 # $OUT/variants.txt (the table), every log in $OUT/variant_logs.tgz.
 set -u
@@ -44,7 +45,7 @@ PY
 done
 build() { # tree name
     (cd "$1" && { [ -f build-var/build.ninja ] || meson setup build-var -Dcuda=enabled -Dtests=false -Dnccl=disabled -Dgpu_arch=sm_90a \
-        -Dhead_dims=64,128,256 --buildtype=release > "$out/setup_$2.txt" 2>&1; } &&
+        -Dhead_dims=${FA_VAR_HEADS:-64,128,256} --buildtype=release > "$out/setup_$2.txt" 2>&1; } &&
         timeout 400 ninja -C build-var bench/bench_gpu > "$out/build_$2.txt" 2>&1)
 }
 s=$(date +%s); pids=()
