@@ -13,6 +13,7 @@
 #   tests     tests/gpu/run_gpu_tests.sh without sanitizers on $FA_PF_PROGRAMS (default the
 #             attention and fp8-query programs), both kernel families
 #   proto     tools/hopper_proto.sh: the dense prototype's cases and timed sizes (the same card)
+#   sass      cuobjdump of the variants job's tree build: sass.txt.gz and sass_counts.txt
 #   san       compute-sanitizer ($FA_PF_TOOLS, default memcheck racecheck synccheck) on the quick
 #             sets of the same programs
 # $OUT/summary.txt, the jobs' outputs beside it (variants.txt, perf_tables.md, bench_gpu.csv,
@@ -85,6 +86,19 @@ PY
     proto)
         OUT=$logs/proto timeout $((budget - 5)) bash tools/hopper_proto.sh > "$logs/proto.out" 2>&1
         note "proto: rc $?, $(( $(date +%s) - t0 )) s"; grep -E "TFLOP|passed|^ *[0-9]+ x" "$logs/proto.out" | tail -n 30 >> "$sum" ;;
+    sass)
+        # the SASS of the variants job's tree build (build-var): every function, compressed, and
+        # per function its instruction count and HGMMA / MUFU.EX2 / BAR / SYNCS counts
+        lib=$(find build-var -name 'libflashattn_cuda.a' | head -n 1)
+        if [ -z "$lib" ]; then note "sass: no build-var library (run the variants job first)"; continue; fi
+        timeout $((budget - 5)) cuobjdump --dump-sass "$lib" > "$logs/sass.txt" 2>&1
+        awk '/Function :/ { if (f != "") printf "%s n=%d HGMMA=%d EX2=%d BAR=%d SYNCS=%d\n", f, n, h, e, b, s;
+                            f = $3; n = h = e = b = s = 0; next }
+             /\/\*[0-9a-f]+\*\// { n++; if (/HGMMA/) h++; if (/MUFU.EX2/) e++; if (/ BAR/) b++; if (/SYNCS/) s++ }
+             END { if (f != "") printf "%s n=%d HGMMA=%d EX2=%d BAR=%d SYNCS=%d\n", f, n, h, e, b, s }' \
+            "$logs/sass.txt" > "$top/sass_counts.txt"
+        gzip -c "$logs/sass.txt" > "$top/sass.txt.gz"
+        note "sass: $(wc -l < "$top/sass_counts.txt") functions, $(( $(date +%s) - t0 )) s" ;;
     *) note "$job: unknown job" ;;
     esac
 done

@@ -405,22 +405,16 @@ __device__ __forceinline__ bool softmax_tile(float (&sacc)[N], bool need_mask, i
     mrow0 = mx0;
     mrow1 = mx1;
     const float ps0 = ms0 - static_cast<float>(POff), ps1 = ms1 - static_cast<float>(POff);
-    if (fused) {
+    // one exponent loop for both forms: fma(s, sl2, -m) in the FFMA form, and in the difference
+    // form fma(x, 1, -m), which is x - m rounded once, the same bits as the subtraction (x * 1 is
+    // exact), so that the loop is in the code once
+    const float ea = fused ? sl2 : 1.f;
 #pragma unroll
-        for (int j = 0; j < N / 4; ++j) {
-            sacc[4 * j + 0] = ex2_approx(__fmaf_rn(sacc[4 * j + 0], sl2, -ps0));
-            sacc[4 * j + 1] = ex2_approx(__fmaf_rn(sacc[4 * j + 1], sl2, -ps0));
-            sacc[4 * j + 2] = ex2_approx(__fmaf_rn(sacc[4 * j + 2], sl2, -ps1));
-            sacc[4 * j + 3] = ex2_approx(__fmaf_rn(sacc[4 * j + 3], sl2, -ps1));
-        }
-    } else {
-#pragma unroll
-        for (int j = 0; j < N / 4; ++j) {
-            sacc[4 * j + 0] = ex2_approx(sacc[4 * j + 0] - ps0);
-            sacc[4 * j + 1] = ex2_approx(sacc[4 * j + 1] - ps0);
-            sacc[4 * j + 2] = ex2_approx(sacc[4 * j + 2] - ps1);
-            sacc[4 * j + 3] = ex2_approx(sacc[4 * j + 3] - ps1);
-        }
+    for (int j = 0; j < N / 4; ++j) {
+        sacc[4 * j + 0] = ex2_approx(__fmaf_rn(sacc[4 * j + 0], ea, -ps0));
+        sacc[4 * j + 1] = ex2_approx(__fmaf_rn(sacc[4 * j + 1], ea, -ps0));
+        sacc[4 * j + 2] = ex2_approx(__fmaf_rn(sacc[4 * j + 2], ea, -ps1));
+        sacc[4 * j + 3] = ex2_approx(__fmaf_rn(sacc[4 * j + 3], ea, -ps1));
     }
     // the thread's row-sum parts, in a tree
 #pragma unroll
