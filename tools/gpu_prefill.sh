@@ -13,6 +13,8 @@
 #   tests     tests/gpu/run_gpu_tests.sh without sanitizers on $FA_PF_PROGRAMS (default the
 #             attention and fp8-query programs), both kernel families
 #   proto     tools/hopper_proto.sh: the dense prototype's cases and timed sizes (the same card)
+#   ncu       ncu (tools/ncu_prof.sh) of the tree build's dense / paged 1 x 16384 head-128 rows and
+#             of the dense prototype's ping-pong loop on the same shape
 #   sass      cuobjdump of the variants job's tree build: sass.txt.gz and sass_counts.txt
 #   san       compute-sanitizer ($FA_PF_TOOLS, default memcheck racecheck synccheck) on the quick
 #             sets of the same programs
@@ -99,6 +101,19 @@ PY
             "$logs/sass.txt" > "$top/sass_counts.txt"
         gzip -c "$logs/sass.txt" > "$top/sass.txt.gz"
         note "sass: $(wc -l < "$top/sass_counts.txt") functions, $(( $(date +%s) - t0 )) s" ;;
+    ncu)
+        # ncu of the variants job's tree build (the dense and paged head-128 rows) and of the dense
+        # prototype's ping-pong loop at 1 x 16384 causal (tools/ncu_prof.sh; $FA_NCU_PROFS)
+        out=$logs; sum() { note "$*"; }; left() { echo $(( ${FA_PF_BUDGET:-570} - ($(date +%s) - start) )); }
+        # shellcheck source=tools/ncu_prof.sh
+        . tools/ncu_prof.sh
+        pre=(--quick --only prefill --dim 128 --no-ceilings --no-check --reps 20 --warmup 1)
+        b=build-var/bench/bench_gpu
+        prof lib_dense_1x16k sm90_attention_kernel 1 "$b" "${pre[@]}" --filter "prefill-dense 1x16384 h=32/8 d=128"
+        prof lib_paged_1x16k sm90_attention_kernel 1 "$b" "${pre[@]}" --filter "prefill-paged 1x16384 h=32/8 d=128"
+        nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo tools/hopper_proto.cu -o "$logs/hp" > "$logs/hp_build.txt" 2>&1
+        HOPPER_PROTO_PNG_TIMED=1 prof proto_png_1x16k "fa_sm90_prefill_kernelILb1ELb1ELb1E" 0 "$logs/hp"
+        note "ncu: $(( $(date +%s) - t0 )) s" ;;
     *) note "$job: unknown job" ;;
     esac
 done
