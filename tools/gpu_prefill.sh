@@ -15,7 +15,8 @@
 #   proto     tools/hopper_proto.sh: the dense prototype's cases and timed sizes (the same card)
 #   ncu       ncu (tools/ncu_prof.sh) of the tree build's dense / paged 1 x 16384 head-128 rows and
 #             of the dense prototype's ping-pong loop on the same shape
-#   sass      cuobjdump of the variants job's tree build: sass.txt.gz and sass_counts.txt
+#   sass      cuobjdump of the variants job's builds (the tree and each variant): sass_TREE.txt.gz,
+#             sass_counts.txt, sass_overlap.txt (tools/sass_overlap.py)
 #   san       compute-sanitizer ($FA_PF_TOOLS, default memcheck racecheck synccheck) on the quick
 #             sets of the same programs
 # $OUT/summary.txt, the jobs' outputs beside it (variants.txt, perf_tables.md, bench_gpu.csv,
@@ -89,18 +90,25 @@ PY
         OUT=$logs/proto timeout $((budget - 5)) bash tools/hopper_proto.sh > "$logs/proto.out" 2>&1
         note "proto: rc $?, $(( $(date +%s) - t0 )) s"; grep -E "TFLOP|passed|^ *[0-9]+ x" "$logs/proto.out" | tail -n 30 >> "$sum" ;;
     sass)
-        # the SASS of the variants job's tree build (build-var): every function, compressed, and
-        # per function its instruction count and HGMMA / MUFU.EX2 / BAR / SYNCS counts
-        lib=$(find build-var -name 'libflashattn_cuda.a' | head -n 1)
-        if [ -z "$lib" ]; then note "sass: no build-var library (run the variants job first)"; continue; fi
-        timeout $((budget - 5)) cuobjdump --dump-sass "$lib" > "$logs/sass.txt" 2>&1
-        awk '/Function :/ { if (f != "") printf "%s n=%d HGMMA=%d EX2=%d BAR=%d SYNCS=%d\n", f, n, h, e, b, s;
-                            f = $3; n = h = e = b = s = 0; next }
-             /\/\*[0-9a-f]+\*\// { n++; if (/HGMMA/) h++; if (/MUFU.EX2/) e++; if (/ BAR/) b++; if (/SYNCS/) s++ }
-             END { if (f != "") printf "%s n=%d HGMMA=%d EX2=%d BAR=%d SYNCS=%d\n", f, n, h, e, b, s }' \
-            "$logs/sass.txt" > "$top/sass_counts.txt"
-        gzip -c "$logs/sass.txt" > "$top/sass.txt.gz"
-        note "sass: $(wc -l < "$top/sass_counts.txt") functions, $(( $(date +%s) - t0 )) s" ;;
+        # the SASS of the variants job's builds (build-var of the tree and of each variant): per
+        # tree sass_TREE.txt.gz, sass_counts.txt (instructions, HGMMA / MUFU.EX2 / BAR / SYNCS a
+        # function) and sass_overlap.txt (tools/sass_overlap.py: the exponents under / after the
+        # P V wait, the plain 16-bit kernels)
+        : > "$top/sass_counts.txt"; : > "$top/sass_overlap.txt"
+        for d in build-var /tmp/fa-var-*/build-var; do
+            lib=$(find "$d" -name 'libflashattn_cuda.a' 2>/dev/null | head -n 1)
+            [ -n "$lib" ] || continue
+            tn=$(basename "$(dirname "$d")"); [ "$d" = build-var ] && tn=tree; tn=${tn#fa-var-}
+            timeout $(( $(left) > 30 ? 30 : 10 )) cuobjdump --dump-sass "$lib" > "$logs/sass_$tn.txt" 2>&1
+            awk -v t="$tn" '/Function :/ { if (f != "") printf "%s %s n=%d HGMMA=%d EX2=%d BAR=%d SYNCS=%d\n", t, f, n, h, e, b, s;
+                                f = $3; n = h = e = b = s = 0; next }
+                 /\/\*[0-9a-f]+\*\// { n++; if (/HGMMA/) h++; if (/MUFU.EX2/) e++; if (/ BAR/) b++; if (/SYNCS/) s++ }
+                 END { if (f != "") printf "%s %s n=%d HGMMA=%d EX2=%d BAR=%d SYNCS=%d\n", t, f, n, h, e, b, s }' \
+                "$logs/sass_$tn.txt" >> "$top/sass_counts.txt"
+            python3 tools/sass_overlap.py "$logs/sass_$tn.txt" 'sm90_attention_kernelI13__nv_bfloat16.*Li0ELb0EE' | sed "s/^/$tn /" >> "$top/sass_overlap.txt"
+            [ "$tn" = tree ] && gzip -c "$logs/sass_$tn.txt" > "$top/sass_$tn.txt.gz"
+        done
+        note "sass: $(( $(date +%s) - t0 )) s"; cat "$top/sass_overlap.txt" >> "$sum" ;;
     ncu)
         # ncu of the variants job's tree build (the dense and paged head-128 rows) and of the dense
         # prototype's ping-pong loop at 1 x 16384 causal (tools/ncu_prof.sh; $FA_NCU_PROFS)
