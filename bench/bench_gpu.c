@@ -130,7 +130,7 @@ static struct {
     int blocks_in_order;                /* block tables hand out physical blocks in order, not
                                            as a random permutation; rows say " inorder" */
     int family;                         /* fa_cuda_family of the backend (--family) */
-    int persist;                        /* --persist: fa_cuda_backend_set_persistent(1) */
+    int persist;                        /* --persist MODE: fa_cuda_backend_set_persistent(MODE), -1 unset */
     uint64_t seed;
 } O;
 
@@ -2369,8 +2369,10 @@ static void usage(void)
         "  --family F         kernel families of the CUDA backend: auto (default: the wgmma family\n"
         "                     for the prefill calls it takes on sm_90), mma_sync (every call) or\n"
         "                     wgmma (every call the wgmma family takes, decode ones included)\n"
-        "  --persist          the wgmma family's persistent grid on (fa_cuda_backend_set_persistent;\n"
-        "                     fa_forward's calls then take work items from the builder's counters)\n"
+        "  --persist MODE     the wgmma family's persistent grid: on, off or auto (the backend's\n"
+        "                     default: max_seqlen_q <= FA_CUDA_PERSIST_AUTO_ROWS;\n"
+        "                     fa_cuda_backend_set_persistent; the grid takes work items from\n"
+        "                     fa_forward's counters, and bench_gpu's dense rows give their own)\n"
         "  --list             print the selected rows and exit (no GPU needed)\n");
 }
 
@@ -2410,6 +2412,7 @@ static int parse_args(int argc, char **argv)
     O.rot_mb = 512.0;
     O.max_copies = 256;
     O.seed = 1234;
+    O.persist = -1;
     for (i = 1; i < argc; ++i) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -2500,7 +2503,17 @@ static int parse_args(int argc, char **argv)
         } else if (!strcmp(a, "--blocks-in-order")) {
             O.blocks_in_order = 1;
         } else if (!strcmp(a, "--persist")) {
-            O.persist = 1;
+            NEEDV;
+            if (!strcmp(v, "on")) {
+                O.persist = FA_CUDA_PERSIST_ON;
+            } else if (!strcmp(v, "off")) {
+                O.persist = FA_CUDA_PERSIST_OFF;
+            } else if (!strcmp(v, "auto")) {
+                O.persist = FA_CUDA_PERSIST_AUTO;
+            } else {
+                fprintf(stderr, "bench_gpu: --persist %s: want on, off or auto\n", v);
+                return -1;
+            }
         } else if (!strcmp(a, "--family")) {
             NEEDV;
             if (!strcmp(v, "auto")) {
@@ -2696,8 +2709,8 @@ int main(int argc, char **argv)
                 g_be->ops.last_error(g_be->ctx));
         return 2;
     }
-    if (O.persist && fa_cuda_backend_set_persistent(g_be, 1) != FA_OK) {
-        fprintf(stderr, "bench_gpu: fa_cuda_backend_set_persistent(1) failed\n");
+    if (O.persist >= 0 && fa_cuda_backend_set_persistent(g_be, O.persist) != FA_OK) {
+        fprintf(stderr, "bench_gpu: fa_cuda_backend_set_persistent(%d) failed\n", O.persist);
         return 1;
     }
     if (fa_cpu_backend_create(&g_cpu) != FA_OK) {

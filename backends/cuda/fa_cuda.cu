@@ -31,7 +31,7 @@ struct Ctx {
     FaDevErr *err_dev;          // its device address
     char err[512];              // message of the last failure
     int family;                 // fa_cuda_family
-    int persist;                // fa_cuda_backend_set_persistent
+    int persist;                // fa_cuda_backend_set_persistent (an fa_cuda_persist)
     bool sm90_ok; // the sm_90a family is built, the device is 9.x, the driver encodes tensor maps
     void *tmap_encode; // cuTensorMapEncodeTiled
 };
@@ -420,7 +420,7 @@ extern "C" fa_status fa_cuda_backend_create(int device, void *stream, fa_backend
     }
 #endif // FA_CUDA_HAVE_SM90
     c->family = FA_CUDA_FAMILY_AUTO;
-    c->persist = 0;
+    c->persist = FA_CUDA_PERSIST_AUTO;
     set_family_caps(c);
 #else // !FA_CUDA_HAVE_ATTENTION
     be->caps.num_dims = 0;
@@ -458,10 +458,12 @@ extern "C" fa_status fa_cuda_backend_set_family(fa_backend *be, int family) {
     return FA_OK;
 }
 
-extern "C" fa_status fa_cuda_backend_set_persistent(fa_backend *be, int on) {
+extern "C" fa_status fa_cuda_backend_set_persistent(fa_backend *be, int mode) {
     if (be == nullptr || be->name == nullptr || strcmp(be->name, "cuda") != 0 || be->ctx == nullptr)
         return FA_ERR_INVALID_ARG;
-    ctx_of(be->ctx)->persist = on != 0 ? 1 : 0;
+    if (mode != FA_CUDA_PERSIST_OFF && mode != FA_CUDA_PERSIST_ON && mode != FA_CUDA_PERSIST_AUTO)
+        return FA_ERR_INVALID_ARG;
+    ctx_of(be->ctx)->persist = mode;
     return FA_OK;
 }
 

@@ -58,13 +58,23 @@ typedef enum fa_cuda_family {
    FA_CUDA_FAMILY_WGMMA where the wgmma family is not built (gpu_arch without sm_90a) or the
    device is not 9.x (nothing changed then). */
 fa_status fa_cuda_backend_set_family(fa_backend *be, int family);
-/* on != 0: the wgmma family's plain 16-bit prefill kernels at heads 64 / 128 run as a persistent
-   grid (one CTA an SM taking the work items longest first) in calls that give
-   fa_attn_args.work_counters (fa_forward passes the builder's); 0 (the default, until the grid
-   is timed against one CTA an item: docs/cuda.md): one CTA an item. Results are the same bits
-   either way. Not thread-safe against ops running on be. Returns FA_ERR_INVALID_ARG for a NULL
-   or non-CUDA be. */
-fa_status fa_cuda_backend_set_persistent(fa_backend *be, int on);
+/* When the wgmma family's plain 16-bit prefill kernels at heads 64 / 128 (TMA producer, no
+   multicast pair) run as a persistent grid: one CTA an SM taking the work items longest first
+   from fa_attn_args.work_counters, in the calls that give counters (fa_forward passes the
+   builder's); otherwise one CTA an item. The results are the same bits either way. */
+typedef enum fa_cuda_persist {
+    FA_CUDA_PERSIST_OFF = 0,  /* one CTA an item in every call */
+    FA_CUDA_PERSIST_ON = 1,   /* the persistent grid in every call it serves */
+    FA_CUDA_PERSIST_AUTO = 2  /* (the default) the persistent grid in calls whose max_seqlen_q is
+                                 at most FA_CUDA_PERSIST_AUTO_ROWS: short items, where it saves an
+                                 item's start (measured 0.89-0.94 of the time at 16 x 1024 and
+                                 0.94-1.07 at 4 x 4096, 1.03-1.05 at 1 x 16384: docs/perf.md) */
+} fa_cuda_persist;
+#define FA_CUDA_PERSIST_AUTO_ROWS 1024
+/* Sets be's persistent-grid mode (an fa_cuda_persist). Not thread-safe against ops running on
+   be. Returns FA_ERR_INVALID_ARG for a NULL or non-CUDA be or a mode outside the enum (nothing
+   changed then). */
+fa_status fa_cuda_backend_set_persistent(fa_backend *be, int mode);
 /* Destroys a backend made by fa_cuda_backend_create (NULL is a no-op). Does not free device
    memory obtained through ops.alloc, nor the stream. */
 void fa_cuda_backend_destroy(fa_backend *be);

@@ -54,7 +54,7 @@ struct FaLaunch {
     int sm90;           // 1: the prefill calls the sm_90a family accepts run there (built, device 9.x,
                         // family auto); 2: every call it accepts (family wgmma); 0: none
     void *tmap_encode;  // cuTensorMapEncodeTiled (resolved at create when sm90 can be 1)
-    int persist;        // fa_cuda_backend_set_persistent: the wgmma family's persistent grid
+    int persist; // fa_cuda_backend_set_persistent: the wgmma family's persistent grid (fa_cuda_persist)
 };
 
 // Paged / dense varlen attention incl. split-KV and its combine (backends/cuda/attention/).

@@ -1335,8 +1335,10 @@ static void test_work_counters(void)
     static const int q1[] = {1280}, k1[] = {1300};
     int v;
 #ifndef GT_GPU_IS_CPU
-    /* the persistent grid on for this group (the backend's default is off) */
-    if (!gt_check(fa_cuda_backend_set_persistent(gt_gpu(), 1), gt_gpu(), "fa_cuda_backend_set_persistent(1)"))
+    /* the persistent grid on for every call of this group (the backend's default, auto, takes it
+       only where max_seqlen_q <= FA_CUDA_PERSIST_AUTO_ROWS) */
+    if (!gt_check(fa_cuda_backend_set_persistent(gt_gpu(), FA_CUDA_PERSIST_ON), gt_gpu(),
+                  "fa_cuda_backend_set_persistent(on)"))
         return;
 #endif
     for (v = 0; v < 7; ++v) {
@@ -1361,7 +1363,8 @@ static void test_work_counters(void)
         run_named("work counters", &c);
     }
 #ifndef GT_GPU_IS_CPU
-    gt_check(fa_cuda_backend_set_persistent(gt_gpu(), 0), gt_gpu(), "fa_cuda_backend_set_persistent(0)");
+    gt_check(fa_cuda_backend_set_persistent(gt_gpu(), FA_CUDA_PERSIST_AUTO), gt_gpu(),
+             "fa_cuda_backend_set_persistent(auto)");
 #endif
 }
 
@@ -1755,6 +1758,10 @@ static void test_family(void)
                      "set_persistent(NULL)");
     gt_expect_status(fa_cuda_backend_set_persistent(gt_cpu(), 1), FA_ERR_INVALID_ARG, NULL,
                      "set_persistent(cpu backend)");
+    gt_expect_status(fa_cuda_backend_set_persistent(gpu, 3), FA_ERR_INVALID_ARG, NULL,
+                     "set_persistent(mode 3)");
+    gt_expect_status(fa_cuda_backend_set_persistent(gpu, -1), FA_ERR_INVALID_ARG, NULL,
+                     "set_persistent(mode -1)");
     /* wgmma: accepted exactly where auto would use the family; elsewhere refused, nothing changed */
     wg_ok = FA_TEST_SM90_BUILT && gpu->info.cc_major == 9;
     if (d >= 0 &&

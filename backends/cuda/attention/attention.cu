@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "dispatch_generated.h"   // per-width lists, from gen_instances.py's HEAD_DIMS
+#include "fa_cuda.h"   // fa_cuda_persist
 
 #ifndef FA_CUDA_HAVE_SM90
 #define FA_CUDA_HAVE_SM90 0   // meson: 1 when gpu_arch has sm_90a (sm90/sm90_attention.cu is built)
@@ -555,9 +556,13 @@ fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err
     if (pl.sm90) {
         // the wgmma launch first: its tensor maps are encoded before anything runs, so that a
         // failure there launches nothing
+        // the persistent grid: always (ON), or for calls of short row blocks (AUTO)
+        const bool persist =
+            L->persist == FA_CUDA_PERSIST_ON ||
+            (L->persist == FA_CUDA_PERSIST_AUTO && a->max_seqlen_q <= FA_CUDA_PERSIST_AUTO_ROWS);
         FA_BU_TRY(fa_sm90__launch(a, L->tmap_encode, pl.sm90_skip_rows,
-                                  L->persist && L->info != nullptr ? L->info->num_sms : 0, L->err_word,
-                                  stream, e));
+                                  persist && L->info != nullptr ? L->info->num_sms : 0, L->err_word, stream,
+                                  e));
         if (pl.sm90_decode && !pl.dec_skip) {
             p.tile_filter = pl.mw ? 3 : 1;
             FA_ATTN_DISPATCH_HEAD_DIM(

@@ -911,9 +911,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const bool moved = softmax_tile<Softcap, Dims<D>::kSRegs, General, POFF>(
                     sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0, lo1, hi1, sl2, sc.sc_cap, mrow0, mrow1,
                     lrow0, lrow1, a0, a1, slope, r0 + diag, r1 + diag);
-                // P(i-1) V(i-1) done: O and pa may be touched again (the wait pinned after the
-                // row sums, so that the exponents run under P V)
-                wgmma_wait_group_after<0>(lrow0 + lrow1);
+                wgmma_wait_group<0>(); // P(i-1) V(i-1) done: O and pa may be touched again
 #pragma unroll
                 for (int x = 0; x < Dims<D>::kORegs; ++x) reg_fence(o[x]);
                 release_v(sp);

@@ -328,19 +328,6 @@ template <int N> __device__ __forceinline__ void wgmma_wait_group() {
     asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
-// wgmma.wait_group N once `dep` is computed: the wait sits in a branch on dep's value (both arms
-// wait; their asm texts differ, so that they are not merged back into one unconditional wait),
-// so that ptxas cannot schedule it above the instructions dep depends on. (A plain wait after the
-// softmax was hoisted by ptxas above the softmax's exponents, which then ran after the P V wait
-// instead of under it: docs/perf.md, 2026-12-06 10:07.)
-template <int N> __device__ __forceinline__ void wgmma_wait_group_after(float dep) {
-    static_assert(N >= 0 && N <= 7, "wgmma.wait_group: 0..7");
-    if (dep >= 0.f)
-        asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-    else
-        asm volatile("wgmma.wait_group.sync.aligned %0; // dep < 0 or NaN" ::"n"(N) : "memory");
-}
-
 // Keeps the compiler from moving reads/writes of accumulator registers across a wgmma sequence
 // (CUTLASS calls its equivalent warpgroup_fence_operand): an empty asm that "modifies" the value.
 __device__ __forceinline__ void reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
