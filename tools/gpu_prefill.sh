@@ -15,6 +15,8 @@
 #   proto     tools/hopper_proto.sh: the dense prototype's cases and timed sizes (the same card)
 #   ncu       ncu (tools/ncu_prof.sh) of the tree build's dense / paged 1 x 16384 head-128 rows and
 #             of the dense prototype's ping-pong loop on the same shape
+#   ncusrc    ncu's per-instruction stall sampling (SourceCounters) of the library's dense 1 x 16384
+#             row and the prototype's ping-pong loop, as CSV: src_lib.csv, src_proto.csv
 #   sass      cuobjdump of the variants job's builds (the tree and each variant): sass_TREE.txt.gz,
 #             sass_counts.txt, sass_overlap.txt (tools/sass_overlap.py)
 #   san       compute-sanitizer ($FA_PF_TOOLS, default memcheck racecheck synccheck) on the quick
@@ -122,6 +124,27 @@ PY
         nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo tools/hopper_proto.cu -o "$logs/hp" > "$logs/hp_build.txt" 2>&1
         HOPPER_PROTO_PNG_TIMED=1 prof proto_png_1x16k "fa_sm90_prefill_kernelILb1ELb1ELb1E" 0 "$logs/hp"
         note "ncu: $(( $(date +%s) - t0 )) s" ;;
+    ncusrc)
+        # ncu's per-instruction sampling (SourceCounters, WarpStateStats) of the library's dense
+        # 1 x 16384 head-128 row and of the prototype's ping-pong loop on that shape: the stall
+        # reasons a SASS instruction, as CSV (src_lib.csv, src_proto.csv), to set the two loops'
+        # schedules side by side
+        b=build-var/bench/bench_gpu
+        nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo tools/hopper_proto.cu -o "$logs/hp" > "$logs/hp_build.txt" 2>&1
+        for w in lib proto; do
+            [ "$(left)" -gt 40 ] || { note "ncusrc $w: skipped (time)"; continue; }
+            if [ $w = lib ]; then
+                set -- "$b" --quick --only prefill --dim 128 --no-ceilings --no-check --reps 20 --warmup 1 \
+                    --filter "prefill-dense 1x16384 h=32/8 d=128"; k=sm90_attention_kernel; skip=1
+            else
+                set -- "$logs/hp"; k="fa_sm90_prefill_kernelILb1ELb1ELb1E"; skip=0
+            fi
+            HOPPER_PROTO_PNG_TIMED=1 timeout 120 ncu --kernel-name-base mangled -k "regex:$k" --launch-skip $skip \
+                --launch-count 1 --section SourceCounters --section WarpStateStats -f -o "$logs/src_$w" "$@" \
+                > "$logs/src_$w.out" 2>&1
+            ncu --import "$logs/src_$w.ncu-rep" --page source --csv --print-source sass > "$top/src_$w.csv" 2>> "$logs/src_$w.out"
+            note "ncusrc $w: $(wc -l < "$top/src_$w.csv") lines"
+        done ;;
     *) note "$job: unknown job" ;;
     esac
 done
