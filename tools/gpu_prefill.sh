@@ -21,6 +21,7 @@
 #             sass_counts.txt, sass_overlap.txt (tools/sass_overlap.py)
 #   san       compute-sanitizer ($FA_PF_TOOLS, default memcheck racecheck synccheck) on the quick
 #             sets of the same programs
+# FA_PF_APPLY="SPEC VARIANT" makes a variant's replacements in this checkout before the jobs.
 # $OUT/summary.txt, the jobs' outputs beside it (variants.txt, perf_tables.md, bench_gpu.csv,
 # peers.csv), the logs in $OUT/pf_logs.tgz.
 set -u
@@ -35,6 +36,20 @@ trap finish EXIT
 note "== tools/gpu_prefill.sh $* at $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git rev-parse --short HEAD 2>/dev/null) ($(git status --porcelain 2>/dev/null | wc -l) changed paths)"
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv,noheader >> "$sum" 2>&1
 programs=${FA_PF_PROGRAMS:-test_gpu_attention test_gpu_fp8q}
+# FA_PF_APPLY="SPEC VARIANT": that variant's replacements made in this checkout first, so that
+# every job (tests included) runs it; e.g. "tools/variants/sm90_kv8h256.py on"
+if [ -n "${FA_PF_APPLY:-}" ]; then
+    python3 - ${FA_PF_APPLY} <<'PY' | tee -a "$sum" || exit 1
+import runpy, sys
+spec, name = sys.argv[1], sys.argv[2]
+for path, old, new in runpy.run_path(spec)["VARIANTS"][name]:
+    s = open(path).read()
+    if s.count(old) != 1:
+        sys.exit("gpu_prefill.sh: FA_PF_APPLY %s: %r is in %s %d times, want once" % (name, old[:60], path, s.count(old)))
+    open(path, "w").write(s.replace(old, new))
+    print("applied %s %s to %s" % (spec, name, path))
+PY
+fi
 for job in "$@"; do
     t0=$(date +%s); budget=$(left)
     [ "$budget" -gt 20 ] || { note "$job: skipped (no time left)"; continue; }

@@ -870,9 +870,10 @@ static void test_fp8(void)
 }
 
 /* fp8 caches under a 16-bit query in the wgmma family's fp8-cache kernels (heads 64 / 128, block
-   sizes a TMA box serves, dense K/V with num_keys; head 256 and other block sizes run in
-   mma.sync, as every case here does under FA_GPU_FAMILY=mma_sync): E4M3 and E5M2, bf16 and f16
-   queries, blocks 8, 16, 32, 128, 256 and dense, causal or not, per-(sequence, head) descales
+   sizes a TMA box serves, dense K/V with num_keys; head 256 only with kKv8Head256, below; other
+   block sizes run in mma.sync, as every case here does under FA_GPU_FAMILY=mma_sync): E4M3 and
+   E5M2, bf16 and f16 queries, blocks 8, 16, 32, 64, 128, 256 and dense, causal or not,
+   per-(sequence, head) descales
    and the scalar k_scale / v_scale, split-KV with ALiBi / sinks / softcap / windows, and a NaN in
    V of a key that a mask hides from some rows of a tile. */
 static void test_fp8_wgmma(void)
@@ -906,6 +907,42 @@ static void test_fp8_wgmma(void)
             c.causal = 1;
             c.wl = v == 12 ? 20 : 8;
             c.nan_v = 41;
+        }
+        run_named("fp8 wgmma", &c);
+    }
+    /* head 256 (64-key tiles; the KV8 kernels there have 2 converted stages and 1 raw stage):
+       these run in the wgmma family only with sm90_attention.cu's kKv8Head256 on
+       (tools/variants/sm90_kv8h256.py; off in the tree: built, not yet run on a GPU), else in
+       mma.sync. The group does not ask which family ran: the same cases, against the same
+       reference, with the gate off and on. Blocks 16, 64 (one box a tile), 128 (a box at a row
+       offset inside the block), 8 and dense; v 3 and 6 take the general kernel (splits; window
+       and softcap), v 7 a NaN in V masked for some rows, v 8 ALiBi, sinks and HND. */
+    for (v = 0; v < 9; ++v) {
+        static const int bs256[] = {16, 16, 64, 64, 0, 0, 128, 16, 8};
+        static const int e5[] = {0, 1, 1, 0, 0, 1, 1, 0, 1}, causal[] = {1, 0, 1, 0, 0, 1, 1, 1, 1};
+        acase c = base_case(v % 2 ? FA_DTYPE_F16 : FA_DTYPE_BF16, 256, bs256[v] ? bs256[v] : 16, 8, 2);
+        if (gt_quick() && v % 3) continue;
+        c.kvdt = e5[v] ? FA_DTYPE_FP8_E5M2 : FA_DTYPE_FP8_E4M3;
+        set_seqs(&c, 4, ql, kl);
+        c.causal = causal[v];
+        c.descale = v != 1 && v != 4;
+        c.dense = bs256[v] == 0;
+        if (v == 3) c.splits = 2;
+        if (v == 6) {
+            c.splits = 3;
+            c.wl = 150;
+            c.softcap = 30.f;
+        }
+        if (v == 7) {
+            c.shuffle = 0;
+            set_seqs(&c, 2, ql2, kl2);
+            c.wl = 20;
+            c.nan_v = 41;
+        }
+        if (v == 8) {
+            c.alibi = 1;
+            c.sinks = 1;
+            c.hnd = 1;
         }
         run_named("fp8 wgmma", &c);
     }

@@ -17,8 +17,9 @@
 // combine kernel, in the mma.sync family's workspace layout), ALiBi (x = fma(slope, |td - j|, x)
 // after the scale / softcap) and sinks (the initial state m = z, l = 1 of split 0), as the
 // mma.sync family computes them. A 16-bit query over an fp8 (E4M3 / E5M2) cache runs here at heads
-// 64 / 128 with block sizes a TMA box serves or dense K/V (the KV8 kernels, below; head 256 and
-// the cp.async producer's block sizes stay in the mma.sync family); an fp8 (E4M3) query with
+// 64 / 128 with block sizes a TMA box serves or dense K/V (the KV8 kernels, below; head 256 only
+// with kKv8Head256, off: built, not yet run on a GPU; the cp.async producer's block sizes stay in
+// the mma.sync family); an fp8 (E4M3) query with
 // E4M3 K / V at heads 64, 128, 256 runs here only (the FP8 kernels, below).
 //
 // CTA = 3 warpgroups (384 threads): one (sequence, 128-token row block, query head).
@@ -41,12 +42,13 @@
 //     rounded to e4m3 in place; QGMMA's B must be K-major, so the whole producer warpgroup
 //     (setmaxnreg 56, consumers 224) transposes each landed V tile into a Vt stage (v_empty then
 //     counts its 128 threads, vt_full / vt_empty guard Vt), zeroing the keys past the sequence.
-//   KV8 (a bf16 / f16 query over an fp8 cache, heads 64 / 128): warp 0 loads each tile's raw
-//     codes (one unswizzled uint8 box a page, K and V) into a raw ring (raw_full / raw_empty);
-//     the whole producer warpgroup (setmaxnreg 56, consumers 224) converts them exactly into the
-//     16-bit K (the query's type) and V (f16) stages in the 16-bit kernels' layout, zeroing keys
-//     past the sequence, fences the async proxy and arrives (k_full / v_full count 128). S in the
-//     query's type, P V in f16; K's descale in the logit scale, V's in the epilogue.
+//   KV8 (a bf16 / f16 query over an fp8 cache, heads 64 / 128; 256 with kKv8Head256, one raw
+//     stage there): warp 0 loads each tile's raw codes (one unswizzled uint8 box a page, K and
+//     V) into a raw ring (raw_full / raw_empty); the whole producer warpgroup (setmaxnreg 56,
+//     consumers 224) converts them exactly into the 16-bit K (the query's type) and V (f16)
+//     stages in the 16-bit kernels' layout, zeroing keys past the sequence, fences the async
+//     proxy and arrives (k_full / v_full count 128). S in the query's type, P V in f16; K's
+//     descale in the logit scale, V's in the epilogue.
 //   Epilogue: O / l to bf16 straight from the accumulators; LSE; a CTA under a causal / window
 //   mask whose output holds a NaN recomputes those entries scalar over the row's allowed keys
 //   (a non-finite V of a key masked for this row but staged for another reaches the row
@@ -81,12 +83,21 @@ __host__ __device__ constexpr int lib_stages(int d) { return d == 256 ? 2 : (d =
 // bytes): head 128 3 (32 + 3 x 48 KiB), head 256 (64-key tiles) 4 (32 + 4 x 48), head 64 4 (8 + 4
 // x 24: the 16-bit kernels' depth there; more would fit, untimed).
 __host__ __device__ constexpr int fp8_stages(int d) { return d == 128 ? 3 : 4; }
-// KV8 (a 16-bit query over an fp8 cache, heads 64 / 128): converted 16-bit K / V stages (the
-// consumers' layout, 64 KiB a stage at head 128) and raw fp8 stages (K and V, 32 KiB at head
-// 128): head 128 32 + 2 x 64 + 2 x 32 = 224 KiB, head 64 16 + 4 x 32 + 4 x 16 = 208 KiB. Head 256
-// would have room for 2 converted stages and one raw stage only: its fp8 caches stay in mma.sync.
-__host__ __device__ constexpr int kv8_stages(int d) { return d == 128 ? 2 : 4; }
-__host__ __device__ constexpr int kv8_raw_stages(int d) { return d == 128 ? 2 : 4; }
+// KV8 (a 16-bit query over an fp8 cache): converted 16-bit K / V stages (the consumers' layout,
+// 64 KiB a stage at heads 128 and 256) and raw fp8 stages (K and V, 32 KiB a stage at heads 128
+// and 256): head 128 32 + 2 x 64 + 2 x 32 = 224 KiB, head 64 16 + 4 x 32 + 4 x 16 = 208 KiB,
+// head 256 (64-key tiles) 64 + 2 x 64 + 1 x 32 = 224 KiB: one raw stage, so the load of raw tile
+// i + 1 waits for the conversion of tile i.
+__host__ __device__ constexpr int kv8_stages(int d) { return d == 64 ? 4 : 2; }
+__host__ __device__ constexpr int kv8_raw_stages(int d) { return d == 256 ? 1 : (d == 128 ? 2 : 4); }
+// The KV8 kernels at head 256 (the stages above, convert_kv8's head-256 form): built, not yet run
+// on a GPU, so off: fa_sm90__accepts refuses an fp8 cache at head 256 (the mma.sync family runs
+// it) and the kernels are not instantiated. tools/variants/sm90_kv8h256.py turns it on.
+constexpr bool kKv8Head256 = false;
+// (Smem asserts its own size where a kernel uses it; this one holds with the gate off too: 64 KiB
+// of Q, 2 x 2 x 32 KiB converted, 2 x 16 KiB raw, the barriers and 1 KiB of alignment slack)
+static_assert(Smem<kv8_stages(256), 256, false, kv8_raw_stages(256)>::kAlloc <= 227 * 1024,
+              "KV8 at head 256: shared memory per block on sm_90");
 
 // Kernel parameters besides the three tensor maps.
 struct AttnParams {
@@ -161,11 +172,12 @@ __device__ __forceinline__ int seq_of_tile(const AttnParams &p, int tile) {
 // Whether a kernel can walk work items persistently (one CTA an SM taking items one by one from
 // an atomic counter, the next item's Q and K / V loads under the last one's epilogue): the plain
 // 16-bit kernels at heads 64 and 128 (the General kernels and head 256 would spill). It does so
-// when the backend has it on (fa_cuda_backend_set_persistent: num_sms > 0 at the launch), the
-// call gives work counters (p.work_counter) and its producer is the TMA warp without the
-// multicast pair; else one item a CTA (the hardware's block scheduler). A static share of the
-// items (rounds of G CTAs) measured up to 1.5x uneven where a CTA has few items (docs/perf.md,
-// 2026-12-06 03:54): the items are taken dynamically, longest first.
+// when the backend's mode takes it for the call (fa_cuda_backend_set_persistent: on, or auto with
+// max_seqlen_q <= FA_CUDA_PERSIST_AUTO_ROWS; num_sms > 0 at the launch), the call gives work
+// counters (p.work_counter) and its producer is the TMA warp without the multicast pair; else one
+// item a CTA (the hardware's block scheduler). A static share of the items (rounds of G CTAs)
+// measured up to 1.5x uneven where a CTA has few items (docs/perf-history.md, 2026-12-06 03:54):
+// the items are taken dynamically, longest first.
 __host__ __device__ constexpr bool sm90_persistent(bool general, int d) {
     return !general && (d == 64 || d == 128);
 }
@@ -362,11 +374,17 @@ __device__ __forceinline__ void gather_producer(const AttnParams &p, const int32
 // consecutive raw bytes), at head 128 half a row of each, column block 0 of one and 1 of the
 // other (raw bytes [0, 64) of one row and [64, 128) of the next: 32 distinct banks); their
 // stores go to chunks {0, 2, 4, 6} ^ (r % 8) and {0, 2, 4, 6} ^ ((r + 1) % 8), 8 distinct
-// places, so neither the loads nor the stores conflict.
+// places, so neither the loads nor the stores conflict. At head 256 a raw row is 256 bytes (16
+// chunks; chunk u of any row on banks 4 (u % 8) .. 4 (u % 8) + 3) and a warp takes the 32 chunks
+// of keys r, r + 1 (8 steps of the 128 threads: 64 keys): its phase f (lanes 8 f .. 8 f + 7) takes
+// column block f of key r (lanes 0-3 of the phase) and f ^ 1 of key r + 1 (lanes 4-7), i.e. raw
+// chunks 4 f .. 4 f + 3 and 4 (f ^ 1) .. 4 (f ^ 1) + 3: u % 8 = {0..3} + 4 (f % 2) and {0..3} +
+// 4 (1 - f % 2), the 32 banks once; the stores again go to {0, 2, 4, 6} ^ (r % 8) and
+// {0, 2, 4, 6} ^ ((r + 1) % 8) (a stage row is 128 bytes: past the swizzle, neither the key nor
+// the column block moves the bank), so nothing conflicts.
 template <typename OT, bool E5M2, int D>
 __device__ __forceinline__ void convert_kv8(uint32_t src, uint32_t dst, int tid, int valid) {
     constexpr int BN = Dims<D>::kBN, kSteps = BN * D / 16 / 128;
-    static_assert(D == 64 || D == 128, "KV8: heads 64 and 128");
 #pragma unroll 2
     for (int it = 0; it < kSteps; ++it) {
         const int x = tid + 128 * it;
@@ -374,10 +392,14 @@ __device__ __forceinline__ void convert_kv8(uint32_t src, uint32_t dst, int tid,
         if constexpr (D == 64) {
             r = x >> 2;
             u = x & 3;
-        } else {
+        } else if constexpr (D == 128) {
             const int cb = (x >> 2) & 1;
             r = 2 * (x >> 4) + (cb ^ ((x >> 3) & 1));
             u = 4 * cb + (x & 3);
+        } else {
+            const int hk = (x >> 2) & 1; // key r or r + 1 of the warp's pair
+            r = 2 * (x >> 5) + hk;
+            u = 4 * (((x >> 3) & 3) ^ hk) + (x & 3);
         }
         uint4 w = ld_shared_v4(src + static_cast<uint32_t>(r * D + u * 16));
         if (r >= valid) w = make_uint4(0u, 0u, 0u, 0u);
@@ -398,8 +420,8 @@ __device__ __forceinline__ void convert_kv8(uint32_t src, uint32_t dst, int tid,
 }
 
 // T: the element type of q, k, v and out (bf16 / f16); with FP8 q, k, v are e4m3 and T is
-// out's type; with KV8 (1: E4M3, 2: E5M2; heads 64 / 128) q and out are T and k, v the
-// fp8 cache's codes: the producer warpgroup loads the raw pages by TMA into a raw ring and
+// out's type; with KV8 (1: E4M3, 2: E5M2; heads 64 / 128, 256 with kKv8Head256) q and out are T
+// and k, v the fp8 cache's codes: the producer warpgroup loads the raw pages by TMA into a raw ring and
 // converts each tile into the 16-bit stages the consumers read (K in T, V in f16), S = Q K^T in
 // T, P rounded to f16 and O += P V in f16 (as the mma.sync family does for fp8 caches), K's
 // descale in the logit scale and V's in the epilogue.
@@ -411,8 +433,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                           const __grid_constant__ CUtensorMap tmV, const __grid_constant__ AttnParams p) {
 #if FA_SM90_DEVICE_OK
     constexpr bool K8 = KV8 != 0; // a 16-bit query over an fp8 cache
-    static_assert(!K8 || (!FP8 && D <= 128),
-                  "sm90 family: fp8 caches under a 16-bit query at heads 64 / 128");
+    static_assert(!K8 || (!FP8 && (D <= 128 || kKv8Head256)),
+                  "sm90 family: fp8 caches under a 16-bit query at heads 64 / 128 (256: kKv8Head256)");
     constexpr int ST = FP8 ? fp8_stages(D) : (K8 ? kv8_stages(D) : lib_stages(D)); // ring stages
     constexpr int RAW = K8 ? kv8_raw_stages(D) : 0; // raw fp8 stages (KV8)
     // FP8: P = 2^(x - m + POFF), in e4m3's range (the row sums carry the factor 2^POFF)
@@ -1087,8 +1109,11 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
     // an fp8 query: e4m3 q, k, v at head 64, 128 or 256, out bf16 / f16, a block size a TMA box
     // serves
     const bool q8 = a->q_dtype == FA_DTYPE_FP8_E4M3;
-    // a 16-bit query over an fp8 cache (KV8): heads 64 / 128, a block size a TMA box serves
+    // a 16-bit query over an fp8 cache (KV8): heads 64 / 128 (and 256 with kKv8Head256), a block
+    // size a TMA box serves
     const bool kv8 = !q8 && (a->kv_dtype == FA_DTYPE_FP8_E4M3 || a->kv_dtype == FA_DTYPE_FP8_E5M2);
+    const bool kv8_head =
+        a->head_size == 64 || a->head_size == 128 || (fa_sm90::kKv8Head256 && a->head_size == 256);
     const int64_t es = q8 ? 1 : 2, kes = q8 || kv8 ? 1 : 2; // bytes of a q, of a k / v element
     if (q8 && a->kv_dtype != FA_DTYPE_FP8_E4M3)
         w = "kv_dtype (fp8_e4m3 with an fp8 query)";
@@ -1104,12 +1129,17 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
     else if (!q8 && ((a->q_dtype != FA_DTYPE_BF16 && a->q_dtype != FA_DTYPE_F16) ||
                      (a->kv_dtype != a->q_dtype && !kv8)))
         w = "q / kv dtype (bf16 or f16, the same, or an fp8 cache)";
-    else if (kv8 && a->head_size != 64 && a->head_size != 128)
-        w = "head_size (64 or 128 with an fp8 cache under a 16-bit query; head 256 has no room for "
-            "the raw fp8 stages beside two 16-bit ones)";
+    else if (kv8 && !kv8_head)
+        w = fa_sm90::kKv8Head256
+                ? "head_size (64, 128 or 256 with an fp8 cache under a 16-bit query)"
+                : "head_size (64 or 128 with an fp8 cache under a 16-bit query; head 256 has no room for "
+                  "the raw fp8 stages beside two 16-bit ones)";
     else if (kv8 && paged && !block_on(a->block_size, a->head_size))
-        w = "block_size (with an fp8 cache: a power of two in [8, 128] or a multiple of 128; the "
-            "cp.async producer has no fp8 conversion)";
+        w = a->head_size == 256
+                ? "block_size (with an fp8 cache at head 256: a power of two in [8, 64] or a multiple of 64; "
+                  "the cp.async producer has no fp8 conversion)"
+                : "block_size (with an fp8 cache: a power of two in [8, 128] or a multiple of 128; the "
+                  "cp.async producer has no fp8 conversion)";
     else if (!head_on(a->head_size))
         w = "head_size (64, 128 or 256, compiled)";
     else if (!paged && (a->num_keys < 1 || a->num_keys >= (int64_t(1) << 31) - 1024))
@@ -1190,7 +1220,9 @@ template <int D> KernelFn pick_kernel_fp8(bool f16, bool softcap, bool general, 
     return general ? pick_kernel_fp8<D, true>(f16, softcap, smem)
                    : pick_kernel_fp8<D, false>(f16, softcap, smem);
 }
-// The same for a 16-bit query over an fp8 cache at heads 64 / 128 (f16: the query's dtype).
+// The same for a 16-bit query over an fp8 cache at heads 64 / 128, and 256 with kKv8Head256 (else
+// NULL there: fa_sm90__accepts refuses the call, and no head-256 KV8 kernel is instantiated)
+// (f16: the query's dtype).
 template <int D, bool General, int KV8> KernelFn pick_kernel_kv8(bool f16, bool softcap, int &smem) {
     using namespace fa_sm90;
     smem = static_cast<int>(Smem<kv8_stages(D), D, false, kv8_raw_stages(D)>::kAlloc);
@@ -1200,10 +1232,19 @@ template <int D, bool General, int KV8> KernelFn pick_kernel_kv8(bool f16, bool 
                           : sm90_attention_kernel<__nv_bfloat16, false, D, General, false, KV8>);
 }
 template <int D> KernelFn pick_kernel_kv8(bool e5m2, bool f16, bool softcap, bool general, int &smem) {
-    return general ? (e5m2 ? pick_kernel_kv8<D, true, 2>(f16, softcap, smem)
-                           : pick_kernel_kv8<D, true, 1>(f16, softcap, smem))
-                   : (e5m2 ? pick_kernel_kv8<D, false, 2>(f16, softcap, smem)
-                           : pick_kernel_kv8<D, false, 1>(f16, softcap, smem));
+    if constexpr (D == 256 && !fa_sm90::kKv8Head256) {
+        (void)e5m2;
+        (void)f16;
+        (void)softcap;
+        (void)general;
+        smem = 0;
+        return nullptr;
+    } else {
+        return general ? (e5m2 ? pick_kernel_kv8<D, true, 2>(f16, softcap, smem)
+                               : pick_kernel_kv8<D, true, 1>(f16, softcap, smem))
+                       : (e5m2 ? pick_kernel_kv8<D, false, 2>(f16, softcap, smem)
+                               : pick_kernel_kv8<D, false, 1>(f16, softcap, smem));
+    }
 }
 
 } // namespace
@@ -1382,6 +1423,7 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
 #endif
 #ifdef FA_ATTN_HD_256
     case -256: kern = pick_kernel_fp8<256>(f16, softcap, split || extra, smem); break;
+    case 1256: kern = pick_kernel_kv8<256>(e5m2, f16, softcap, split || extra, smem); break; // (kKv8Head256)
 #endif
 #ifdef FA_ATTN_HD_64
     case 64: kern = pick_kernel<64>(f16, softcap, split || extra, dyn, smem); break;
