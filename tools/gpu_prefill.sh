@@ -21,7 +21,8 @@
 #             sass_counts.txt, sass_overlap.txt (tools/sass_overlap.py)
 #   san       compute-sanitizer ($FA_PF_TOOLS, default memcheck racecheck synccheck) on the quick
 #             sets of the same programs
-# FA_PF_APPLY="SPEC VARIANT" makes a variant's replacements in this checkout before the jobs.
+# FA_PF_APPLY="SPEC VARIANT" makes a variant's replacements in this checkout before the first
+# tests / san job.
 # $OUT/summary.txt, the jobs' outputs beside it (variants.txt, perf_tables.md, bench_gpu.csv,
 # peers.csv), the logs in $OUT/pf_logs.tgz.
 set -u
@@ -36,10 +37,14 @@ trap finish EXIT
 note "== tools/gpu_prefill.sh $* at $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git rev-parse --short HEAD 2>/dev/null) ($(git status --porcelain 2>/dev/null | wc -l) changed paths)"
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv,noheader >> "$sum" 2>&1
 programs=${FA_PF_PROGRAMS:-test_gpu_attention test_gpu_fp8q}
-# FA_PF_APPLY="SPEC VARIANT": that variant's replacements made in this checkout first, so that
-# every job (tests included) runs it; e.g. "tools/variants/sm90_kv8h256.py on"
-if [ -n "${FA_PF_APPLY:-}" ]; then
-    python3 - ${FA_PF_APPLY} <<'PY' | tee -a "$sum" || exit 1
+# FA_PF_APPLY="SPEC VARIANT": that variant's replacements made in this checkout before the first
+# tests / san job (after the variants job, which builds the tree and the spec's variants from the
+# checkout as it was), so that the tests run it; e.g. "tools/variants/sm90_kv8h256.py on"
+applied=0
+apply_once() {
+    [ -n "${FA_PF_APPLY:-}" ] && [ $applied -eq 0 ] || return 0
+    applied=1
+    python3 - ${FA_PF_APPLY} <<'PY' | tee -a "$sum"
 import runpy, sys
 spec, name = sys.argv[1], sys.argv[2]
 for path, old, new in runpy.run_path(spec)["VARIANTS"][name]:
@@ -49,7 +54,7 @@ for path, old, new in runpy.run_path(spec)["VARIANTS"][name]:
     open(path, "w").write(s.replace(old, new))
     print("applied %s %s to %s" % (spec, name, path))
 PY
-fi
+}
 for job in "$@"; do
     t0=$(date +%s); budget=$(left)
     [ "$budget" -gt 20 ] || { note "$job: skipped (no time left)"; continue; }
@@ -92,11 +97,13 @@ for n, v in t.items():
 PY
         note "inorder: $(( $(date +%s) - t0 )) s (table in inorder.txt)"; cat "$top/inorder.txt" >> "$sum" ;;
     tests)
+        apply_once
         OUT=$logs/tests FA_GPU_SANITIZE=0 FA_GPU_PROGRAMS="$programs" FA_GPU_TIMEOUT=${FA_PF_TEST_TIMEOUT:-150} \
             timeout $((budget - 5)) bash tests/gpu/run_gpu_tests.sh > "$logs/tests.out" 2>&1
         note "tests: rc $?, $(( $(date +%s) - t0 )) s: $(tail -n 1 "$logs/tests.out")"
         grep -E "^test_gpu|FAIL" "$logs/tests.out" | head -20 >> "$sum" ;;
     san)
+        apply_once
         OUT=$logs/san FA_GPU_PLAIN=0 FA_GPU_SECOND_FAMILY=0 FA_GPU_PROGRAMS="$programs" \
             FA_GPU_SANITIZE_TOOLS="${FA_PF_TOOLS:-memcheck racecheck synccheck}" \
             FA_GPU_SANITIZE_TIMEOUT=$(( (budget - 30) / 3 )) \

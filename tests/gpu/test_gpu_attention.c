@@ -871,7 +871,8 @@ static void test_fp8(void)
 
 /* fp8 caches under a 16-bit query in the wgmma family's fp8-cache kernels (heads 64 / 128, block
    sizes a TMA box serves, dense K/V with num_keys; head 256 only with kKv8Head256, below; other
-   block sizes run in mma.sync, as every case here does under FA_GPU_FAMILY=mma_sync): E4M3 and
+   block sizes only with kKv8Gather, below, else in mma.sync, as every case here does under
+   FA_GPU_FAMILY=mma_sync): E4M3 and
    E5M2, bf16 and f16 queries, blocks 8, 16, 32, 64, 128, 256 and dense, causal or not,
    per-(sequence, head) descales
    and the scalar k_scale / v_scale, split-KV with ALiBi / sinks / softcap / windows, and a NaN in
@@ -908,6 +909,23 @@ static void test_fp8_wgmma(void)
             c.wl = v == 12 ? 20 : 8;
             c.nan_v = 41;
         }
+        run_named("fp8 wgmma", &c);
+    }
+    /* block sizes no TMA box serves (1, 3, 24, 48): the KV8 kernels' cp.async copy of the raw
+       rows with sm90_attention.cu's kKv8Gather on (tools/variants/sm90_kv8gather.py; off in the
+       tree: built, not yet run on a GPU), else mma.sync; the same cases and reference either way.
+       Heads 64 / 128, E4M3 / E5M2, bf16 / f16, causal or not, shuffled block tables; v 2 takes the
+       general kernel (splits), v 4 the scalar k_scale / v_scale. */
+    for (v = 0; v < 6; ++v) {
+        static const int bsg[] = {3, 1, 24, 48, 3, 48}, dg[] = {128, 64, 128, 64, 64, 128};
+        static const int e5g[] = {0, 1, 0, 1, 0, 1}, causalg[] = {1, 0, 1, 1, 0, 0};
+        acase c = base_case(v % 2 ? FA_DTYPE_F16 : FA_DTYPE_BF16, dg[v], bsg[v], 8, 2);
+        if (gt_quick() && v % 3) continue;
+        c.kvdt = e5g[v] ? FA_DTYPE_FP8_E5M2 : FA_DTYPE_FP8_E4M3;
+        set_seqs(&c, 4, ql, kl);
+        c.causal = causalg[v];
+        c.descale = v != 4;
+        if (v == 2) c.splits = 2;
         run_named("fp8 wgmma", &c);
     }
     /* head 256 (64-key tiles; the KV8 kernels there have 2 converted stages and 1 raw stage):

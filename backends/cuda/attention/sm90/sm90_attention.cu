@@ -18,8 +18,8 @@
 // after the scale / softcap) and sinks (the initial state m = z, l = 1 of split 0), as the
 // mma.sync family computes them. A 16-bit query over an fp8 (E4M3 / E5M2) cache runs here at heads
 // 64 / 128 with block sizes a TMA box serves or dense K/V (the KV8 kernels, below; head 256 only
-// with kKv8Head256, off: built, not yet run on a GPU; the cp.async producer's block sizes stay in
-// the mma.sync family); an fp8 (E4M3) query with
+// with kKv8Head256, off: built, not yet run on a GPU; the other block sizes only with kKv8Gather,
+// off for the same reason: else they stay in the mma.sync family); an fp8 (E4M3) query with
 // E4M3 K / V at heads 64, 128, 256 runs here only (the FP8 kernels, below).
 //
 // CTA = 3 warpgroups (384 threads): one (sequence, 128-token row block, query head).
@@ -44,8 +44,10 @@
 //     counts its 128 threads, vt_full / vt_empty guard Vt), zeroing the keys past the sequence.
 //   KV8 (a bf16 / f16 query over an fp8 cache, heads 64 / 128; 256 with kKv8Head256, one raw
 //     stage there): warp 0 loads each tile's raw codes (one unswizzled uint8 box a page, K and
-//     V) into a raw ring (raw_full / raw_empty); the whole producer warpgroup (setmaxnreg 56,
-//     consumers 224) converts them exactly into the 16-bit K (the query's type) and V (f16)
+//     V; with kKv8Gather at a block size no box serves, the 128 producer threads copy the rows
+//     by cp.async into the same layout) into a raw ring (raw_full / raw_empty); the whole
+//     producer warpgroup (setmaxnreg 56, consumers 224) converts them exactly into the 16-bit K
+//     (the query's type) and V (f16)
 //     stages in the 16-bit kernels' layout, zeroing keys past the sequence, fences the async
 //     proxy and arrives (k_full / v_full count 128). S in the query's type, P V in f16; K's
 //     descale in the logit scale, V's in the epilogue.
@@ -94,6 +96,12 @@ __host__ __device__ constexpr int kv8_raw_stages(int d) { return d == 256 ? 1 : 
 // on a GPU, so off: fa_sm90__accepts refuses an fp8 cache at head 256 (the mma.sync family runs
 // it) and the kernels are not instantiated. tools/variants/sm90_kv8h256.py turns it on.
 constexpr bool kKv8Head256 = false;
+// The KV8 kernels at the block sizes no TMA box serves (p.gather: 1, 3, 24, 48, ...): the 128
+// producer threads copy each tile's raw K / V rows by cp.async into the raw ring (the layout the
+// boxes give), then convert as with the boxes. Built, not yet run on a GPU, so off:
+// fa_sm90__accepts refuses those calls (the mma.sync family runs them) and the copy is not
+// instantiated. tools/variants/sm90_kv8gather.py turns it on (head 256 also needs kKv8Head256).
+constexpr bool kKv8Gather = false;
 // (Smem asserts its own size where a kernel uses it; this one holds with the gate off too: 64 KiB
 // of Q, 2 x 2 x 32 KiB converted, 2 x 16 KiB raw, the barriers and 1 KiB of alignment slack)
 static_assert(Smem<kv8_stages(256), 256, false, kv8_raw_stages(256)>::kAlloc <= 227 * 1024,
@@ -460,7 +468,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     // with a multicast pair, a stage is free once the consumer warps of both CTAs released it,
     // and neither CTA's TMA may reach the other before the other's barriers exist
     const uint32_t mc = static_cast<uint32_t>(p.mcast);
-    if (threadIdx.x == 0) ring.init(&tmQ, &tmK, &tmV, p.gather || K8 ? 128u : 1u, kConsumerWarps * mc);
+    // (KV8 at a block size no box serves: raw_full counts the 128 producer threads' cp.async
+    // arrivals, not the boxes' one arrive.expect_tx)
+    if (threadIdx.x == 0)
+        ring.init(&tmQ, &tmK, &tmV, p.gather || K8 ? 128u : 1u, kConsumerWarps * mc,
+                  K8 && kKv8Gather && p.gather ? 128u : 1u);
     if (mc > 1)
         cluster_sync();
     else
@@ -655,6 +667,84 @@ __global__ void __launch_bounds__(kThreads, 1)
                     __syncwarp();
                     if ((lane & 31) == 0) mbar_arrive(ring.re + 8 * r); // this warp's reads are done
                 };
+                if constexpr (kKv8Gather) {
+                    if (p.gather) {
+                        // a block size no box serves: the 128 threads copy raw tile i's K and V
+                        // rows by cp.async (16 bytes a copy) into raw stage (it0 + i) % RAW in the
+                        // boxes' layout (key j of the tile at byte j * D, unswizzled), and the
+                        // conversion reads it as it is. Warp w takes the tile's keys
+                        // [RW w, RW w + RW) (RW = BN / 4); lane l looks up the block id and slot
+                        // of key RW w + l % RW, a tile ahead, and the warp copies its keys CPR =
+                        // D / 16 lanes a key, RPS keys a step, each key's id and slot shuffled from
+                        // the lane that looked it up (a phase of 8 lanes: 128 consecutive bytes of
+                        // the stage, of one cache row, two at head 64). Keys outside [kmin, kmax)
+                        // and keys of a bad block id are zero-filled (nothing read); the first bad
+                        // id is reported after the loop. raw_full counts the 128 threads' arrivals
+                        // (cp.async.mbarrier.arrive.noinc: when the thread's copies have landed);
+                        // every thread waits for the stage's release (raw_empty: the 4 warps'
+                        // conversion of the tile RAW before) before its copies.
+                        constexpr int RW = BN / 4, CPR = D / 16, RPS = 32 / CPR;
+                        const int wl = lane & 31, w0 = (lane >> 5) * RW, ch = lane & (CPR - 1);
+                        auto row_at = [&](int i, int &id, int &slot) {
+                            const int j = (tb + i) * BN + w0 + wl % RW;
+                            id = -1;
+                            slot = 0;
+                            if (j < kmin || j >= kmax) return;
+                            const int bi = p.block_shift >= 0 ? (j >> p.block_shift) : (j / p.block_size);
+                            const int32_t x = I.bt[bi];
+                            if (static_cast<uint32_t>(x) >= static_cast<uint32_t>(p.num_blocks)) {
+                                if (!bad) {
+                                    bad = true;
+                                    bad_id = x;
+                                    bad_col = bi;
+                                }
+                                return;
+                            }
+                            id = x;
+                            slot = j - bi * p.block_size;
+                        };
+                        int id, slot;
+                        row_at(0, id, slot);
+                        auto copy = [&](int i) {
+                            const int q = it0 + i, r = q % RAW;
+                            int nid = -1, nslot = 0;
+                            if (i + 1 < n_tiles) row_at(i + 1, nid, nslot); // a tile ahead
+                            mbar_wait(ring.re + 8 * r, (static_cast<uint32_t>(q / RAW) & 1u) ^ 1u);
+                            const uint32_t dst = ring.raw + r * 2 * L::kRawBytes + ch * 16;
+#pragma unroll 1 // (unrolled by 2, the general head-64 kernels spill at setmaxnreg 56)
+                            for (int t = 0; t < RW / RPS; ++t) {
+                                const int src = t * RPS + wl / CPR; // the key's lane (and key - w0)
+                                const int kid = __shfl_sync(0xffffffffu, id, src);
+                                const int kslot = __shfl_sync(0xffffffffu, slot, src);
+                                const uint32_t n = kid >= 0 ? 16u : 0u;
+                                const int64_t blk = kid >= 0 ? kid : 0;
+                                const uint32_t d = dst + static_cast<uint32_t>((w0 + src) * D);
+                                cp_async16(d,
+                                           static_cast<const uint8_t *>(p.k) + blk * p.k_block_stride +
+                                               kslot * p.k_row_stride +
+                                               static_cast<int64_t>(I.hkv) * p.k_head_stride + ch * 16,
+                                           n);
+                                cp_async16(d + L::kRawBytes,
+                                           static_cast<const uint8_t *>(p.v) + blk * p.v_block_stride +
+                                               kslot * p.v_row_stride +
+                                               static_cast<int64_t>(I.hkv) * p.v_head_stride + ch * 16,
+                                           n);
+                            }
+                            cp_async_arrive_noinc(ring.rf + 8 * r);
+                            id = nid;
+                            slot = nslot;
+                        };
+                        for (int i = 0; i < min(RAW, n_tiles); ++i) copy(i);
+                        for (int i = 0; i < n_tiles; ++i) {
+                            convert(i);
+                            if (i + RAW < n_tiles) copy(i + RAW);
+                        }
+                        if (bad)
+                            fa_dev_err_report(p.err_word, FA_DEVERR_BLOCK_ID, I.b, bad_id, p.num_blocks,
+                                              bad_col);
+                        continue;
+                    }
+                }
                 if (lane < 32)
                     for (int i = 0; i < min(RAW, n_tiles); ++i) issue(i);
                 for (int i = 0; i < n_tiles; ++i) {
@@ -1110,7 +1200,7 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
     // serves
     const bool q8 = a->q_dtype == FA_DTYPE_FP8_E4M3;
     // a 16-bit query over an fp8 cache (KV8): heads 64 / 128 (and 256 with kKv8Head256), a block
-    // size a TMA box serves
+    // size a TMA box serves (any with kKv8Gather: the cp.async copy of the raw rows)
     const bool kv8 = !q8 && (a->kv_dtype == FA_DTYPE_FP8_E4M3 || a->kv_dtype == FA_DTYPE_FP8_E5M2);
     const bool kv8_head =
         a->head_size == 64 || a->head_size == 128 || (fa_sm90::kKv8Head256 && a->head_size == 256);
@@ -1134,7 +1224,7 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
                 ? "head_size (64, 128 or 256 with an fp8 cache under a 16-bit query)"
                 : "head_size (64 or 128 with an fp8 cache under a 16-bit query; head 256 has no room for "
                   "the raw fp8 stages beside two 16-bit ones)";
-    else if (kv8 && paged && !block_on(a->block_size, a->head_size))
+    else if (kv8 && paged && !block_on(a->block_size, a->head_size) && !fa_sm90::kKv8Gather)
         w = a->head_size == 256
                 ? "block_size (with an fp8 cache at head 256: a power of two in [8, 64] or a multiple of 64; "
                   "the cp.async producer has no fp8 conversion)"

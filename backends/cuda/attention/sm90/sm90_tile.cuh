@@ -469,7 +469,7 @@ __device__ __forceinline__ void pack_p(uint32_t (&pa)[K][4], const float (&sacc)
 // producer warpgroup, which writes it transposed into vt[s]: v_empty then counts its 128
 // threads, and vt_full[s] (its 128 threads) / vt_empty[s] (the consumer warps) guard vt.
 // Raw > 0 (KV8): raw[r] holds raw stage r's fp8 K tile, then its V tile; raw_full[r] (rf: one
-// arrival plus the TMA bytes of both) and raw_empty[r] (re: lane 0 of each producer warp, once
+// arrival plus the TMA bytes of both, or the 128 producer threads' cp.async arrivals) and raw_empty[r] (re: lane 0 of each producer warp, once
 // its threads converted the stage) guard it; k_full / v_full then count the producer's 128
 // threads (each converts part of the tile, fences the async proxy, arrives).
 template <int Stages, int D = kHeadDim, bool FP8 = false, int Raw = 0> struct Ring {
@@ -509,9 +509,10 @@ template <int Stages, int D = kHeadDim, bool FP8 = false, int Raw = 0> struct Ri
     // synchronises the CTA)
     // (full_count: arrivals that fill a K / V stage: 1 for TMA, the producer threads for cp.async)
     // (empty_count: arrivals that free a stage: the consumer warps of every CTA that reads it)
+    // (raw_full_count: arrivals that fill a raw stage: 1 for TMA, 128 for the cp.async copies)
     __device__ __forceinline__ void init(const void *tmQ, const void *tmK, const void *tmV,
-                                         uint32_t full_count = 1,
-                                         uint32_t empty_count = kConsumerWarps) const {
+                                         uint32_t full_count = 1, uint32_t empty_count = kConsumerWarps,
+                                         uint32_t raw_full_count = 1) const {
         prefetch_tensormap(tmQ);
         prefetch_tensormap(tmK);
         prefetch_tensormap(tmV);
@@ -528,7 +529,7 @@ template <int Stages, int D = kHeadDim, bool FP8 = false, int Raw = 0> struct Ri
             }
         }
         for (int r = 0; r < Raw; ++r) {
-            mbar_init(rf + 8 * r, 1u);
+            mbar_init(rf + 8 * r, raw_full_count);
             mbar_init(re + 8 * r, 4u);
         }
         for (int j = 0; j < 2; ++j) {
