@@ -469,9 +469,10 @@ __device__ __forceinline__ void pack_p(uint32_t (&pa)[K][4], const float (&sacc)
 // producer warpgroup, which writes it transposed into vt[s]: v_empty then counts its 128
 // threads, and vt_full[s] (its 128 threads) / vt_empty[s] (the consumer warps) guard vt.
 // Raw > 0 (KV8): raw[r] holds raw stage r's fp8 K tile, then its V tile; raw_full[r] (rf: one
-// arrival plus the TMA bytes of both, or the 128 producer threads' cp.async arrivals) and raw_empty[r] (re: lane 0 of each producer warp, once
-// its threads converted the stage) guard it; k_full / v_full then count the producer's 128
-// threads (each converts part of the tile, fences the async proxy, arrives).
+// arrival plus the TMA bytes of both, or the 128 producer threads' cp.async arrivals) and
+// raw_empty[r] (re: lane 0 of each producer warp, once its threads converted the stage) guard
+// it; k_full / v_full then count the producer's 128 threads (each converts part of the tile,
+// fences the async proxy, arrives).
 template <int Stages, int D = kHeadDim, bool FP8 = false, int Raw = 0> struct Ring {
     uint32_t q, k, v, vt; // Q tile, K stages, V stages, transposed V stages (FP8)
     uint32_t raw; // raw fp8 K / V stages (Raw > 0)
