@@ -3,7 +3,7 @@
 # each with a time limit, one summary line a job.
 #   variants  tools/gpu_variants.sh on $FA_PF_SPEC (default tools/variants/sm90_softmax.py; only
 #             the variants named in $FA_VAR_ONLY when set) with bench_gpu's $FA_PF_ARGS (default
-#             the quick prefill rows at heads 64 / 128 / 256)
+#             the quick prefill rows at heads 64 / 128 / 256; $FA_PF_ARGS2: a second argument set)
 #   peers     bench/run_perf.sh --only prefill,mixed --quick --no-flex on the variants job's tree
 #             build (build-var: ours and cuDNN SDPA in the same machine session; $FA_PF_PEERS_ARGS:
 #             extra bench_gpu arguments, e.g. "--dim 128" after a variants build of head 128 only)
@@ -61,7 +61,8 @@ for job in "$@"; do
     case $job in
     variants)
         OUT=$logs/var timeout $((budget - 5)) bash tools/gpu_variants.sh "${FA_PF_SPEC:-tools/variants/sm90_softmax.py}" \
-            "${FA_PF_ARGS:---only prefill --dim 64,128,256 --quick --no-ceilings --no-check}" > "$logs/variants.out" 2>&1
+            "${FA_PF_ARGS:---only prefill --dim 64,128,256 --quick --no-ceilings --no-check}" \
+            ${FA_PF_ARGS2:+"$FA_PF_ARGS2"} > "$logs/variants.out" 2>&1
         rc=$?; cp "$logs/var/variants.txt" "$top/" 2>/dev/null
         note "variants: rc $rc, $(( $(date +%s) - t0 )) s (table in variants.txt)" ;;
     peers)
