@@ -41,6 +41,7 @@ typedef struct acase {
     int descale;                  /* fp8: 1 per-(b, g) arrays, 0 scalar k_scale / v_scale */
     int pad_tokens;               /* tokens past cu_seqlens_q[B] (must stay untouched) */
     int q_strided;                /* q: token stride > Hq*D, two head groups with a gap */
+    int q_groups;                 /* with q_strided: that many head groups (0: 2) */
     int shuffle;                  /* block ids: shuffled pool with repeats across sequences */
     int alone;                    /* > 0: also run sequence alone - 1 by itself (a one-sequence
                                      view of the same buffers); its output bits must match */
@@ -85,6 +86,7 @@ static void describe(const acase *c, char *buf, size_t n)
     for (b = 0; b < shown && len < (int)n - 24; ++b)
         len += snprintf(buf + len, n - len, "%s%dx%d", b ? " " : "", c->qlen[b], c->klen[b]);
     len += snprintf(buf + len, n - len, "%s]", c->nseq > shown ? " ..." : "");
+    if (c->q_strided && c->q_groups) len += snprintf(buf + len, n - len, " groups=%d", c->q_groups);
     if (c->no_num_keys) len += snprintf(buf + len, n - len, " num_keys=0");
     if (c->causal) len += snprintf(buf + len, n - len, " causal");
     if (c->wl >= 0 || c->wr >= 0) len += snprintf(buf + len, n - len, " win(%d,%d)", c->wl, c->wr);
@@ -112,7 +114,7 @@ static int run_case(const acase *c, void **out_bits_ret)
     const int S = c->splits > 1 ? c->splits : 1;
     int32_t T = 0, b, h, t, i;
     int64_t qts, qhs, qgs, ots, ohs, lhs, q_elems, out_elems, lse_elems;
-    int32_t qhg = 0;
+    int32_t qhg = 0, ng;
     int64_t NB = 0, kv_elems, kbs, krs, khs, bt_stride = 0, bt_off = 0, TK = 0;
     int32_t max_blocks = 0, max_q = 0, max_k = 0, min_q = 0;
     host_bufs hb;
@@ -139,11 +141,12 @@ static int run_case(const acase *c, void **out_bits_ret)
     T += c->pad_tokens;
 
     /* ---- q (optionally two head groups with a gap, token stride past the heads) */
-    if (c->q_strided && Hq % 2 == 0 && (Hq / 2) % Hkv == 0) {   /* groups: multiples of Hkv */
-        qhg = Hq / 2;
+    ng = c->q_groups > 0 ? c->q_groups : 2;
+    if (c->q_strided && Hq % ng == 0 && (Hq / ng) % Hkv == 0) {   /* groups: multiples of Hkv */
+        qhg = Hq / ng;
         qhs = D;
         qgs = (int64_t)qhg * D + 8;
-        qts = 2 * qgs + 16;
+        qts = ng * qgs + 16;
     } else {
         qhg = 0;
         qhs = D;
@@ -1358,6 +1361,33 @@ static void test_family_edges(void)
         c.q_strided = 1;
         c.sinks = v ? 0 : 1;
         c.wl = v ? 100 : -1;
+        run_named("family edges", &c);
+    }
+    /* query-head groups with split-KV (DCP's context step over long contexts: the partials of
+       every group in the one [S, T, Hq, D] workspace) and more than 16 groups (one launch and one
+       q map each): head 128 with a plan, head 64 f16 with ALiBi and 3 static splits, 20 groups of
+       2 heads over 2 KV heads, 20 groups with 2 splits */
+    for (v = 0; v < 4; ++v) {
+        static const int ql[] = {300, 1, 129, 5}, kl[] = {2000, 700, 1300, 60};
+        acase c = base_case(v == 1 ? FA_DTYPE_F16 : FA_DTYPE_BF16, v == 1 ? 64 : 128, 16, v >= 2 ? 40 : 8, 2);
+        set_seqs(&c, 4, ql, kl);
+        c.q_strided = 1;
+        c.q_groups = v >= 2 ? 20 : 2;
+        c.lse = 1;
+        if (v == 0) {
+            static const int plan[] = {3, 1, 2, 0};
+            c.splits = 3;
+            c.use_plan = 1;
+            memcpy(c.plan, plan, sizeof plan);
+            c.causal = 1;
+        } else if (v == 1) {
+            c.splits = 3;
+            c.alibi = 1;
+        } else if (v == 3) {
+            c.splits = 2;
+            c.causal = 1;
+            c.sinks = 1;
+        }
         run_named("family edges", &c);
     }
 }

@@ -11,7 +11,7 @@
 // inside the block; any other: the cp.async producer, gather_producer), or dense K/V with
 // num_keys given (the same maps over one block of
 // num_keys rows, a sequence's boxes from its cu_seqlens_k row); bottom-right causal and windows
-// (left, right), softcap, LSE out, query-head groups (one launch per group, at most 16 groups),
+// (left, right), softcap, LSE out, query-head groups (one launch per group, split-KV too),
 // and, in the General kernels (the plain ones stay free of their work), split-KV (grid z = S, a
 // CTA takes its split's share of the key tiles and writes float partials and LSEs for the
 // combine kernel, in the mma.sync family's workspace layout), ALiBi (x = fma(slope, |td - j|, x)
@@ -145,8 +145,10 @@ struct AttnParams {
     float scale_log2; // softmax scale * log2(e); with a softcap: softcap * log2(e)
     float sc_cap; // softmax scale / softcap (softcap only)
     // split-KV (the General kernels): S, and the float partials [S, T, Hq, D] / LSEs [S, Hq, T]
-    // of the sequences whose plan entry is above 1 (the combine kernel merges them)
-    int32_t num_splits, num_tokens;
+    // of the sequences whose plan entry is above 1 (the combine kernel merges them); with
+    // query-head groups the pointers start at the launch's first head and split_heads is the
+    // call's Hq (the partials' head count; num_heads_q is a group's)
+    int32_t num_splits, num_tokens, split_heads;
     float *split_out, *split_lse;
     // ALiBi and sinks (the General kernels)
     const float *alibi_slopes; // NULL-able [Hq] / [B, Hq]
@@ -1104,14 +1106,14 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
             if (General && nsplit > 1) { // a partial: float O / l and the split's LSE
                 float *dst = p.split_out +
-                             ((static_cast<int64_t>(split) * p.num_tokens + q0 + r) * p.num_heads_q + h) * D +
+                             ((static_cast<int64_t>(split) * p.num_tokens + q0 + r) * p.split_heads + h) * D +
                              2 * t4;
 #pragma unroll
                 for (int j = 0; j < D / 8; ++j)
                     *reinterpret_cast<float2 *>(dst + 8 * j) = make_float2(v[2 * j], v[2 * j + 1]);
                 if (t4 == 0) {
                     const float l = half ? lrow1 : lrow0, m = half ? mrow1 : mrow0;
-                    p.split_lse[(static_cast<int64_t>(split) * p.num_heads_q + h) * p.num_tokens + q0 + r] =
+                    p.split_lse[(static_cast<int64_t>(split) * p.split_heads + h) * p.num_tokens + q0 + r] =
                         l > 0.f ? (m + (__log2f(l) - static_cast<float>(POFF))) * 0.693147180559945309f
                                 : -INFINITY;
                 }
@@ -1180,8 +1182,6 @@ bool head_on(int d) {
 // rows at a row offset inside the block).
 int tile_keys(int d) { return d > 128 ? 64 : 128; }
 
-// Query-head groups a call may have here (one launch and one q tensor map each).
-constexpr int kMaxQGroups = 16;
 bool block_on(int64_t bs, int d) {
     const int bn = tile_keys(d);
     return (bs >= 8 && bs <= bn && ilog2_exact(bs) >= 0) || (bs > bn && bs % bn == 0);
@@ -1236,10 +1236,8 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
         w = "dense K/V without num_keys in [1, 2^31 - 1024)";
     else if (a->num_splits > 1 && (a->split_out == nullptr || a->split_lse == nullptr))
         w = "split-KV";
-    else if (a->q_head_group != 0 && a->q_head_group != a->num_heads_q &&
-             !(a->num_splits <= 1 && a->num_heads_q / a->q_head_group <= kMaxQGroups &&
-               stride_ok(a->q_group_stride, es)))
-        w = "query-head groups (with split-KV, more than 16, or a group stride TMA cannot take)";
+    else if (a->q_head_group != 0 && a->q_head_group != a->num_heads_q && !stride_ok(a->q_group_stride, es))
+        w = "q_group_stride (TMA: a multiple of 16 bytes below 2^40)";
     else if (!(a->softmax_scale > 0.f))
         w = "softmax_scale <= 0";
     else if (paged && (a->num_blocks < 1 || a->num_blocks >= (int64_t(1) << 31)))
@@ -1348,7 +1346,7 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     EncodeTiledFn fn = reinterpret_cast<EncodeTiledFn>(encode_fn);
     if (fn == nullptr)
         return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: cuTensorMapEncodeTiled unavailable");
-    CUtensorMap tq[kMaxQGroups], tk, tv;
+    CUtensorMap tq, tk, tv;
     const int D = a->head_size, bn = tile_keys(D);
     // query-head groups (DCP): one launch per group of qg heads, its q / out / LSE / slopes /
     // sinks from the group's first head (every group reads the same KV heads)
@@ -1377,14 +1375,18 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     const int64_t vbs = dense ? a->v_row_stride : a->v_block_stride;
     const int box_rows = dense || a->block_size >= bn ? bn : a->block_size;
     const int cols = D / colw;
-    for (int gi = 0; gi < ngroups; ++gi) {
+    // q: one map a group, encoded right before its launch; the first and the last group's here,
+    // before anything runs (the groups' bases are the first's plus multiples of a 16-byte
+    // stride, so every map between them encodes when those two do)
+    const auto encode_q = [&](int gi, CUtensorMap *tm) {
         const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)qg, (cuuint64_t)a->num_tokens};
         const cuuint64_t str[2] = {(cuuint64_t)(a->q_head_stride * es), (cuuint64_t)(a->q_token_stride * es)};
         const cuuint32_t box[3] = {(cuuint32_t)colw, 1, (cuuint32_t)kWgRows};
         const void *qbase = static_cast<const char *>(a->q) + gi * a->q_group_stride * es;
-        if (encode(fn, &tq[gi], dt, qbase, 3, dims, str, box, sw))
-            return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of q failed to encode");
-    }
+        return encode(fn, tm, dt, qbase, 3, dims, str, box, sw);
+    };
+    if (encode_q(ngroups - 1, &tq) || encode_q(0, &tq))
+        return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of q failed to encode");
     const cuuint64_t kdims[4] = {(cuuint64_t)D, (cuuint64_t)bsz, (cuuint64_t)a->num_heads_kv,
                                  (cuuint64_t)nblk};
     const cuuint32_t kvbox[4] = {(cuuint32_t)kcolw, (cuuint32_t)box_rows, 1, 1};
@@ -1464,6 +1466,7 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     const bool split = a->num_splits > 1;
     p.num_splits = split ? a->num_splits : 1;
     p.num_tokens = a->num_tokens;
+    p.split_heads = a->num_heads_q;
     p.split_out = split ? a->split_out : nullptr;
     p.split_lse = split ? a->split_lse : nullptr;
     const bool extra = a->alibi_slopes != nullptr || a->sinks != nullptr;
@@ -1537,6 +1540,8 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
         pg.q = static_cast<const char *>(a->q) + gi * a->q_group_stride * es;
         pg.alibi_slopes = a->alibi_slopes != nullptr ? a->alibi_slopes + h0 : nullptr;
         pg.sinks = a->sinks != nullptr ? a->sinks + h0 : nullptr;
+        pg.split_out = split ? a->split_out + h0 * D : nullptr;
+        pg.split_lse = split ? a->split_lse + h0 * a->num_tokens : nullptr;
         // the decode tile routes by Lq * (Hq / Hkv) <= skip_rows; here G is qg / Hkv = (Hq / Hkv) /
         // ngroups, and Lq * G * ngroups <= skip_rows exactly when Lq * G <= skip_rows / ngroups
         pg.skip_rows = skip_rows / ngroups;
@@ -1552,7 +1557,9 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
         at[0].val.clusterDim.z = 1;
         cfg.attrs = at;
         cfg.numAttrs = p.mcast > 1 ? 1 : 0;
-        ce = cudaLaunchKernelEx(&cfg, kern, tq[gi], tk, tv, pg);
+        if (gi > 0 && encode_q(gi, &tq)) // (checked above: not expected)
+            return fa_bu_fail(e, FA_ERR_BACKEND, "sm90 family: the tensor map of q failed to encode");
+        ce = cudaLaunchKernelEx(&cfg, kern, tq, tk, tv, pg);
         if (ce != cudaSuccess && pg.mcast > 1) {
             // a launch the device (partition) refuses with the pair (cluster size, resources):
             // the same call with one CTA a head (the pair changes which CTA issues a box, not a
@@ -1560,7 +1567,7 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
             cudaGetLastError();
             pg.mcast = 1;
             cfg.numAttrs = 0;
-            ce = cudaLaunchKernelEx(&cfg, kern, tq[gi], tk, tv, pg);
+            ce = cudaLaunchKernelEx(&cfg, kern, tq, tk, tv, pg);
         }
     }
     if (ce != cudaSuccess)
