@@ -38,6 +38,30 @@ typedef struct qcase {
 /* Whether the backend under test runs fp8-query calls at head size d: the CUDA backend where
    that head's prefill is in the wgmma family; the CPU backend of the harness's self-check build
    (GT_GPU_IS_CPU) runs every one. */
+/* 1 when the wgmma family takes an fp8 query at the block sizes no TMA box serves (its gate
+   kQ8Gather in sm90_attention.cu; tools/variants/sm90_q8gather.py turns both on): the "gather"
+   cases then run against the reference, else they must be rejected like a family without the
+   fp8 query. */
+#define FP8Q_GATHER 0
+
+/* Whether a paged block size is one a TMA box serves at head d (a power of two in [8, BN] or a
+   multiple of BN; BN = 64 at head 256, else 128). */
+static int box_block(int bs, int d)
+{
+    const int bn = d == 256 ? 64 : 128;
+    return (bs >= 8 && bs <= bn && (bs & (bs - 1)) == 0) || (bs > bn && bs % bn == 0);
+}
+
+/* (the CPU backend of the self-check build takes every block size) */
+static int gather_on(void)
+{
+#ifdef GT_GPU_IS_CPU
+    return 1;
+#else
+    return FP8Q_GATHER;
+#endif
+}
+
 static int wgmma_on(int d)
 {
 #ifdef GT_GPU_IS_CPU
@@ -75,7 +99,8 @@ static int run_case(const qcase *c, void *out_bits)
 {
     fa_backend *gpu = gt_gpu(), *cpu = gt_cpu();
     const int B = c->nseq, Hq = c->hq, Hkv = c->hkv, bs = c->dense ? 1 : c->bs, D = c->hd;
-    const int S = c->splits > 1 ? c->splits : 1, expect_ok = wgmma_on(D);
+    const int S = c->splits > 1 ? c->splits : 1,
+              expect_ok = wgmma_on(D) && (gather_on() || c->dense || box_block(c->bs, D));
     const size_t osz = gt_dtype_size(c->odt);
     int32_t cu_q[MAXB + 1], cu_k[MAXB + 1], seqused[MAXB], maxq = 0, maxk = 0, minq = 0, T = 0, TK = 0;
     int32_t *bt = NULL;
@@ -256,8 +281,8 @@ static int run_case(const qcase *c, void *out_bits)
     ga.split_lse = dsplit_l;
     {
         fa_status st = gpu->ops.attention(gpu->ctx, &ga);
-        if (!expect_ok) { /* no wgmma family: rejected, nothing written */
-            if (!gt_expect_status(st, FA_ERR_UNSUPPORTED, gpu, "gpu attention (fp8 q, no wgmma family)") ||
+        if (!expect_ok) { /* no wgmma family (or no gather): rejected, nothing written */
+            if (!gt_expect_status(st, FA_ERR_UNSUPPORTED, gpu, "gpu attention (fp8 q, not taken)") ||
                 !gt_sync() || !gt_d2h(gout, dout, osz * (size_t)T * Hq * D))
                 goto done;
             for (i = 0; i < (int64_t)(osz * (size_t)T * Hq * D); ++i)
@@ -538,6 +563,32 @@ static void test_heads(int hd)
     }
 }
 
+/* Block sizes no TMA box serves (1, 3, 24, 48, 200 at head 128; 96 at head 256: the cp.async
+   producer copying e4m3 rows in the boxes' layout, V transposed as a box's): heads 64 / 128 /
+   256, causal and not, splits, a window, softcap, ALiBi / sinks, f16 out, a bad block id. The
+   --quick set: f = 0, 2, 4, 6. Rejected (nothing written) unless FP8Q_GATHER. */
+static void test_gather(void)
+{
+    static const int hds[] = {128, 64, 256}, bss[] = {1, 3, 24, 48, 200, 96, 5, 40};
+    int f;
+    for (f = 0; f < 8; ++f) {
+        qcase c = base_case();
+        if (gt_quick() && f % 2) continue;
+        c.hd = hds[f % 3];
+        three_seqs(&c);
+        c.bs = bss[f];
+        c.causal = f % 2 == 0;
+        if (f == 1) c.splits = 3, c.alibi = 1;
+        if (f == 2) c.wl = 100, c.wr = 0, c.odt = FA_DTYPE_F16;
+        if (f == 3) c.softcap = 30.f, c.hq = 32, c.hkv = 8;
+        if (f == 4) c.sinks = 1, c.hq = 4, c.hkv = 4;
+        if (f == 5) c.descale = 0, c.pad = 5;
+        if (f == 6) c.bad = 2, c.splits = 2;
+        if (f == 7) c.qlen[0] = 1024, c.klen[0] = 2048, c.alone = 1;
+        run(&c);
+    }
+}
+
 /* Query-head groups (DCP: two groups over the same KV heads, one launch each). */
 static void test_groups(void)
 {
@@ -571,12 +622,12 @@ static void test_long(void)
 /* Calls the fp8 path does not take: rejected with FA_ERR_UNSUPPORTED, nothing written. */
 static void test_rejected(void)
 {
-    static const char *what[] = {"head_size 96", "block_size 3", "out_dtype f32"};
+    static const char *what[] = {"head_size 96", "block_size 3", "out_dtype f32", "kv_dtype e5m2"};
     int f;
 #ifdef GT_GPU_IS_CPU /* (the CPU backend of the self-check build takes those calls) */
     return;
 #endif
-    for (f = 0; f < 3; ++f) {
+    for (f = 0; f < 4; ++f) {
         fa_backend *gpu = gt_gpu();
         fa_attn_args a;
         int32_t cu[2] = {0, 4}, su[1] = {20}, btab[8] = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -586,7 +637,7 @@ static void test_rejected(void)
         void *dq, *dk, *dout;
         int32_t *dcu, *dsu, *dbt;
         size_t i;
-        if (!gt_case("fp8 q rejected: %s", what[f])) {
+        if ((f == 1 && FP8Q_GATHER) || !gt_case("fp8 q rejected: %s", what[f])) {
             free(hq);
             free(hk);
             continue;
@@ -609,7 +660,7 @@ static void test_rejected(void)
         a.k_block_stride = a.v_block_stride = (int64_t)bs * 2 * Dh;
         a.k_row_stride = a.v_row_stride = 2 * Dh;
         a.k_head_stride = a.v_head_stride = Dh;
-        a.kv_dtype = FA_DTYPE_FP8_E4M3;
+        a.kv_dtype = f == 3 ? FA_DTYPE_FP8_E5M2 : FA_DTYPE_FP8_E4M3;
         a.out_dtype = f == 2 ? FA_DTYPE_F32 : FA_DTYPE_BF16;
         a.out = dout;
         a.out_token_stride = 2 * Dh;
@@ -663,6 +714,7 @@ int main(int argc, char **argv)
     test_grid();
     test_heads(64);
     test_heads(256);
+    test_gather();
     test_groups();
     test_long();
     test_rejected();

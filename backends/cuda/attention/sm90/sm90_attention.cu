@@ -102,6 +102,12 @@ constexpr bool kKv8Head256 = false;
 // fa_sm90__accepts refuses those calls (the mma.sync family runs them) and the copy is not
 // instantiated. tools/variants/sm90_kv8gather.py turns it on (head 256 also needs kKv8Head256).
 constexpr bool kKv8Gather = false;
+// The fp8 query (e4m3 q, k, v) at the block sizes no TMA box serves: the cp.async producer of the
+// 16-bit kernels (gather_producer) copying e4m3 rows in the boxes' layout, each tile's V then
+// transposed as a box's is. Built, not yet run on a GPU, so off: fa_sm90__accepts refuses those
+// calls (FA_ERR_UNSUPPORTED: no other family has an fp8 query) and the copy is not instantiated.
+// tools/variants/sm90_q8gather.py turns it on (with test_gpu_fp8q's expectation).
+constexpr bool kQ8Gather = false;
 // (Smem asserts its own size where a kernel uses it; this one holds with the gate off too: 64 KiB
 // of Q, 2 x 2 x 32 KiB converted, 2 x 16 KiB raw, the barriers and 1 KiB of alignment slack)
 static_assert(Smem<kv8_stages(256), 256, false, kv8_raw_stages(256)>::kAlloc <= 227 * 1024,
@@ -298,28 +304,36 @@ __device__ __forceinline__ void zero_v_tail(uint32_t vb, int n, int rlog, int ti
 
 // The producer of a block size no TMA box serves (p.gather): the 128 threads of warpgroup 0
 // copy the K and V rows of each BN-key tile with cp.async into the layout the boxes would give
-// with pages of 8 keys (K [column block][BN][64], V [page][column block][8][64], 128-byte rows
-// swizzled as TMA's SWIZZLE_128B: chunk c of row r at c ^ (r % 8)). Thread x takes key row
-// x / TPR of the tile, its 16-byte chunks [x % TPR, +1) x NC (TPR = 128 / BN threads a row), and
-// looks its block id up a tile ahead. Keys outside [kmin, kmax) and keys of a block id outside
+// with pages of 8 keys (K [column block][BN][128 bytes], V [page][column block][8][128 bytes],
+// 128-byte rows swizzled as TMA's SWIZZLE_128B: chunk c of row r at c ^ (r % 8); a column block
+// is 64 16-bit dims or 128 e4m3 dims. FP8 (an e4m3 cache under an e4m3 query) at head 64: one
+// column block of 64-byte rows, SWIZZLE_64B: chunk c of row r at c ^ (r / 2 % 4), the same for
+// K and V). Thread x takes key row x / TPR of the tile, its 16-byte chunks [x % TPR, +1) x NC
+// (TPR = 128 / BN threads a row), and looks its block id up a tile ahead. Keys outside [kmin, kmax) and keys of a block id outside
 // [0, num_blocks) are zero-filled (nothing read); the first bad id is recorded in the error
 // word. A stage is full when every thread's copies into it have landed (cp.async.mbarrier.
 // arrive.noinc: 128 arrivals); the consumers fence the async proxy before wgmma reads it.
 // it0: the ring position of the item's first tile (the K / V tiles of the CTA's earlier items).
-template <typename T, int D>
+// after(i): called by every thread once its copies of tile i are issued (FP8: the transpose of
+// tile i - 1).
+template <typename T, int D, bool FP8, typename After>
 __device__ __forceinline__ void gather_producer(const AttnParams &p, const int32_t *bt, int hkv, int b,
                                                 int tb, int n_tiles, int kmin, int kmax, int it0, uint32_t sK,
                                                 uint32_t sV, uint32_t bar_kf, uint32_t bar_vf,
-                                                uint32_t bar_ke, uint32_t bar_ve) {
-    constexpr int ST = lib_stages(D);
-    using L = Smem<ST, D>;
-    constexpr int BN = Dims<D>::kBN, kCols = Dims<D>::kCols;
-    constexpr int TPR = 128 / BN, NC = D / 8 / TPR; // threads a row, 16-byte chunks a thread
+                                                uint32_t bar_ke, uint32_t bar_ve, After after) {
+    constexpr int ST = FP8 ? fp8_stages(D) : lib_stages(D);
+    using L = Smem<ST, D, FP8>;
+    using KT = typename std::conditional<FP8, uint8_t, T>::type; // (strides in elements)
+    constexpr int BN = Dims<D>::kBN;
+    constexpr int kRowB = static_cast<int>(L::kRowBytes), kChunksRow = kRowB / 16; // a column block's row
+    constexpr int kCols = D * static_cast<int>(sizeof(KT)) / kRowB; // column blocks
+    constexpr int TPR = 128 / BN,
+                  NC = D * static_cast<int>(sizeof(KT)) / 16 / TPR; // threads a row, chunks a thread
     const int x = static_cast<int>(threadIdx.x);
     const int r = x / TPR, c0 = (x % TPR) * NC;
-    const uint32_t sw = static_cast<uint32_t>(r & 7);
-    const uint32_t k_row = static_cast<uint32_t>(r) * 128u;
-    const uint32_t v_row = static_cast<uint32_t>((r >> 3) * 1024 * kCols + (r & 7) * 128);
+    const uint32_t sw = static_cast<uint32_t>(kRowB == 64 ? (r >> 1) & 3 : r & 7);
+    const uint32_t k_row = static_cast<uint32_t>(r * kRowB);
+    const uint32_t v_row = static_cast<uint32_t>((r >> 3) * 8 * kRowB * kCols + (r & 7) * kRowB);
     bool bad = false; // a bad id reported (the first of this thread's)
     // the block id and slot of this thread's row of tile i; id -1 when it loads zeros
     auto row_at = [&](int i, int &id, int &slot) {
@@ -338,14 +352,14 @@ __device__ __forceinline__ void gather_producer(const AttnParams &p, const int32
         slot = j - bi * p.block_size;
     };
     // 16-byte chunks c0 .. c0 + NC - 1 of a row from src (zeros when n is 0) into the row at dst
-    // of a stage whose 64-dim column blocks are col_bytes apart
-    auto copy_row = [&](uint32_t dst, const T *src, uint32_t n, uint32_t col_bytes) {
+    // of a stage whose column blocks are col_bytes apart
+    auto copy_row = [&](uint32_t dst, const KT *src, uint32_t n, uint32_t col_bytes) {
 #pragma unroll 2
         for (int c = 0; c < NC; ++c) {
-            const int ch = c0 + c; // column block ch / 8, chunk ch % 8
-            cp_async16(dst + static_cast<uint32_t>(ch >> 3) * col_bytes +
-                           ((static_cast<uint32_t>(ch & 7) ^ sw) << 4),
-                       src + ch * 8, n);
+            const int ch = c0 + c; // column block ch / kChunksRow, chunk ch % kChunksRow
+            cp_async16(dst + static_cast<uint32_t>(ch / kChunksRow) * col_bytes +
+                           ((static_cast<uint32_t>(ch % kChunksRow) ^ sw) << 4),
+                       src + ch * (16 / static_cast<int>(sizeof(KT))), n);
         }
     };
     int id, slot;
@@ -359,18 +373,19 @@ __device__ __forceinline__ void gather_producer(const AttnParams &p, const int32
         const int64_t blk = id >= 0 ? id : 0;
         mbar_wait(bar_ke + 8 * s, par);
         copy_row(sK + s * L::kTileBytes + k_row,
-                 static_cast<const T *>(p.k) + blk * p.k_block_stride + slot * p.k_row_stride +
+                 static_cast<const KT *>(p.k) + blk * p.k_block_stride + slot * p.k_row_stride +
                      static_cast<int64_t>(hkv) * p.k_head_stride,
                  n, L::kKvColBytes);
         cp_async_arrive_noinc(bar_kf + 8 * s);
         mbar_wait(bar_ve + 8 * s, par);
         copy_row(sV + s * L::kTileBytes + v_row,
-                 static_cast<const T *>(p.v) + blk * p.v_block_stride + slot * p.v_row_stride +
+                 static_cast<const KT *>(p.v) + blk * p.v_block_stride + slot * p.v_row_stride +
                      static_cast<int64_t>(hkv) * p.v_head_stride,
-                 n, 1024u);
+                 n, 8u * kRowB);
         cp_async_arrive_noinc(bar_vf + 8 * s);
         id = nid;
         slot = nslot;
+        after(i);
     }
 }
 
@@ -757,13 +772,6 @@ __global__ void __launch_bounds__(kThreads, 1)
                     fa_dev_err_report(p.err_word, FA_DEVERR_BLOCK_ID, I.b, bad_id, p.num_blocks, bad_col);
                 continue;
             }
-            if constexpr (!FP8) {
-                if (p.gather) {
-                    gather_producer<T, D>(p, I.bt, I.hkv, I.b, tb, n_tiles, kmin, kmax, it0, sK, sV, bar_kf,
-                                          bar_vf, bar_ke, bar_ve);
-                    continue;
-                }
-            }
             // FP8: V tile j of the item, once landed and once its Vt stage is free, transposed by
             // the 128 threads (keys at or past Lk zeroed), then Vt full and the V stage free
             auto transpose_tile = [&](int j) {
@@ -777,6 +785,17 @@ __global__ void __launch_bounds__(kThreads, 1)
                 mbar_arrive(ring.tf + 8 * s);
                 mbar_arrive(bar_ve + 8 * s);
             };
+            if constexpr (!FP8 || kQ8Gather) {
+                if (p.gather) { // (FP8: each landed tile transposed one tile behind the copies)
+                    gather_producer<T, D, FP8>(p, I.bt, I.hkv, I.b, tb, n_tiles, kmin, kmax, it0, sK, sV,
+                                               bar_kf, bar_vf, bar_ke, bar_ve, [&](int i) {
+                                                   if constexpr (FP8)
+                                                       if (i > 0) transpose_tile(i - 1);
+                                               });
+                    if constexpr (FP8) transpose_tile(n_tiles - 1);
+                    continue;
+                }
+            }
             bool bad = false;
             int bad_id = 0, bad_col = 0;
             // block coordinate and row-in-page of this lane's box of tile i. A box with no key of
@@ -1212,7 +1231,7 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
     else if (q8 &&
              ((a->head_size != 64 && a->head_size != 128 && a->head_size != 256) || !head_on(a->head_size)))
         w = "head_size (64, 128 or 256, compiled, with an fp8 query)";
-    else if (q8 && paged && !block_on(a->block_size, a->head_size))
+    else if (q8 && paged && !block_on(a->block_size, a->head_size) && !fa_sm90::kQ8Gather)
         w = a->head_size == 256
                 ? "block_size (with an fp8 query at head 256: a power of two in [8, 64] or a multiple of 64)"
                 : "block_size (with an fp8 query: a power of two in [8, 128] or a multiple of 128)";
