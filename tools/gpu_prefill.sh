@@ -13,8 +13,9 @@
 #   tests     tests/gpu/run_gpu_tests.sh without sanitizers on $FA_PF_PROGRAMS (default the
 #             attention and fp8-query programs), both kernel families
 #   proto     tools/hopper_proto.sh: the dense prototype's cases and timed sizes (the same card)
-#   ncu       ncu (tools/ncu_prof.sh) of the tree build's dense / paged 1 x 16384 head-128 rows and
-#             of the dense prototype's ping-pong loop on the same shape
+#   ncu       ncu (tools/ncu_prof.sh) of the tree build's dense / paged 1 x 16384 and 16 x 1024
+#             head-128 rows and of the dense prototype's ping-pong loop at 1 x 16384
+#             ($FA_NCU_PROFS: only the named profiles, e.g. lib_dense_16x1k,lib_paged_16x1k)
 #   ncusrc    ncu's per-instruction stall sampling (SourceCounters) of the library's dense 1 x 16384
 #             row and the prototype's ping-pong loop, as CSV: src_lib.csv, src_proto.csv
 #   sass      cuobjdump of the variants job's builds (the tree and each variant): sass_TREE.txt.gz,
@@ -144,6 +145,8 @@ PY
         b=build-var/bench/bench_gpu
         prof lib_dense_1x16k sm90_attention_kernel 1 "$b" "${pre[@]}" --filter "prefill-dense 1x16384 h=32/8 d=128"
         prof lib_paged_1x16k sm90_attention_kernel 1 "$b" "${pre[@]}" --filter "prefill-paged 1x16384 h=32/8 d=128"
+        prof lib_dense_16x1k sm90_attention_kernel 1 "$b" "${pre[@]}" --filter "prefill-dense 16x1024 h=32/8 d=128"
+        prof lib_paged_16x1k sm90_attention_kernel 1 "$b" "${pre[@]}" --filter "prefill-paged 16x1024 h=32/8 d=128"
         nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo tools/hopper_proto.cu -o "$logs/hp" > "$logs/hp_build.txt" 2>&1
         HOPPER_PROTO_PNG_TIMED=1 prof proto_png_1x16k "fa_sm90_prefill_kernelILb1ELb1ELb1E" 0 "$logs/hp"
         note "ncu: $(( $(date +%s) - t0 )) s" ;;
