@@ -16,6 +16,8 @@
                     size {64,128,256}: attention op with cu_seqlens_k = cu_seqlens_q, causal = 1
      prefill-dense ... q=fp8  the dense rows with an e4m3 query, K and V (bf16 out): head 128,
                     and heads 64 / 256 when --dim names them
+     prefill-paged ... q=fp8  the same keys in --block pages (the attention op with a block
+                    table over shuffled blocks; --quick: 1x16384)
      prefill-paged  the same through fa_forward (decoder prefill over a block-16 cache)
      prefill-paged ... kv=fp8  the paged rows over an e4m3 cache (bf16 query; --quick: 1x16384
                     at head 128)
@@ -1437,27 +1439,33 @@ out:
 
 typedef struct dense_world {
     int nseq, L, T, hq, hkv, D, ncopies;
-    void *q_all, *out_all, *kv_all;  /* q/out [n][T][hq][D]; kv [2][n][T][hkv][D] */
+    int64_t kv_rows;                 /* key rows of a copy: T dense, nseq * nb * bs paged */
+    void *q_all, *out_all, *kv_all;  /* q/out [n][T][hq][D]; kv [2][n][kv_rows][hkv][D] */
     int32_t *cu_dev;
+    int32_t *bt_dev, *su_dev;        /* paged: block table [nseq][nb], seqused_k [nseq] */
     int32_t *ctr; /* fa_attn_args.work_counters (zero; every call leaves them so) */
     fa_attn_args *a;
 } dense_world;
 
-/* q8: an fp8 (e4m3) query with e4m3 K/V and a bf16 output (rows "... q=fp8", kv "fp8"). */
-static void bench_prefill_dense(int nseq, int L, int D, int q8)
+/* q8: an fp8 (e4m3) query with e4m3 K/V and a bf16 output (rows "... q=fp8", kv "fp8").
+   paged: the same keys in pages of --block rows (block_table over a random permutation of the
+   blocks, --blocks-in-order: in order), through the attention op (rows "prefill-paged ...
+   q=fp8": fa_forward has no fp8 query). */
+static void bench_prefill_dense(int nseq, int L, int D, int q8, int paged)
 {
     const int hq = 32, hkv = 8;
+    const int bs = paged ? (O.block > 0 ? O.block : 16) : L, nb = (L + bs - 1) / bs;
     row r;
     dense_world w;
     split_ctx sc;
     ref_sample ref;
-    int32_t *cu = NULL, *ql = NULL, *sl = NULL;
+    int32_t *cu = NULL, *ql = NULL, *sl = NULL, *perm = NULL;
     int i, c;
     memset(&w, 0, sizeof w);
     memset(&ref, 0, sizeof ref);
-    row_init(&r, "prefill-dense");
-    snprintf(r.name, sizeof r.name, "prefill-dense %dx%d h=%d/%d d=%d%s", nseq, L, hq, hkv, D,
-             q8 ? " q=fp8" : "");
+    row_init(&r, paged ? "prefill-paged" : "prefill-dense");
+    snprintf(r.name, sizeof r.name, "%s %dx%d h=%d/%d d=%d%s%s", paged ? "prefill-paged" : "prefill-dense", nseq,
+             L, hq, hkv, D, paged ? block_tag() : "", q8 ? " q=fp8" : "");
     r.batch = nseq;
     r.ctx = L;
     r.hq = hq;
@@ -1484,12 +1492,16 @@ static void bench_prefill_dense(int nseq, int L, int D, int q8)
     w.hq = hq;
     w.hkv = hkv;
     w.D = D;
+    w.kv_rows = paged ? (int64_t)nseq * nb * bs : w.T;
     w.ncopies = rot_copies(r.bytes, 0);
+    perm = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)nseq * nb);
+    for (i = 0; i < nseq * nb; ++i) perm[i] = i;
+    if (paged && !O.blocks_in_order) shuffle_i32(perm, (int64_t)nseq * nb);
     const size_t es = q8 ? 1 : 2; /* q, k, v element bytes (out: bf16) */
     {
         size_t qb = es * (size_t)w.ncopies * w.T * hq * D,
                ob = sizeof(uint16_t) * (size_t)w.ncopies * w.T * hq * D;
-        size_t kvb = es * (size_t)2 * w.ncopies * w.T * hkv * D;
+        size_t kvb = es * (size_t)2 * w.ncopies * (size_t)w.kv_rows * hkv * D;
         const int pat = q8 ? PAT_FP8 : PAT_BF16;
         w.q_all = dalloc(qb);
         w.out_all = w.q_all ? dalloc(ob) : NULL;
@@ -1497,9 +1509,15 @@ static void bench_prefill_dense(int nseq, int L, int D, int q8)
         static const int32_t zero_ctr[FA_WORK_COUNTERS] = {0};
         w.cu_dev = w.kv_all ? (int32_t *)dalloc(sizeof(int32_t) * (size_t)(nseq + 1)) : NULL;
         w.ctr = w.cu_dev ? (int32_t *)dalloc(sizeof zero_ctr) : NULL;
-        if (!w.ctr || fill_pattern(w.q_all, qb, pat) || fill_pattern(w.kv_all, kvb, pat) ||
+        if (w.ctr && paged) {
+            w.bt_dev = (int32_t *)dalloc(sizeof(int32_t) * (size_t)nseq * nb);
+            w.su_dev = w.bt_dev ? (int32_t *)dalloc(sizeof(int32_t) * (size_t)nseq) : NULL;
+        }
+        if (!w.ctr || (paged && !w.su_dev) || fill_pattern(w.q_all, qb, pat) || fill_pattern(w.kv_all, kvb, pat) ||
             dpoison(w.out_all, ob) || h2d(w.cu_dev, cu, sizeof(int32_t) * (size_t)(nseq + 1)) ||
-            h2d(w.ctr, zero_ctr, sizeof zero_ctr)) {
+            h2d(w.ctr, zero_ctr, sizeof zero_ctr) ||
+            (paged && (h2d(w.bt_dev, perm, sizeof(int32_t) * (size_t)nseq * nb) ||
+                       h2d(w.su_dev, sl, sizeof(int32_t) * (size_t)nseq)))) {
             emit_na(&r, g_err);
             goto out;
         }
@@ -1514,8 +1532,8 @@ static void bench_prefill_dense(int nseq, int L, int D, int q8)
         a->q_head_stride = D;
         a->q_dtype = q8 ? FA_DTYPE_FP8_E4M3 : FA_DTYPE_BF16;
         a->out_dtype = FA_DTYPE_BF16;
-        a->k = (char *)w.kv_all + es * (size_t)c * w.T * hkv * D;
-        a->v = (char *)w.kv_all + es * ((size_t)w.ncopies + c) * w.T * hkv * D;
+        a->k = (char *)w.kv_all + es * (size_t)c * w.kv_rows * hkv * D;
+        a->v = (char *)w.kv_all + es * ((size_t)w.ncopies + c) * w.kv_rows * hkv * D;
         a->k_row_stride = a->v_row_stride = (int64_t)hkv * D;
         a->k_head_stride = a->v_head_stride = D;
         a->kv_dtype = q8 ? FA_DTYPE_FP8_E4M3 : FA_DTYPE_BF16;
@@ -1523,8 +1541,17 @@ static void bench_prefill_dense(int nseq, int L, int D, int q8)
         a->out_token_stride = (int64_t)hq * D;
         a->out_head_stride = D;
         a->cu_seqlens_q = w.cu_dev;
-        a->cu_seqlens_k = w.cu_dev;
-        a->num_keys = w.T;
+        if (paged) {
+            a->seqused_k = w.su_dev;
+            a->block_table = w.bt_dev;
+            a->block_table_stride = nb;
+            a->num_blocks = (int64_t)nseq * nb;
+            a->block_size = bs;
+            a->k_block_stride = a->v_block_stride = (int64_t)bs * hkv * D;
+        } else {
+            a->cu_seqlens_k = w.cu_dev;
+            a->num_keys = w.T;
+        }
         a->num_seqs = nseq;
         a->num_tokens = w.T;
         a->max_seqlen_q = L;
@@ -1545,7 +1572,7 @@ static void bench_prefill_dense(int nseq, int L, int D, int q8)
     if (!O.no_check) {
         const int m = 4, hk = 3 % hkv, G = hq / hkv;
         int64_t tok0 = (int64_t)(nseq - 1) * L, row0 = tok0 + L - m,
-                vofs = (int64_t)w.ncopies * w.T * hkv * D;
+                vofs = (int64_t)w.ncopies * w.kv_rows * hkv * D;
         void *q = xmalloc(es * (size_t)m * G * D), *k = xmalloc(es * (size_t)L * D),
              *v = xmalloc(es * (size_t)L * D);
         const fa_dtype dt = q8 ? FA_DTYPE_FP8_E4M3 : FA_DTYPE_BF16;
@@ -1562,7 +1589,9 @@ static void bench_prefill_dense(int nseq, int L, int D, int q8)
                 }
         for (j = 0; j < L; ++j)
             for (d = 0; d < D; ++d) {
-                int64_t e = ((tok0 + j) * hkv + hk) * D + d, x = (int64_t)j * D + d;
+                /* key j of the last sequence: its row in the dense keys, or in its page */
+                const int64_t kr = paged ? (int64_t)perm[(nseq - 1) * nb + j / bs] * bs + j % bs : tok0 + j;
+                int64_t e = (kr * hkv + hk) * D + d, x = (int64_t)j * D + d;
                 if (q8) {
                     ((uint8_t *)k)[x] = pat_fp8(e);
                     ((uint8_t *)v)[x] = pat_fp8(vofs + e);
@@ -1597,6 +1626,9 @@ out:
     dfree(w.kv_all);
     dfree(w.cu_dev);
     dfree(w.ctr);
+    dfree(w.bt_dev);
+    dfree(w.su_dev);
+    free(perm);
     free(cu);
     free(ql);
     free(sl);
@@ -2627,13 +2659,15 @@ static void run_all(void)
     for (d = 0; d < 3; ++d) {
         if (O.quick && dims[d] != 128) continue;
         for (s = 0; s < 3; ++s) {
-            bench_prefill_dense(pre[s][0], pre[s][1], dims[d], 0);
-            /* fp8 query: at head 128, and at 64 / 256 where --dim names them */
-            if (dims[d] == 128 || (O.dim.n > 0 && in_ilist(&O.dim, dims[d])))
-                bench_prefill_dense(pre[s][0], pre[s][1], dims[d], 1);
+            bench_prefill_dense(pre[s][0], pre[s][1], dims[d], 0, 0);
+            /* fp8 query: at head 128, and at 64 / 256 where --dim names them; paged after the
+               16-bit paged rows (--quick: 1x16384) */
+            const int q8 = dims[d] == 128 || (O.dim.n > 0 && in_ilist(&O.dim, dims[d]));
+            if (q8) bench_prefill_dense(pre[s][0], pre[s][1], dims[d], 1, 0);
             bench_prefill_paged(pre[s][0], pre[s][1], dims[d], 0, 0);
             if (!O.quick || s < 2) bench_prefill_paged(pre[s][0], pre[s][1], dims[d], 0, 1);
             if (!O.quick || s == 0) bench_prefill_paged(pre[s][0], pre[s][1], dims[d], 1, 0);
+            if (q8 && (!O.quick || s == 0)) bench_prefill_dense(pre[s][0], pre[s][1], dims[d], 1, 1);
         }
     }
     bench_mixed();

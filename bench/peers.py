@@ -642,7 +642,7 @@ def build_tables(ours, peer_rows, out_dir, info):
         return "%.0f TF/s, fp8 %.2fx" % (f2f(b["tflops"]), f2f(r["tflops"]) / f2f(b["tflops"]))
     section("Prefill with an fp8 (E4M3) query and cache, causal, 32/8: TFLOP/s (ours only, dense op; "
             "no peer here has an fp8-query attention)", pf8, [], "tflops", lambda n: n[14:],
-            [("ours bf16 (same shape)", bf16_col)])
+            [("ours bf16 (same shape)", bf16_col), ("ours paged (block table, attention op)", paged_col)])
     section("Prefill, non-causal, 32/8 bf16: TFLOP/s (ours = paged, fa_forward with FA_CAUSAL_OFF)",
             [r["name"] for r in ours if r["category"] == "prefill-paged-nc"] or names("prefill-nc"), PEERS_ATTN,
             "tflops", lambda n: n[17:])
