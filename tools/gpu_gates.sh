@@ -4,9 +4,12 @@
 # tools/variants/sm90_kv8gates.py "all": the KV8 kernels at head 256 and at the block sizes no
 # box serves, the fp8 query at those block sizes), builds once (-Dtests=false: the CUDA backend,
 # bench_gpu and the GPU test programs), runs the GPU tests in both families
-# (tests/gpu/run_gpu_tests.sh, no sanitizers unless FA_GT_SAN=1), then bench_gpu's rows with the
-# family on auto against mma_sync, interleaved, twice each ($FA_GT_ARGS: bench argument sets
-# separated by ';'). $OUT/summary.txt, bench_*.txt, the logs in $OUT/gates_logs.tgz.
+# (tests/gpu/run_gpu_tests.sh, no sanitizers unless FA_GT_SAN=1; FA_GT_FAMILIES=1: the wgmma
+# family only), then bench_gpu's rows with the family on auto against mma_sync, interleaved,
+# twice each ($FA_GT_ARGS: bench argument sets separated by ';'), then the compute-sanitizer runs
+# of $FA_GT_SANRUNS while time is left ("tool program args..." separated by ';', e.g.
+# "racecheck test_gpu_fp8q --quick bs=24"). $OUT/summary.txt, bench_*.txt, the logs in
+# $OUT/gates_logs.tgz.
 #   FA_GT_SPEC, FA_GT_VARIANT, FA_GT_PROGRAMS (default: every GPU test program but the NCCL one),
 #   FA_GT_BUDGET (seconds, default 570)
 set -u
@@ -39,6 +42,7 @@ rc=$?; note "build: rc $rc, $(( $(date +%s) - t0 )) s"
 progs=${FA_GT_PROGRAMS:-test_gpu_attention test_gpu_checks test_gpu_fp8q test_gpu_forward test_gpu_graph test_gpu_ops test_gpu_portable}
 t0=$(date +%s)
 OUT=$logs/tests FA_GPU_BUILD_DIR=$b FA_GPU_SANITIZE=${FA_GT_SAN:-0} FA_GPU_PROGRAMS="$progs" \
+    FA_GPU_SECOND_FAMILY=$(( ${FA_GT_FAMILIES:-2} > 1 ? 1 : 0 )) \
     FA_GPU_TIMEOUT=${FA_GT_TEST_TIMEOUT:-200} timeout $(( $(left) - 40 )) bash tests/gpu/run_gpu_tests.sh > "$logs/tests.out" 2>&1
 note "tests: rc $?, $(( $(date +%s) - t0 )) s: $(tail -n 1 "$logs/tests.out")"
 grep -E "^test_gpu|FAIL|^not ok" "$logs/tests.out" | head -40 >> "$sum"
@@ -70,4 +74,15 @@ for n, v in t.items():
     m = statistics.median(v["mma_sync"]) if "mma_sync" in v else 0
     print("%-58s %12.1f %12.1f %8s" % (n, a, m, "%.3f" % (a / m) if a and m else "-"))
 PY
+IFS=';' read -r -a sans <<< "${FA_GT_SANRUNS:-}"
+csan=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+for s in "${sans[@]}"; do
+    read -r -a w <<< "$s"
+    [ ${#w[@]} -ge 2 ] || continue
+    [ "$(left)" -gt 30 ] || { note "sanitizer ${w[*]}: skipped (time)"; continue; }
+    t0=$(date +%s)
+    timeout $(( $(left) - 10 )) "$csan" --tool "${w[0]}" --error-exitcode 9 "$b/tests/gpu/${w[1]}" "${w[@]:2}" \
+        > "$logs/san_${w[0]}_${w[1]}.txt" 2>&1
+    note "sanitizer ${w[*]}: rc $?, $(( $(date +%s) - t0 )) s: $(grep -E "ERROR SUMMARY|passed, .* failed" "$logs/san_${w[0]}_${w[1]}.txt" | tr '\n' ' ')"
+done
 note "total $(( $(date +%s) - start )) s"
