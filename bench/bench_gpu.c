@@ -1464,8 +1464,8 @@ static void bench_prefill_dense(int nseq, int L, int D, int q8, int paged)
     memset(&w, 0, sizeof w);
     memset(&ref, 0, sizeof ref);
     row_init(&r, paged ? "prefill-paged" : "prefill-dense");
-    snprintf(r.name, sizeof r.name, "%s %dx%d h=%d/%d d=%d%s%s", paged ? "prefill-paged" : "prefill-dense", nseq,
-             L, hq, hkv, D, paged ? block_tag() : "", q8 ? " q=fp8" : "");
+    snprintf(r.name, sizeof r.name, "%s %dx%d h=%d/%d d=%d%s%s", paged ? "prefill-paged" : "prefill-dense",
+             nseq, L, hq, hkv, D, paged ? block_tag() : "", q8 ? " q=fp8" : "");
     r.batch = nseq;
     r.ctx = L;
     r.hq = hq;
@@ -1513,8 +1513,9 @@ static void bench_prefill_dense(int nseq, int L, int D, int q8, int paged)
             w.bt_dev = (int32_t *)dalloc(sizeof(int32_t) * (size_t)nseq * nb);
             w.su_dev = w.bt_dev ? (int32_t *)dalloc(sizeof(int32_t) * (size_t)nseq) : NULL;
         }
-        if (!w.ctr || (paged && !w.su_dev) || fill_pattern(w.q_all, qb, pat) || fill_pattern(w.kv_all, kvb, pat) ||
-            dpoison(w.out_all, ob) || h2d(w.cu_dev, cu, sizeof(int32_t) * (size_t)(nseq + 1)) ||
+        if (!w.ctr || (paged && !w.su_dev) || fill_pattern(w.q_all, qb, pat) ||
+            fill_pattern(w.kv_all, kvb, pat) || dpoison(w.out_all, ob) ||
+            h2d(w.cu_dev, cu, sizeof(int32_t) * (size_t)(nseq + 1)) ||
             h2d(w.ctr, zero_ctr, sizeof zero_ctr) ||
             (paged && (h2d(w.bt_dev, perm, sizeof(int32_t) * (size_t)nseq * nb) ||
                        h2d(w.su_dev, sl, sizeof(int32_t) * (size_t)nseq)))) {
