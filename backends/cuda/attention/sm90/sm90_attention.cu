@@ -309,9 +309,9 @@ __device__ __forceinline__ void zero_v_tail(uint32_t vb, int n, int rlog, int ti
 // is 64 16-bit dims or 128 e4m3 dims. FP8 (an e4m3 cache under an e4m3 query) at head 64: one
 // column block of 64-byte rows, SWIZZLE_64B: chunk c of row r at c ^ (r / 2 % 4), the same for
 // K and V). Thread x takes key row x / TPR of the tile, its 16-byte chunks [x % TPR, +1) x NC
-// (TPR = 128 / BN threads a row), and looks its block id up a tile ahead. Keys outside [kmin, kmax) and keys of a block id outside
-// [0, num_blocks) are zero-filled (nothing read); the first bad id is recorded in the error
-// word. A stage is full when every thread's copies into it have landed (cp.async.mbarrier.
+// (TPR = 128 / BN threads a row), and looks its block id up a tile ahead. Keys outside [kmin,
+// kmax) and keys of a block id outside [0, num_blocks) are zero-filled (nothing read); the first
+// bad id is recorded in the error word. A stage is full when every thread's copies into it have landed (cp.async.mbarrier.
 // arrive.noinc: 128 arrivals); the consumers fence the async proxy before wgmma reads it.
 // it0: the ring position of the item's first tile (the K / V tiles of the CTA's earlier items).
 // after(i): called by every thread once its copies of tile i are issued (FP8: the transpose of
