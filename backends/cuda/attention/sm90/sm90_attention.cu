@@ -311,8 +311,9 @@ __device__ __forceinline__ void zero_v_tail(uint32_t vb, int n, int rlog, int ti
 // K and V). Thread x takes key row x / TPR of the tile, its 16-byte chunks [x % TPR, +1) x NC
 // (TPR = 128 / BN threads a row), and looks its block id up a tile ahead. Keys outside [kmin,
 // kmax) and keys of a block id outside [0, num_blocks) are zero-filled (nothing read); the first
-// bad id is recorded in the error word. A stage is full when every thread's copies into it have landed (cp.async.mbarrier.
-// arrive.noinc: 128 arrivals); the consumers fence the async proxy before wgmma reads it.
+// bad id is recorded in the error word. A stage is full when every thread's copies into it have
+// landed (cp.async.mbarrier.arrive.noinc: 128 arrivals); the consumers fence the async proxy
+// before wgmma reads it.
 // it0: the ring position of the item's first tile (the K / V tiles of the CTA's earlier items).
 // after(i): called by every thread once its copies of tile i are issued (FP8: the transpose of
 // tile i - 1).
@@ -1358,7 +1359,8 @@ template <int D> KernelFn pick_kernel_kv8(bool e5m2, bool f16, bool softcap, boo
 
 // Launches the family for a call fa_sm90__accepts took. skip_rows: sequences with Lq * G at or
 // below it are left to the decode tile. num_sms: the persistent grid's size (0: one CTA an item).
-// encode_fn: cuTensorMapEncodeTiled (the backend resolves it once). Returns FA_OK or fails with the CUDA / driver error.
+// encode_fn: cuTensorMapEncodeTiled (the backend resolves it once). Returns FA_OK or fails with
+// the CUDA / driver error.
 fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows, int num_sms,
                           FaDevErr *err_word, cudaStream_t stream, const fa_bu_err *e) {
     using namespace fa_sm90;
