@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# tools/gpu_gates.sh - one GPU-machine call for the wgmma family's gated paths (built, off in the
-# tree until they have run): applies a variant spec's replacements to this checkout (default
-# tools/variants/sm90_kv8gates.py "all": the KV8 kernels at head 256 and at the block sizes no
-# box serves, the fp8 query at those block sizes), builds once (-Dtests=false: the CUDA backend,
-# bench_gpu and the GPU test programs), runs the GPU tests in both families
+# tools/gpu_gates.sh - one GPU-machine call for a path kept behind a switch until it has run:
+# applies a variant spec's replacements to this checkout when FA_GT_SPEC / FA_GT_VARIANT name one
+# (e.g. tools/variants/sm90_kv8gates.py "all": the wgmma family's three fp8 switches off), builds
+# once (-Dtests=false: the CUDA backend, bench_gpu and the GPU test programs), runs the GPU tests
+# in both families
 # (tests/gpu/run_gpu_tests.sh, no sanitizers unless FA_GT_SAN=1; FA_GT_FAMILIES=1: the wgmma
 # family only), then bench_gpu's rows with the family on auto against mma_sync, interleaved,
 # twice each ($FA_GT_ARGS: bench argument sets separated by ';'), then the compute-sanitizer runs
@@ -22,7 +22,7 @@ left() { echo $(( ${FA_GT_BUDGET:-570} - ($(date +%s) - start) )); }
 trap 'tar czf "$top/gates_logs.tgz" -C "$logs" . 2>/dev/null && rm -rf "$logs"' EXIT
 note "== tools/gpu_gates.sh at $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git rev-parse --short HEAD 2>/dev/null)"
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv,noheader >> "$sum" 2>&1
-python3 - "${FA_GT_SPEC:-tools/variants/sm90_kv8gates.py}" "${FA_GT_VARIANT:-all}" <<'PY' | tee -a "$sum" || exit 1
+[ -z "${FA_GT_SPEC:-}" ] || python3 - "$FA_GT_SPEC" "${FA_GT_VARIANT:?FA_GT_VARIANT: a variant of FA_GT_SPEC}" <<'PY' | tee -a "$sum" || exit 1
 import runpy, sys
 spec, name = sys.argv[1], sys.argv[2]
 for path, old, new in runpy.run_path(spec)["VARIANTS"][name]:

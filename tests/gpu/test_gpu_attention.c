@@ -915,8 +915,8 @@ static void test_fp8_wgmma(void)
         run_named("fp8 wgmma", &c);
     }
     /* block sizes no TMA box serves (1, 3, 24, 48): the KV8 kernels' cp.async copy of the raw
-       rows with sm90_attention.cu's kKv8Gather on (tools/variants/sm90_kv8gather.py; off in the
-       tree: built, not yet run on a GPU), else mma.sync; the same cases and reference either way.
+       rows while sm90_attention.cu's kKv8Gather is on (tools/variants/sm90_kv8gates.py's
+       "gather" turns it off), else mma.sync; the same cases and reference either way.
        Heads 64 / 128, E4M3 / E5M2, bf16 / f16, causal or not, shuffled block tables; v 2 takes the
        general kernel (splits), v 4 the scalar k_scale / v_scale. */
     for (v = 0; v < 6; ++v) {
@@ -932,12 +932,12 @@ static void test_fp8_wgmma(void)
         run_named("fp8 wgmma", &c);
     }
     /* head 256 (64-key tiles; the KV8 kernels there have 2 converted stages and 1 raw stage):
-       these run in the wgmma family only with sm90_attention.cu's kKv8Head256 on
-       (tools/variants/sm90_kv8h256.py; off in the tree: built, not yet run on a GPU), else in
-       mma.sync. The group does not ask which family ran: the same cases, against the same
-       reference, with the gate off and on. Blocks 16, 64 (one box a tile), 128 (a box at a row
-       offset inside the block), 8 and dense; v 3 and 6 take the general kernel (splits; window
-       and softcap), v 7 a NaN in V masked for some rows, v 8 ALiBi, sinks and HND. */
+       these run in the wgmma family while sm90_attention.cu's kKv8Head256 is on
+       (tools/variants/sm90_kv8gates.py's "h256" turns it off), else in mma.sync. The group does
+       not ask which family ran: the same cases, against the same reference, either way. Blocks
+       16, 64 (one box a tile), 128 (a box at a row offset inside the block), 8 and dense; v 3
+       and 6 take the general kernel (splits; window and softcap), v 7 a NaN in V masked for some
+       rows, v 8 ALiBi, sinks and HND. */
     for (v = 0; v < 9; ++v) {
         static const int bs256[] = {16, 16, 64, 64, 0, 0, 128, 16, 8};
         static const int e5[] = {0, 1, 1, 0, 0, 1, 1, 0, 1}, causal[] = {1, 0, 1, 0, 0, 1, 1, 1, 1};

@@ -17,10 +17,10 @@
 // combine kernel, in the mma.sync family's workspace layout), ALiBi (x = fma(slope, |td - j|, x)
 // after the scale / softcap) and sinks (the initial state m = z, l = 1 of split 0), as the
 // mma.sync family computes them. A 16-bit query over an fp8 (E4M3 / E5M2) cache runs here at heads
-// 64 / 128 with block sizes a TMA box serves or dense K/V (the KV8 kernels, below; head 256 only
-// with kKv8Head256, off: built, not yet run on a GPU; the other block sizes only with kKv8Gather,
-// off for the same reason: else they stay in the mma.sync family); an fp8 (E4M3) query with
-// E4M3 K / V at heads 64, 128, 256 runs here only (the FP8 kernels, below).
+// 64 / 128 / 256, any block size or dense K/V (the KV8 kernels, below; head 256 with kKv8Head256,
+// the block sizes no box serves with kKv8Gather); an fp8 (E4M3) query with E4M3 K / V at heads
+// 64, 128, 256 runs here only (the FP8 kernels, below; the block sizes no box serves with
+// kQ8Gather).
 //
 // CTA = 3 warpgroups (384 threads): one (sequence, 128-token row block, query head).
 //   producer warp (warpgroup 0, warp 0): setmaxnreg.dec 40. Lane 0 loads the Q tile (TMA, once);
@@ -42,8 +42,8 @@
 //     rounded to e4m3 in place; QGMMA's B must be K-major, so the whole producer warpgroup
 //     (setmaxnreg 56, consumers 224) transposes each landed V tile into a Vt stage (v_empty then
 //     counts its 128 threads, vt_full / vt_empty guard Vt), zeroing the keys past the sequence.
-//   KV8 (a bf16 / f16 query over an fp8 cache, heads 64 / 128; 256 with kKv8Head256, one raw
-//     stage there): warp 0 loads each tile's raw codes (one unswizzled uint8 box a page, K and
+//   KV8 (a bf16 / f16 query over an fp8 cache, heads 64 / 128 / 256 (kKv8Head256), one raw
+//     stage at 256): warp 0 loads each tile's raw codes (one unswizzled uint8 box a page, K and
 //     V; with kKv8Gather at a block size no box serves, the 128 producer threads copy the rows
 //     by cp.async into the same layout) into a raw ring (raw_full / raw_empty); the whole
 //     producer warpgroup (setmaxnreg 56, consumers 224) converts them exactly into the 16-bit K
@@ -92,22 +92,19 @@ __host__ __device__ constexpr int fp8_stages(int d) { return d == 128 ? 3 : 4; }
 // i + 1 waits for the conversion of tile i.
 __host__ __device__ constexpr int kv8_stages(int d) { return d == 64 ? 4 : 2; }
 __host__ __device__ constexpr int kv8_raw_stages(int d) { return d == 256 ? 1 : (d == 128 ? 2 : 4); }
-// The KV8 kernels at head 256 (the stages above, convert_kv8's head-256 form): built, not yet run
-// on a GPU, so off: fa_sm90__accepts refuses an fp8 cache at head 256 (the mma.sync family runs
-// it) and the kernels are not instantiated. tools/variants/sm90_kv8h256.py turns it on.
-constexpr bool kKv8Head256 = false;
-// The KV8 kernels at the block sizes no TMA box serves (p.gather: 1, 3, 24, 48, ...): the 128
-// producer threads copy each tile's raw K / V rows by cp.async into the raw ring (the layout the
-// boxes give), then convert as with the boxes. Built, not yet run on a GPU, so off:
-// fa_sm90__accepts refuses those calls (the mma.sync family runs them) and the copy is not
-// instantiated. tools/variants/sm90_kv8gather.py turns it on (head 256 also needs kKv8Head256).
-constexpr bool kKv8Gather = false;
-// The fp8 query (e4m3 q, k, v) at the block sizes no TMA box serves: the cp.async producer of the
+// Switches of three paths (on; each first ran on a GPU on 2026-12-06, docs/perf.md). Off, the
+// calls they serve go back to the mma.sync family (an fp8 query: FA_ERR_UNSUPPORTED) and their
+// kernels / copies are not instantiated; tools/variants/sm90_kv8gates.py turns them off for an
+// A/B. kKv8Head256: the KV8 kernels at head 256 (the stages above, convert_kv8's head-256 form).
+constexpr bool kKv8Head256 = true;
+// kKv8Gather: the KV8 kernels at the block sizes no TMA box serves (p.gather: 1, 3, 24, 48, ...):
+// the 128 producer threads copy each tile's raw K / V rows by cp.async into the raw ring (the
+// layout the boxes give), then convert as with the boxes (head 256 also needs kKv8Head256).
+constexpr bool kKv8Gather = true;
+// kQ8Gather: the fp8 query (e4m3 q, k, v) at those block sizes: the cp.async producer of the
 // 16-bit kernels (gather_producer) copying e4m3 rows in the boxes' layout, each tile's V then
-// transposed as a box's is. Built, not yet run on a GPU, so off: fa_sm90__accepts refuses those
-// calls (FA_ERR_UNSUPPORTED: no other family has an fp8 query) and the copy is not instantiated.
-// tools/variants/sm90_q8gather.py turns it on (with test_gpu_fp8q's expectation).
-constexpr bool kQ8Gather = false;
+// transposed as a box's is.
+constexpr bool kQ8Gather = true;
 // (Smem asserts its own size where a kernel uses it; this one holds with the gate off too: 64 KiB
 // of Q, 2 x 2 x 32 KiB converted, 2 x 16 KiB raw, the barriers and 1 KiB of alignment slack)
 static_assert(Smem<kv8_stages(256), 256, false, kv8_raw_stages(256)>::kAlloc <= 227 * 1024,
@@ -682,8 +679,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     convert_kv8<__half, KV8 == 2, D>(src + L::kRawBytes, sV + s * L::kTileBytes, lane, valid);
                     fence_proxy_async_smem();
                     mbar_arrive(bar_vf + 8 * s);
-                    __syncwarp();
-                    if ((lane & 31) == 0) mbar_arrive(ring.re + 8 * r); // this warp's reads are done
+                    mbar_arrive(ring.re + 8 * r); // this thread's reads of the raw stage are done
                 };
                 if constexpr (kKv8Gather) {
                     if (p.gather) {
@@ -699,7 +695,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                         // and keys of a bad block id are zero-filled (nothing read); the first bad
                         // id is reported after the loop. raw_full counts the 128 threads' arrivals
                         // (cp.async.mbarrier.arrive.noinc: when the thread's copies have landed);
-                        // every thread waits for the stage's release (raw_empty: the 4 warps'
+                        // every thread waits for the stage's release (raw_empty: the 128 threads'
                         // conversion of the tile RAW before) before its copies.
                         constexpr int RW = BN / 4, CPR = D / 16, RPS = 32 / CPR;
                         const int wl = lane & 31, w0 = (lane >> 5) * RW, ch = lane & (CPR - 1);

@@ -470,7 +470,7 @@ __device__ __forceinline__ void pack_p(uint32_t (&pa)[K][4], const float (&sacc)
 // threads, and vt_full[s] (its 128 threads) / vt_empty[s] (the consumer warps) guard vt.
 // Raw > 0 (KV8): raw[r] holds raw stage r's fp8 K tile, then its V tile; raw_full[r] (rf: one
 // arrival plus the TMA bytes of both, or the 128 producer threads' cp.async arrivals) and
-// raw_empty[r] (re: lane 0 of each producer warp, once its threads converted the stage) guard
+// raw_empty[r] (re: each of the 128 producer threads, once its part of the stage is converted) guard
 // it; k_full / v_full then count the producer's 128 threads (each converts part of the tile,
 // fences the async proxy, arrives).
 template <int Stages, int D = kHeadDim, bool FP8 = false, int Raw = 0> struct Ring {
@@ -531,7 +531,7 @@ template <int Stages, int D = kHeadDim, bool FP8 = false, int Raw = 0> struct Ri
         }
         for (int r = 0; r < Raw; ++r) {
             mbar_init(rf + 8 * r, raw_full_count);
-            mbar_init(re + 8 * r, 4u);
+            mbar_init(re + 8 * r, 128u);
         }
         for (int j = 0; j < 2; ++j) {
             mbar_init(itf + 8 * j, 1u);
