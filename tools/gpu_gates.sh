@@ -22,16 +22,8 @@ left() { echo $(( ${FA_GT_BUDGET:-570} - ($(date +%s) - start) )); }
 trap 'tar czf "$top/gates_logs.tgz" -C "$logs" . 2>/dev/null && rm -rf "$logs"' EXIT
 note "== tools/gpu_gates.sh at $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git rev-parse --short HEAD 2>/dev/null)"
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv,noheader >> "$sum" 2>&1
-[ -z "${FA_GT_SPEC:-}" ] || python3 - "$FA_GT_SPEC" "${FA_GT_VARIANT:?FA_GT_VARIANT: a variant of FA_GT_SPEC}" <<'PY' | tee -a "$sum" || exit 1
-import runpy, sys
-spec, name = sys.argv[1], sys.argv[2]
-for path, old, new in runpy.run_path(spec)["VARIANTS"][name]:
-    s = open(path).read()
-    if s.count(old) != 1:
-        sys.exit("gpu_gates.sh: %s %s: %r is in %s %d times, want once" % (spec, name, old[:60], path, s.count(old)))
-    open(path, "w").write(s.replace(old, new))
-    print("applied %s %s to %s" % (spec, name, path))
-PY
+[ -z "${FA_GT_SPEC:-}" ] || python3 tools/apply_variant.py "$FA_GT_SPEC" "${FA_GT_VARIANT:?FA_GT_VARIANT: a variant of FA_GT_SPEC}" |
+    tee -a "$sum" || exit 1
 command -v meson > /dev/null 2>&1 || meson() { python3 -m mesonbuild.mesonmain "$@"; }
 b=build-gates
 t0=$(date +%s)

@@ -45,16 +45,8 @@ applied=0
 apply_once() {
     [ -n "${FA_PF_APPLY:-}" ] && [ $applied -eq 0 ] || return 0
     applied=1
-    python3 - ${FA_PF_APPLY} <<'PY' | tee -a "$sum"
-import runpy, sys
-spec, name = sys.argv[1], sys.argv[2]
-for path, old, new in runpy.run_path(spec)["VARIANTS"][name]:
-    s = open(path).read()
-    if s.count(old) != 1:
-        sys.exit("gpu_prefill.sh: FA_PF_APPLY %s: %r is in %s %d times, want once" % (name, old[:60], path, s.count(old)))
-    open(path, "w").write(s.replace(old, new))
-    print("applied %s %s to %s" % (spec, name, path))
-PY
+    # shellcheck disable=SC2086
+    python3 tools/apply_variant.py ${FA_PF_APPLY} | tee -a "$sum"
 }
 for job in "$@"; do
     t0=$(date +%s); budget=$(left)

@@ -31,17 +31,7 @@ echo "== tools/gpu_variants.sh $spec at $(date -u '+%Y-%m-%d %H:%M:%S UTC'): tre
 for v in $names; do
     t=/tmp/fa-var-$v; rm -rf "$t"; mkdir -p "$t"
     tar cf - --exclude='./build*' --exclude=./.git . | tar xf - -C "$t"
-    python3 - "$spec" "$v" "$t" <<'PY' | tee -a "$out/variants.txt" || exit 1
-import os, sys, runpy
-spec, name, tree = sys.argv[1:]
-for path, old, new in runpy.run_path(spec)["VARIANTS"][name]:
-    p = os.path.join(tree, path)
-    s = open(p).read()
-    if s.count(old) != 1:
-        sys.exit("gpu_variants.sh: %s: %r is in %s %d times, want once" % (name, old[:60], path, s.count(old)))
-    open(p, "w").write(s.replace(old, new))
-    print("%s: %s changed" % (name, path))
-PY
+    python3 tools/apply_variant.py "$spec" "$v" "$t" | tee -a "$out/variants.txt" || exit 1
 done
 build() { # tree name
     (cd "$1" && { [ -f build-var/build.ninja ] || meson setup build-var -Dcuda=enabled -Dtests=false -Dnccl=disabled -Dgpu_arch=sm_90a \
