@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# tools/gpu_gates.sh - one GPU-machine call for a path kept behind a switch until it has run:
-# applies a variant spec's replacements to this checkout when FA_GT_SPEC / FA_GT_VARIANT name one
-# (e.g. tools/variants/sm90_kv8gates.py "all": the wgmma family's three fp8 switches off), builds
+# tools/gpu_gates.sh - one GPU-machine call for a change to the wgmma family: applies a variant
+# spec's replacements to this checkout when FA_GT_SPEC / FA_GT_VARIANT name one (e.g.
+# tools/variants/sm90_stages.py "q8gather"), builds
 # once (-Dtests=false: the CUDA backend, bench_gpu and the GPU test programs), runs the GPU tests
 # in both families
 # (tests/gpu/run_gpu_tests.sh, no sanitizers unless FA_GT_SAN=1; FA_GT_FAMILIES=1: the wgmma

@@ -40,7 +40,7 @@ nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv,no
 programs=${FA_PF_PROGRAMS:-test_gpu_attention test_gpu_fp8q}
 # FA_PF_APPLY="SPEC VARIANT": that variant's replacements made in this checkout before the first
 # tests / san job (after the variants job, which builds the tree and the spec's variants from the
-# checkout as it was), so that the tests run it; e.g. "tools/variants/sm90_kv8gates.py h256"
+# checkout as it was), so that the tests run it; e.g. "tools/variants/sm90_stages.py q8gather"
 applied=0
 apply_once() {
     [ -n "${FA_PF_APPLY:-}" ] && [ $applied -eq 0 ] || return 0

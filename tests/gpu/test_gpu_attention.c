@@ -872,9 +872,8 @@ static void test_fp8(void)
     }
 }
 
-/* fp8 caches under a 16-bit query in the wgmma family's fp8-cache kernels (heads 64 / 128, block
-   sizes a TMA box serves, dense K/V with num_keys; head 256 only with kKv8Head256, below; other
-   block sizes only with kKv8Gather, below, else in mma.sync, as every case here does under
+/* fp8 caches under a 16-bit query in the wgmma family's fp8-cache kernels (heads 64 / 128 / 256,
+   any block size, dense K/V with num_keys; in mma.sync, as every case here, under
    FA_GPU_FAMILY=mma_sync): E4M3 and
    E5M2, bf16 and f16 queries, blocks 8, 16, 32, 64, 128, 256 and dense, causal or not,
    per-(sequence, head) descales
@@ -915,8 +914,8 @@ static void test_fp8_wgmma(void)
         run_named("fp8 wgmma", &c);
     }
     /* block sizes no TMA box serves (1, 3, 24, 48): the KV8 kernels' cp.async copy of the raw
-       rows while sm90_attention.cu's kKv8Gather is on (tools/variants/sm90_kv8gates.py's
-       "gather" turns it off), else mma.sync; the same cases and reference either way.
+       rows in the wgmma family (mma.sync under FA_GPU_FAMILY=mma_sync; the same cases and
+       reference either way).
        Heads 64 / 128, E4M3 / E5M2, bf16 / f16, causal or not, shuffled block tables; v 2 takes the
        general kernel (splits), v 4 the scalar k_scale / v_scale. */
     for (v = 0; v < 6; ++v) {
@@ -932,9 +931,8 @@ static void test_fp8_wgmma(void)
         run_named("fp8 wgmma", &c);
     }
     /* head 256 (64-key tiles; the KV8 kernels there have 2 converted stages and 1 raw stage):
-       these run in the wgmma family while sm90_attention.cu's kKv8Head256 is on
-       (tools/variants/sm90_kv8gates.py's "h256" turns it off), else in mma.sync. The group does
-       not ask which family ran: the same cases, against the same reference, either way. Blocks
+       the group does not ask which family ran: the same cases, against the same reference, in
+       either family. Blocks
        16, 64 (one box a tile), 128 (a box at a row offset inside the block), 8 and dense; v 3
        and 6 take the general kernel (splits; window and softcap), v 7 a NaN in V masked for some
        rows, v 8 ALiBi, sinks and HND. */

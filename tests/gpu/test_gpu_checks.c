@@ -822,6 +822,6 @@ int main(int argc, char **argv)
     test_bad_block_kv(20, 1, 1000, 16, FA_DTYPE_FP8_E4M3);
     test_bad_block_kv(20, 2, GT_BAD_NB, 16, FA_DTYPE_FP8_E5M2); /* splits, id == num_blocks */
     test_bad_block_kv(20, 1, -7, 32, FA_DTYPE_FP8_E4M3); /* block 32: four pages a 128-key tile */
-    test_bad_block_kv(20, 1, 1000, 3, FA_DTYPE_FP8_E4M3); /* block 3: the KV8 cp.async copy (kKv8Gather) */
+    test_bad_block_kv(20, 1, 1000, 3, FA_DTYPE_FP8_E4M3); /* block 3: the KV8 cp.async copy */
     return gt_finish();
 }

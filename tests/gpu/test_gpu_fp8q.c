@@ -38,30 +38,6 @@ typedef struct qcase {
 /* Whether the backend under test runs fp8-query calls at head size d: the CUDA backend where
    that head's prefill is in the wgmma family; the CPU backend of the harness's self-check build
    (GT_GPU_IS_CPU) runs every one. */
-/* 1 when the wgmma family takes an fp8 query at the block sizes no TMA box serves (its switch
-   kQ8Gather in sm90_attention.cu, on; tools/variants/sm90_kv8gates.py's "q8" turns both off):
-   the "gather" cases then run against the reference, else they must be rejected like a family
-   without the fp8 query. */
-#define FP8Q_GATHER 1
-
-/* Whether a paged block size is one a TMA box serves at head d (a power of two in [8, BN] or a
-   multiple of BN; BN = 64 at head 256, else 128). */
-static int box_block(int bs, int d)
-{
-    const int bn = d == 256 ? 64 : 128;
-    return (bs >= 8 && bs <= bn && (bs & (bs - 1)) == 0) || (bs > bn && bs % bn == 0);
-}
-
-/* (the CPU backend of the self-check build takes every block size) */
-static int gather_on(void)
-{
-#ifdef GT_GPU_IS_CPU
-    return 1;
-#else
-    return FP8Q_GATHER;
-#endif
-}
-
 static int wgmma_on(int d)
 {
 #ifdef GT_GPU_IS_CPU
@@ -99,8 +75,7 @@ static int run_case(const qcase *c, void *out_bits)
 {
     fa_backend *gpu = gt_gpu(), *cpu = gt_cpu();
     const int B = c->nseq, Hq = c->hq, Hkv = c->hkv, bs = c->dense ? 1 : c->bs, D = c->hd;
-    const int S = c->splits > 1 ? c->splits : 1,
-              expect_ok = wgmma_on(D) && (gather_on() || c->dense || box_block(c->bs, D));
+    const int S = c->splits > 1 ? c->splits : 1, expect_ok = wgmma_on(D);
     const size_t osz = gt_dtype_size(c->odt);
     int32_t cu_q[MAXB + 1], cu_k[MAXB + 1], seqused[MAXB], maxq = 0, maxk = 0, minq = 0, T = 0, TK = 0;
     int32_t *bt = NULL;
@@ -566,7 +541,7 @@ static void test_heads(int hd)
 /* Block sizes no TMA box serves (1, 3, 24, 48, 200 at head 128; 96 at head 256: the cp.async
    producer copying e4m3 rows in the boxes' layout, V transposed as a box's): heads 64 / 128 /
    256, causal and not, splits, a window, softcap, ALiBi / sinks, f16 out, a bad block id. The
-   --quick set: f = 0, 2, 4, 6. Rejected (nothing written) unless FP8Q_GATHER. */
+   --quick set: f = 0, 2, 4, 6. */
 static void test_gather(void)
 {
     static const int hds[] = {128, 64, 256}, bss[] = {1, 3, 24, 48, 200, 96, 5, 40};
@@ -622,22 +597,22 @@ static void test_long(void)
 /* Calls the fp8 path does not take: rejected with FA_ERR_UNSUPPORTED, nothing written. */
 static void test_rejected(void)
 {
-    static const char *what[] = {"head_size 96", "block_size 3", "out_dtype f32", "kv_dtype e5m2"};
+    static const char *what[] = {"head_size 96", "out_dtype f32", "kv_dtype e5m2"};
     int f;
 #ifdef GT_GPU_IS_CPU /* (the CPU backend of the self-check build takes those calls) */
     return;
 #endif
-    for (f = 0; f < 4; ++f) {
+    for (f = 0; f < 3; ++f) {
         fa_backend *gpu = gt_gpu();
         fa_attn_args a;
         int32_t cu[2] = {0, 4}, su[1] = {20}, btab[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-        const int Dh = f == 0 ? 96 : 128, bs = f == 1 ? 3 : 16;
+        const int Dh = f == 0 ? 96 : 128, bs = 16;
         uint8_t *hq = gt_xmalloc(4 * 2 * Dh), *hk = gt_xmalloc((size_t)8 * bs * 2 * Dh);
         uint16_t host_out[4 * 2 * 128];
         void *dq, *dk, *dout;
         int32_t *dcu, *dsu, *dbt;
         size_t i;
-        if ((f == 1 && FP8Q_GATHER) || !gt_case("fp8 q rejected: %s", what[f])) {
+        if (!gt_case("fp8 q rejected: %s", what[f])) {
             free(hq);
             free(hk);
             continue;
@@ -660,8 +635,8 @@ static void test_rejected(void)
         a.k_block_stride = a.v_block_stride = (int64_t)bs * 2 * Dh;
         a.k_row_stride = a.v_row_stride = 2 * Dh;
         a.k_head_stride = a.v_head_stride = Dh;
-        a.kv_dtype = f == 3 ? FA_DTYPE_FP8_E5M2 : FA_DTYPE_FP8_E4M3;
-        a.out_dtype = f == 2 ? FA_DTYPE_F32 : FA_DTYPE_BF16;
+        a.kv_dtype = f == 2 ? FA_DTYPE_FP8_E5M2 : FA_DTYPE_FP8_E4M3;
+        a.out_dtype = f == 1 ? FA_DTYPE_F32 : FA_DTYPE_BF16;
         a.out = dout;
         a.out_token_stride = 2 * Dh;
         a.out_head_stride = Dh;
@@ -685,7 +660,7 @@ static void test_rejected(void)
             const fa_status st = gpu->ops.attention(gpu->ctx, &a);
             const char *msg = gpu->ops.last_error ? gpu->ops.last_error(gpu->ctx) : "";
             /* (an E5M2 cache under an fp8 query is an invalid combination, not a missing kernel) */
-            if (gt_expect_status(st, f == 3 ? FA_ERR_INVALID_ARG : FA_ERR_UNSUPPORTED, gpu, what[f]) &&
+            if (gt_expect_status(st, f == 2 ? FA_ERR_INVALID_ARG : FA_ERR_UNSUPPORTED, gpu, what[f]) &&
                 gt_sync() && gt_d2h(host_out, dout, sizeof host_out)) {
                 for (i = 0; i < sizeof host_out / 2; ++i)
                     if (host_out[i] != 0xFFFF) {

@@ -17,10 +17,9 @@
 // combine kernel, in the mma.sync family's workspace layout), ALiBi (x = fma(slope, |td - j|, x)
 // after the scale / softcap) and sinks (the initial state m = z, l = 1 of split 0), as the
 // mma.sync family computes them. A 16-bit query over an fp8 (E4M3 / E5M2) cache runs here at heads
-// 64 / 128 / 256, any block size or dense K/V (the KV8 kernels, below; head 256 with kKv8Head256,
-// the block sizes no box serves with kKv8Gather); an fp8 (E4M3) query with E4M3 K / V at heads
-// 64, 128, 256 runs here only (the FP8 kernels, below; the block sizes no box serves with
-// kQ8Gather).
+// 64 / 128 / 256, any block size or dense K/V (the KV8 kernels, below); an fp8 (E4M3) query with
+// E4M3 K / V at heads 64, 128, 256, any block size or dense K/V, runs here only (the FP8 kernels,
+// below).
 //
 // CTA = 3 warpgroups (384 threads): one (sequence, 128-token row block, query head).
 //   producer warp (warpgroup 0, warp 0): setmaxnreg.dec 40. Lane 0 loads the Q tile (TMA, once);
@@ -42,14 +41,13 @@
 //     rounded to e4m3 in place; QGMMA's B must be K-major, so the whole producer warpgroup
 //     (setmaxnreg 56, consumers 224) transposes each landed V tile into a Vt stage (v_empty then
 //     counts its 128 threads, vt_full / vt_empty guard Vt), zeroing the keys past the sequence.
-//   KV8 (a bf16 / f16 query over an fp8 cache, heads 64 / 128 / 256 (kKv8Head256), one raw
-//     stage at 256): warp 0 loads each tile's raw codes (one unswizzled uint8 box a page, K and
-//     V; with kKv8Gather at a block size no box serves, the 128 producer threads copy the rows
-//     by cp.async into the same layout) into a raw ring (raw_full / raw_empty); the whole
-//     producer warpgroup (setmaxnreg 56, consumers 224) converts them exactly into the 16-bit K
-//     (the query's type) and V (f16)
-//     stages in the 16-bit kernels' layout, zeroing keys past the sequence, fences the async
-//     proxy and arrives (k_full / v_full count 128). S in the query's type, P V in f16; K's
+//   KV8 (a bf16 / f16 query over an fp8 cache, heads 64 / 128 / 256, one raw stage at 256): warp
+//     0 loads each tile's raw codes (one unswizzled uint8 box a page, K and V; at a block size no
+//     box serves, the 128 producer threads copy the rows by cp.async into the same layout) into
+//     a raw ring (raw_full / raw_empty); the whole producer warpgroup (setmaxnreg 56, consumers
+//     224) converts them exactly into the 16-bit K (the query's type) and V (f16) stages in the
+//     16-bit kernels' layout, zeroing keys past the sequence, fences the async proxy and arrives
+//     (k_full / v_full count 128). S in the query's type, P V in f16; K's
 //     descale in the logit scale, V's in the epilogue.
 //   Epilogue: O / l to bf16 straight from the accumulators; LSE; a CTA under a causal / window
 //   mask whose output holds a NaN recomputes those entries scalar over the row's allowed keys
@@ -92,21 +90,8 @@ __host__ __device__ constexpr int fp8_stages(int d) { return d == 128 ? 3 : 4; }
 // i + 1 waits for the conversion of tile i.
 __host__ __device__ constexpr int kv8_stages(int d) { return d == 64 ? 4 : 2; }
 __host__ __device__ constexpr int kv8_raw_stages(int d) { return d == 256 ? 1 : (d == 128 ? 2 : 4); }
-// Switches of three paths (on; each first ran on a GPU on 2026-12-06, docs/perf.md). Off, the
-// calls they serve go back to the mma.sync family (an fp8 query: FA_ERR_UNSUPPORTED) and their
-// kernels / copies are not instantiated; tools/variants/sm90_kv8gates.py turns them off for an
-// A/B. kKv8Head256: the KV8 kernels at head 256 (the stages above, convert_kv8's head-256 form).
-constexpr bool kKv8Head256 = true;
-// kKv8Gather: the KV8 kernels at the block sizes no TMA box serves (p.gather: 1, 3, 24, 48, ...):
-// the 128 producer threads copy each tile's raw K / V rows by cp.async into the raw ring (the
-// layout the boxes give), then convert as with the boxes (head 256 also needs kKv8Head256).
-constexpr bool kKv8Gather = true;
-// kQ8Gather: the fp8 query (e4m3 q, k, v) at those block sizes: the cp.async producer of the
-// 16-bit kernels (gather_producer) copying e4m3 rows in the boxes' layout, each tile's V then
-// transposed as a box's is.
-constexpr bool kQ8Gather = true;
-// (Smem asserts its own size where a kernel uses it; this one holds with the gate off too: 64 KiB
-// of Q, 2 x 2 x 32 KiB converted, 2 x 16 KiB raw, the barriers and 1 KiB of alignment slack)
+// (64 KiB of Q, 2 x 2 x 32 KiB converted, 2 x 16 KiB raw, the barriers and 1 KiB of alignment
+// slack)
 static_assert(Smem<kv8_stages(256), 256, false, kv8_raw_stages(256)>::kAlloc <= 227 * 1024,
               "KV8 at head 256: shared memory per block on sm_90");
 
@@ -443,9 +428,9 @@ __device__ __forceinline__ void convert_kv8(uint32_t src, uint32_t dst, int tid,
 }
 
 // T: the element type of q, k, v and out (bf16 / f16); with FP8 q, k, v are e4m3 and T is
-// out's type; with KV8 (1: E4M3, 2: E5M2; heads 64 / 128, 256 with kKv8Head256) q and out are T
-// and k, v the fp8 cache's codes: the producer warpgroup loads the raw pages by TMA into a raw ring and
-// converts each tile into the 16-bit stages the consumers read (K in T, V in f16), S = Q K^T in
+// out's type; with KV8 (1: E4M3, 2: E5M2) q and out are T and k, v the fp8 cache's codes: the
+// producer warpgroup loads the raw pages by TMA (or copies their rows by cp.async) into a raw ring
+// and converts each tile into the 16-bit stages the consumers read (K in T, V in f16), S = Q K^T in
 // T, P rounded to f16 and O += P V in f16 (as the mma.sync family does for fp8 caches), K's
 // descale in the logit scale and V's in the epilogue.
 // Persist: the instantiation that can walk work items (sm90_persistent; its own kernel, as the
@@ -456,8 +441,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                           const __grid_constant__ CUtensorMap tmV, const __grid_constant__ AttnParams p) {
 #if FA_SM90_DEVICE_OK
     constexpr bool K8 = KV8 != 0; // a 16-bit query over an fp8 cache
-    static_assert(!K8 || (!FP8 && (D <= 128 || kKv8Head256)),
-                  "sm90 family: fp8 caches under a 16-bit query at heads 64 / 128 (256: kKv8Head256)");
+    static_assert(!K8 || !FP8, "sm90 family: an fp8 cache under a 16-bit query, or an fp8 query");
     constexpr int ST = FP8 ? fp8_stages(D) : (K8 ? kv8_stages(D) : lib_stages(D)); // ring stages
     constexpr int RAW = K8 ? kv8_raw_stages(D) : 0; // raw fp8 stages (KV8)
     // FP8: P = 2^(x - m + POFF), in e4m3's range (the row sums carry the factor 2^POFF)
@@ -487,7 +471,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // arrivals, not the boxes' one arrive.expect_tx)
     if (threadIdx.x == 0)
         ring.init(&tmQ, &tmK, &tmV, p.gather || K8 ? 128u : 1u, kConsumerWarps * mc,
-                  K8 && kKv8Gather && p.gather ? 128u : 1u);
+                  K8 && p.gather ? 128u : 1u);
     if (mc > 1)
         cluster_sync();
     else
@@ -681,83 +665,80 @@ __global__ void __launch_bounds__(kThreads, 1)
                     mbar_arrive(bar_vf + 8 * s);
                     mbar_arrive(ring.re + 8 * r); // this thread's reads of the raw stage are done
                 };
-                if constexpr (kKv8Gather) {
-                    if (p.gather) {
-                        // a block size no box serves: the 128 threads copy raw tile i's K and V
-                        // rows by cp.async (16 bytes a copy) into raw stage (it0 + i) % RAW in the
-                        // boxes' layout (key j of the tile at byte j * D, unswizzled), and the
-                        // conversion reads it as it is. Warp w takes the tile's keys
-                        // [RW w, RW w + RW) (RW = BN / 4); lane l looks up the block id and slot
-                        // of key RW w + l % RW, a tile ahead, and the warp copies its keys CPR =
-                        // D / 16 lanes a key, RPS keys a step, each key's id and slot shuffled from
-                        // the lane that looked it up (a phase of 8 lanes: 128 consecutive bytes of
-                        // the stage, of one cache row, two at head 64). Keys outside [kmin, kmax)
-                        // and keys of a bad block id are zero-filled (nothing read); the first bad
-                        // id is reported after the loop. raw_full counts the 128 threads' arrivals
-                        // (cp.async.mbarrier.arrive.noinc: when the thread's copies have landed);
-                        // every thread waits for the stage's release (raw_empty: the 128 threads'
-                        // conversion of the tile RAW before) before its copies.
-                        constexpr int RW = BN / 4, CPR = D / 16, RPS = 32 / CPR;
-                        const int wl = lane & 31, w0 = (lane >> 5) * RW, ch = lane & (CPR - 1);
-                        auto row_at = [&](int i, int &id, int &slot) {
-                            const int j = (tb + i) * BN + w0 + wl % RW;
-                            id = -1;
-                            slot = 0;
-                            if (j < kmin || j >= kmax) return;
-                            const int bi = p.block_shift >= 0 ? (j >> p.block_shift) : (j / p.block_size);
-                            const int32_t x = I.bt[bi];
-                            if (static_cast<uint32_t>(x) >= static_cast<uint32_t>(p.num_blocks)) {
-                                if (!bad) {
-                                    bad = true;
-                                    bad_id = x;
-                                    bad_col = bi;
-                                }
-                                return;
+                if (p.gather) {
+                    // a block size no box serves: the 128 threads copy raw tile i's K and V
+                    // rows by cp.async (16 bytes a copy) into raw stage (it0 + i) % RAW in the
+                    // boxes' layout (key j of the tile at byte j * D, unswizzled), and the
+                    // conversion reads it as it is. Warp w takes the tile's keys
+                    // [RW w, RW w + RW) (RW = BN / 4); lane l looks up the block id and slot
+                    // of key RW w + l % RW, a tile ahead, and the warp copies its keys CPR =
+                    // D / 16 lanes a key, RPS keys a step, each key's id and slot shuffled from
+                    // the lane that looked it up (a phase of 8 lanes: 128 consecutive bytes of
+                    // the stage, of one cache row, two at head 64). Keys outside [kmin, kmax)
+                    // and keys of a bad block id are zero-filled (nothing read); the first bad
+                    // id is reported after the loop. raw_full counts the 128 threads' arrivals
+                    // (cp.async.mbarrier.arrive.noinc: when the thread's copies have landed);
+                    // every thread waits for the stage's release (raw_empty: the 128 threads'
+                    // conversion of the tile RAW before) before its copies.
+                    constexpr int RW = BN / 4, CPR = D / 16, RPS = 32 / CPR;
+                    const int wl = lane & 31, w0 = (lane >> 5) * RW, ch = lane & (CPR - 1);
+                    auto row_at = [&](int i, int &id, int &slot) {
+                        const int j = (tb + i) * BN + w0 + wl % RW;
+                        id = -1;
+                        slot = 0;
+                        if (j < kmin || j >= kmax) return;
+                        const int bi = p.block_shift >= 0 ? (j >> p.block_shift) : (j / p.block_size);
+                        const int32_t x = I.bt[bi];
+                        if (static_cast<uint32_t>(x) >= static_cast<uint32_t>(p.num_blocks)) {
+                            if (!bad) {
+                                bad = true;
+                                bad_id = x;
+                                bad_col = bi;
                             }
-                            id = x;
-                            slot = j - bi * p.block_size;
-                        };
-                        int id, slot;
-                        row_at(0, id, slot);
-                        auto copy = [&](int i) {
-                            const int q = it0 + i, r = q % RAW;
-                            int nid = -1, nslot = 0;
-                            if (i + 1 < n_tiles) row_at(i + 1, nid, nslot); // a tile ahead
-                            mbar_wait(ring.re + 8 * r, (static_cast<uint32_t>(q / RAW) & 1u) ^ 1u);
-                            const uint32_t dst = ring.raw + r * 2 * L::kRawBytes + ch * 16;
-#pragma unroll 1 // (unrolled by 2, the general head-64 kernels spill at setmaxnreg 56)
-                            for (int t = 0; t < RW / RPS; ++t) {
-                                const int src = t * RPS + wl / CPR; // the key's lane (and key - w0)
-                                const int kid = __shfl_sync(0xffffffffu, id, src);
-                                const int kslot = __shfl_sync(0xffffffffu, slot, src);
-                                const uint32_t n = kid >= 0 ? 16u : 0u;
-                                const int64_t blk = kid >= 0 ? kid : 0;
-                                const uint32_t d = dst + static_cast<uint32_t>((w0 + src) * D);
-                                cp_async16(d,
-                                           static_cast<const uint8_t *>(p.k) + blk * p.k_block_stride +
-                                               kslot * p.k_row_stride +
-                                               static_cast<int64_t>(I.hkv) * p.k_head_stride + ch * 16,
-                                           n);
-                                cp_async16(d + L::kRawBytes,
-                                           static_cast<const uint8_t *>(p.v) + blk * p.v_block_stride +
-                                               kslot * p.v_row_stride +
-                                               static_cast<int64_t>(I.hkv) * p.v_head_stride + ch * 16,
-                                           n);
-                            }
-                            cp_async_arrive_noinc(ring.rf + 8 * r);
-                            id = nid;
-                            slot = nslot;
-                        };
-                        for (int i = 0; i < min(RAW, n_tiles); ++i) copy(i);
-                        for (int i = 0; i < n_tiles; ++i) {
-                            convert(i);
-                            if (i + RAW < n_tiles) copy(i + RAW);
+                            return;
                         }
-                        if (bad)
-                            fa_dev_err_report(p.err_word, FA_DEVERR_BLOCK_ID, I.b, bad_id, p.num_blocks,
-                                              bad_col);
-                        continue;
+                        id = x;
+                        slot = j - bi * p.block_size;
+                    };
+                    int id, slot;
+                    row_at(0, id, slot);
+                    auto copy = [&](int i) {
+                        const int q = it0 + i, r = q % RAW;
+                        int nid = -1, nslot = 0;
+                        if (i + 1 < n_tiles) row_at(i + 1, nid, nslot); // a tile ahead
+                        mbar_wait(ring.re + 8 * r, (static_cast<uint32_t>(q / RAW) & 1u) ^ 1u);
+                        const uint32_t dst = ring.raw + r * 2 * L::kRawBytes + ch * 16;
+#pragma unroll 1 // (unrolled by 2, the general head-64 kernels spill at setmaxnreg 56)
+                        for (int t = 0; t < RW / RPS; ++t) {
+                            const int src = t * RPS + wl / CPR; // the key's lane (and key - w0)
+                            const int kid = __shfl_sync(0xffffffffu, id, src);
+                            const int kslot = __shfl_sync(0xffffffffu, slot, src);
+                            const uint32_t n = kid >= 0 ? 16u : 0u;
+                            const int64_t blk = kid >= 0 ? kid : 0;
+                            const uint32_t d = dst + static_cast<uint32_t>((w0 + src) * D);
+                            cp_async16(d,
+                                       static_cast<const uint8_t *>(p.k) + blk * p.k_block_stride +
+                                           kslot * p.k_row_stride +
+                                           static_cast<int64_t>(I.hkv) * p.k_head_stride + ch * 16,
+                                       n);
+                            cp_async16(d + L::kRawBytes,
+                                       static_cast<const uint8_t *>(p.v) + blk * p.v_block_stride +
+                                           kslot * p.v_row_stride +
+                                           static_cast<int64_t>(I.hkv) * p.v_head_stride + ch * 16,
+                                       n);
+                        }
+                        cp_async_arrive_noinc(ring.rf + 8 * r);
+                        id = nid;
+                        slot = nslot;
+                    };
+                    for (int i = 0; i < min(RAW, n_tiles); ++i) copy(i);
+                    for (int i = 0; i < n_tiles; ++i) {
+                        convert(i);
+                        if (i + RAW < n_tiles) copy(i + RAW);
                     }
+                    if (bad)
+                        fa_dev_err_report(p.err_word, FA_DEVERR_BLOCK_ID, I.b, bad_id, p.num_blocks, bad_col);
+                    continue;
                 }
                 if (lane < 32)
                     for (int i = 0; i < min(RAW, n_tiles); ++i) issue(i);
@@ -782,16 +763,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                 mbar_arrive(ring.tf + 8 * s);
                 mbar_arrive(bar_ve + 8 * s);
             };
-            if constexpr (!FP8 || kQ8Gather) {
-                if (p.gather) { // (FP8: each landed tile transposed one tile behind the copies)
-                    gather_producer<T, D, FP8>(p, I.bt, I.hkv, I.b, tb, n_tiles, kmin, kmax, it0, sK, sV,
-                                               bar_kf, bar_vf, bar_ke, bar_ve, [&](int i) {
-                                                   if constexpr (FP8)
-                                                       if (i > 0) transpose_tile(i - 1);
-                                               });
-                    if constexpr (FP8) transpose_tile(n_tiles - 1);
-                    continue;
-                }
+            if (p.gather) { // (FP8: each landed tile transposed one tile behind the copies)
+                gather_producer<T, D, FP8>(p, I.bt, I.hkv, I.b, tb, n_tiles, kmin, kmax, it0, sK, sV, bar_kf,
+                                           bar_vf, bar_ke, bar_ve, [&](int i) {
+                                               if constexpr (FP8)
+                                                   if (i > 0) transpose_tile(i - 1);
+                                           });
+                if constexpr (FP8) transpose_tile(n_tiles - 1);
+                continue;
             }
             bool bad = false;
             int bad_id = 0, bad_col = 0;
@@ -1212,14 +1191,10 @@ bool fa_sm90__serves_head(int d) { return head_on(d); }
 bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
     const char *w = nullptr;
     const bool paged = a->cu_seqlens_k == nullptr;
-    // an fp8 query: e4m3 q, k, v at head 64, 128 or 256, out bf16 / f16, a block size a TMA box
-    // serves
+    // an fp8 query: e4m3 q, k, v at head 64, 128 or 256, out bf16 / f16
     const bool q8 = a->q_dtype == FA_DTYPE_FP8_E4M3;
-    // a 16-bit query over an fp8 cache (KV8): heads 64 / 128 (and 256 with kKv8Head256), a block
-    // size a TMA box serves (any with kKv8Gather: the cp.async copy of the raw rows)
+    // a 16-bit query over an fp8 cache (KV8): heads 64, 128 and 256
     const bool kv8 = !q8 && (a->kv_dtype == FA_DTYPE_FP8_E4M3 || a->kv_dtype == FA_DTYPE_FP8_E5M2);
-    const bool kv8_head =
-        a->head_size == 64 || a->head_size == 128 || (fa_sm90::kKv8Head256 && a->head_size == 256);
     const int64_t es = q8 ? 1 : 2, kes = q8 || kv8 ? 1 : 2; // bytes of a q, of a k / v element
     if (q8 && a->kv_dtype != FA_DTYPE_FP8_E4M3)
         w = "kv_dtype (fp8_e4m3 with an fp8 query)";
@@ -1228,24 +1203,9 @@ bool fa_sm90__accepts(const fa_attn_args *a, const char **why) {
     else if (q8 &&
              ((a->head_size != 64 && a->head_size != 128 && a->head_size != 256) || !head_on(a->head_size)))
         w = "head_size (64, 128 or 256, compiled, with an fp8 query)";
-    else if (q8 && paged && !block_on(a->block_size, a->head_size) && !fa_sm90::kQ8Gather)
-        w = a->head_size == 256
-                ? "block_size (with an fp8 query at head 256: a power of two in [8, 64] or a multiple of 64)"
-                : "block_size (with an fp8 query: a power of two in [8, 128] or a multiple of 128)";
     else if (!q8 && ((a->q_dtype != FA_DTYPE_BF16 && a->q_dtype != FA_DTYPE_F16) ||
                      (a->kv_dtype != a->q_dtype && !kv8)))
         w = "q / kv dtype (bf16 or f16, the same, or an fp8 cache)";
-    else if (kv8 && !kv8_head)
-        w = fa_sm90::kKv8Head256
-                ? "head_size (64, 128 or 256 with an fp8 cache under a 16-bit query)"
-                : "head_size (64 or 128 with an fp8 cache under a 16-bit query; head 256 has no room for "
-                  "the raw fp8 stages beside two 16-bit ones)";
-    else if (kv8 && paged && !block_on(a->block_size, a->head_size) && !fa_sm90::kKv8Gather)
-        w = a->head_size == 256
-                ? "block_size (with an fp8 cache at head 256: a power of two in [8, 64] or a multiple of 64; "
-                  "the cp.async producer has no fp8 conversion)"
-                : "block_size (with an fp8 cache: a power of two in [8, 128] or a multiple of 128; the "
-                  "cp.async producer has no fp8 conversion)";
     else if (!head_on(a->head_size))
         w = "head_size (64, 128 or 256, compiled)";
     else if (!paged && (a->num_keys < 1 || a->num_keys >= (int64_t(1) << 31) - 1024))
@@ -1324,9 +1284,7 @@ template <int D> KernelFn pick_kernel_fp8(bool f16, bool softcap, bool general, 
     return general ? pick_kernel_fp8<D, true>(f16, softcap, smem)
                    : pick_kernel_fp8<D, false>(f16, softcap, smem);
 }
-// The same for a 16-bit query over an fp8 cache at heads 64 / 128, and 256 with kKv8Head256 (else
-// NULL there: fa_sm90__accepts refuses the call, and no head-256 KV8 kernel is instantiated)
-// (f16: the query's dtype).
+// The same for a 16-bit query over an fp8 cache (f16: the query's dtype).
 template <int D, bool General, int KV8> KernelFn pick_kernel_kv8(bool f16, bool softcap, int &smem) {
     using namespace fa_sm90;
     smem = static_cast<int>(Smem<kv8_stages(D), D, false, kv8_raw_stages(D)>::kAlloc);
@@ -1336,19 +1294,10 @@ template <int D, bool General, int KV8> KernelFn pick_kernel_kv8(bool f16, bool 
                           : sm90_attention_kernel<__nv_bfloat16, false, D, General, false, KV8>);
 }
 template <int D> KernelFn pick_kernel_kv8(bool e5m2, bool f16, bool softcap, bool general, int &smem) {
-    if constexpr (D == 256 && !fa_sm90::kKv8Head256) {
-        (void)e5m2;
-        (void)f16;
-        (void)softcap;
-        (void)general;
-        smem = 0;
-        return nullptr;
-    } else {
-        return general ? (e5m2 ? pick_kernel_kv8<D, true, 2>(f16, softcap, smem)
-                               : pick_kernel_kv8<D, true, 1>(f16, softcap, smem))
-                       : (e5m2 ? pick_kernel_kv8<D, false, 2>(f16, softcap, smem)
-                               : pick_kernel_kv8<D, false, 1>(f16, softcap, smem));
-    }
+    return general ? (e5m2 ? pick_kernel_kv8<D, true, 2>(f16, softcap, smem)
+                           : pick_kernel_kv8<D, true, 1>(f16, softcap, smem))
+                   : (e5m2 ? pick_kernel_kv8<D, false, 2>(f16, softcap, smem)
+                           : pick_kernel_kv8<D, false, 1>(f16, softcap, smem));
 }
 
 } // namespace
@@ -1533,7 +1482,7 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
 #endif
 #ifdef FA_ATTN_HD_256
     case -256: kern = pick_kernel_fp8<256>(f16, softcap, split || extra, smem); break;
-    case 1256: kern = pick_kernel_kv8<256>(e5m2, f16, softcap, split || extra, smem); break; // (kKv8Head256)
+    case 1256: kern = pick_kernel_kv8<256>(e5m2, f16, softcap, split || extra, smem); break;
 #endif
 #ifdef FA_ATTN_HD_64
     case 64: kern = pick_kernel<64>(f16, softcap, split || extra, dyn, smem); break;
