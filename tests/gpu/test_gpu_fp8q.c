@@ -256,8 +256,8 @@ static int run_case(const qcase *c, void *out_bits)
     ga.split_lse = dsplit_l;
     {
         fa_status st = gpu->ops.attention(gpu->ctx, &ga);
-        if (!expect_ok) { /* no wgmma family (or no gather): rejected, nothing written */
-            if (!gt_expect_status(st, FA_ERR_UNSUPPORTED, gpu, "gpu attention (fp8 q, not taken)") ||
+        if (!expect_ok) { /* no wgmma family: rejected, nothing written */
+            if (!gt_expect_status(st, FA_ERR_UNSUPPORTED, gpu, "gpu attention (fp8 q, no wgmma family)") ||
                 !gt_sync() || !gt_d2h(gout, dout, osz * (size_t)T * Hq * D))
                 goto done;
             for (i = 0; i < (int64_t)(osz * (size_t)T * Hq * D); ++i)
@@ -594,7 +594,8 @@ static void test_long(void)
     run(&c);
 }
 
-/* Calls the fp8 path does not take: rejected with FA_ERR_UNSUPPORTED, nothing written. */
+/* Calls the fp8 path does not take: rejected with FA_ERR_UNSUPPORTED (an E5M2 cache:
+   FA_ERR_INVALID_ARG), nothing written. */
 static void test_rejected(void)
 {
     static const char *what[] = {"head_size 96", "out_dtype f32", "kv_dtype e5m2"};
