@@ -4,7 +4,9 @@
 //     key_cache[s / bs, s % bs, h, d] = Q_k(key[t, h, d])      (value likewise, Q_v)
 // at element offset blk * block_stride + off * page_stride + h * head_stride + d (64-bit).
 // Q is a plain copy for an AUTO cache (same dtype) and saturate_finite_fp8(float(x) / scale)
-// for an fp8 cache (division in fp32, round to nearest even; the CUDA intrinsic).
+// for an fp8 cache (division in fp32, round to nearest even), the quotient computed as
+// x * (1 / scale) plus one fma correction: the same correctly rounded quotient, bit for bit, in
+// fewer instructions than the division (store_fp8).
 //
 // Kernel shape (memory-bound: each byte is read once and written once). A thread moves one
 // chunk of 8 consecutive elements of one (token, head) row, for K and for V: both loads are
@@ -90,26 +92,66 @@ __device__ __forceinline__ void store_copy(typename T::raw *dst, const Chunk<T> 
     }
 }
 
-// fp8 cache: saturate(x / scale), the division in fp32.
+// fp8 cache: saturate(x / scale), x / scale the IEEE fp32 quotient (round to nearest even),
+// computed without the division (which also checks each quotient, FCHK, for a slow path) as
+//     r = RN(1 / scale)                                          (fp8_recip, once per thread)
+//     q0 = RN(x r),  e = RN(q0 scale - x),  q = RN(q0 - e r)     (fp8_quotient: FMUL, 2 FFMA)
+// Markstein's correction step: q == RN(x / scale), correctly rounded, bit for bit, as long as no
+// step underflows or overflows. Proof, scaled to x = a, scale = b in [1, 2) (b r = 1 + d,
+// |d| < 2^-24): the last fma rounds the exact q0 - e r = a/b + (a/b - q0) d - (e's rounding) r;
+// for a >= b, |q0 - a/b| < 2^-23 and that sum is within 3 2^-47 of a/b; for a < b,
+// |q0 - a/b| < 3 2^-25 (q0 is not always within one ulp, Markstein's own premise) and the sum is
+// within 4.5 2^-48 of a/b.
+// a/b is never a rounding midpoint m: with A = a 2^23, B = b 2^23 and m = k 2^-24 (k odd; k 2^-25
+// below 1), |a/b - m| = |N| 2^-47 / b (2^-48 / b) for an integer N = A 2^24 - B k (A 2^25 - B k)
+// != 0, so a wrong rounding needs |N| < 6 (< 9). tools/fp8_div_check.cu enumerates every a, b
+// with |N| <= 16 and finds q == a/b in each; it also compares the fp8 bytes with the division's
+// exhaustively (every bf16 and every f16 x against 2146 scales; 10^7 random fp32 x and scales).
+// The scaling holds where every step is exact or a normal number: scale in [2^-64, 2^126] (r is
+// normal; for any other scale r is NaN and every element divides), |q0| <= 2^126 (else those 4
+// elements divide: inf, NaN, quotients near overflow), |x| >= 2^-102 (e exact) and
+// |x / scale| >= 2^-125. The last two fail only where |x / scale| < 2^-19 (as scale >= 2^-64);
+// there q keeps x's sign and |q| < 1.51 |x / scale| (a subnormal q0 or e errs by at most half of
+// |x / scale|), so both store the fp8 zero of x's sign. x = +-0 gives +-0: e is q0 scale - x, not
+// x - q0 scale, so that for x = -0 the last fma is -0 - (+0) r = -0.
+__device__ __forceinline__ float fp8_recip(float scale) {
+    return scale >= 0x1p-64f && scale <= 0x1p126f ? __frcp_rn(scale) : __int_as_float(0x7fc00000);
+}
+
+// *q = x / scale from r = fp8_recip(scale); false where that is not proven (|q0| > 2^126, inf, NaN)
+__device__ __forceinline__ bool fp8_quotient(float x, float scale, float r, float *q) {
+    const float q0 = __fmul_rn(x, r);
+    const float e = __fmaf_rn(q0, scale, -x);
+    *q = __fmaf_rn(-e, r, q0);
+    return fabsf(q0) <= 0x1p126f;
+}
+
 template <class T, int kMode, bool kVec>
 __device__ __forceinline__ void store_fp8(uint8_t *dst, const Chunk<T> &c, float scale) {
     constexpr __nv_fp8_interpretation_t fmt = kMode == kFp8E4M3 ? __NV_E4M3 : __NV_E5M2;
-    if (kVec) {
-        uint32_t w[2];
+    const float r = fp8_recip(scale);
+    uint32_t w[2];
 #pragma unroll
-        for (int i = 0; i < kChunk / 4; ++i) {
-            float2 lo = make_float2(T::to_float(c.e[4 * i + 0]) / scale, T::to_float(c.e[4 * i + 1]) / scale);
-            float2 hi = make_float2(T::to_float(c.e[4 * i + 2]) / scale, T::to_float(c.e[4 * i + 3]) / scale);
-            // element 2j in the low byte of each pair: memory order is element order
-            uint32_t a = (uint32_t)__nv_cvt_float2_to_fp8x2(lo, __NV_SATFINITE, fmt);
-            uint32_t b = (uint32_t)__nv_cvt_float2_to_fp8x2(hi, __NV_SATFINITE, fmt);
-            w[i] = a | (b << 16);
+    for (int i = 0; i < kChunk / 4; ++i) {
+        float q[4];
+        bool proven = true;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) proven &= fp8_quotient(T::to_float(c.e[4 * i + j]), scale, r, &q[j]);
+        if (!proven) {                             // rare: the division, for 4 elements
+#pragma unroll
+            for (int j = 0; j < 4; ++j) q[j] = __fdiv_rn(T::to_float(c.e[4 * i + j]), scale);
         }
+        // cvt.rn.satfinite.e4m3x2 / e5m2x2, two elements an instruction; element 2j in the low
+        // byte of each pair: memory order is element order
+        const uint32_t a = __nv_cvt_float2_to_fp8x2(make_float2(q[0], q[1]), __NV_SATFINITE, fmt);
+        const uint32_t b = __nv_cvt_float2_to_fp8x2(make_float2(q[2], q[3]), __NV_SATFINITE, fmt);
+        w[i] = a | (b << 16);
+    }
+    if (kVec) {
         *reinterpret_cast<uint2 *>(dst) = make_uint2(w[0], w[1]);
-    } else {
+    } else {                                       // the same bytes, one by one
 #pragma unroll
-        for (int i = 0; i < kChunk; ++i)
-            dst[i] = (uint8_t)__nv_cvt_float_to_fp8(T::to_float(c.e[i]) / scale, __NV_SATFINITE, fmt);
+        for (int i = 0; i < kChunk; ++i) dst[i] = (uint8_t)(w[i / 4] >> (8 * (i % 4)));
     }
 }
 

@@ -1390,6 +1390,107 @@ static void test_family_edges(void)
     }
 }
 
+/* GQA packing (the wgmma family packs a KV head's query heads into the rows of a row block when
+   the group is a power of two and no query is longer than 127 tokens): short queries with
+   Lq x G past the decode tile's 16 rows, groups 2 to 64, every feature the rows' (token, head)
+   pairs reach (the mask and window per token, ALiBi slopes and sinks per head, the NaN fix-up,
+   the LSE and the split partials per (token, head), query-head groups, an fp8 cache, dense K/V,
+   a cp.async block size); and a sequence packed alone against unpacked in a batch with a
+   200-token query, bit for bit. */
+static void test_gqa_packing(void)
+{
+    int v;
+    for (v = 0; v < 9; ++v) {
+        acase c = base_case(v == 1 ? FA_DTYPE_F16 : FA_DTYPE_BF16, 128, 16, 32, 8);
+        if (gt_quick() && (v == 5 || v == 7)) continue;
+        switch (v) {
+        case 0: { /* G = 4, causal, six lengths (20 .. 400 rows a KV head) */
+            static const int ql[] = {5, 8, 16, 33, 64, 100}, kl[] = {1000, 3000, 16, 2100, 640, 1900};
+            set_seqs(&c, 6, ql, kl);
+            c.causal = 1;
+        } break;
+        case 1: { /* f16, head 64, G = 8, softcap, a window, block 3 (the cp.async producer), NaN in
+                     V at a mask edge */
+            static const int ql[] = {7, 20, 3}, kl[] = {900, 1500, 300};
+            set_seqs(&c, 3, ql, kl);
+            c.D = 64;
+            c.hq = 16;
+            c.hkv = 2;
+            c.bs = 3;
+            c.causal = 1;
+            c.softcap = 30.0f;
+            c.wl = 100;
+            c.nan_v = 795; /* key 794: seen by tokens 0 and 1 of sequence 0, masked for 2 .. 6 */
+        } break;
+        case 2: { /* head 256, G = 2, ALiBi [B, Hq] and sinks, split-KV with a plan */
+            static const int ql[] = {9, 60, 17, 30}, kl[] = {3000, 1200, 700, 90};
+            static const int plan[] = {3, 1, 2, 0};
+            set_seqs(&c, 4, ql, kl);
+            c.D = 256;
+            c.hq = 8;
+            c.hkv = 4;
+            c.causal = 1;
+            c.alibi = 2;
+            c.sinks = 1;
+            c.splits = 3;
+            c.use_plan = 1;
+            memcpy(c.plan, plan, sizeof plan);
+        } break;
+        case 3: { /* G = 16, non-causal, dense K/V */
+            static const int ql[] = {9, 64, 2}, kl[] = {500, 1000, 3};
+            set_seqs(&c, 3, ql, kl);
+            c.hq = 16;
+            c.hkv = 1;
+            c.dense = 1;
+        } break;
+        case 4: { /* G = 64: one token a warpgroup's rows, a two-sided window */
+            static const int ql[] = {2, 3, 5}, kl[] = {700, 2000, 64};
+            set_seqs(&c, 3, ql, kl);
+            c.hq = 64;
+            c.hkv = 1;
+            c.wl = 300;
+            c.wr = 20;
+        } break;
+        case 5: { /* an fp8 (E4M3) cache with per-(sequence, KV head) descales, G = 4 */
+            static const int ql[] = {6, 40, 12}, kl[] = {2500, 800, 3000};
+            set_seqs(&c, 3, ql, kl);
+            c.kvdt = FA_DTYPE_FP8_E4M3;
+            c.descale = 1;
+            c.causal = 1;
+        } break;
+        case 6: { /* query-head groups (2; G = 4 within a group), sinks, LSE */
+            static const int ql[] = {5, 30, 1, 70}, kl[] = {600, 1300, 200, 2000};
+            set_seqs(&c, 4, ql, kl);
+            c.hq = 16;
+            c.hkv = 2;
+            c.q_strided = 1;
+            c.causal = 1;
+            c.sinks = 1;
+        } break;
+        case 7: { /* G = 2, ALiBi [Hq], 2 static splits, HND, block 8 */
+            static const int ql[] = {40, 127, 11}, kl[] = {4000, 300, 1000};
+            set_seqs(&c, 3, ql, kl);
+            c.hq = 8;
+            c.hkv = 4;
+            c.bs = 8;
+            c.hnd = 1;
+            c.causal = 1;
+            c.alibi = 1;
+            c.splits = 2;
+        } break;
+        default: { /* the 30-token sequence alone (packed) against the batch (unpacked: a 200-token
+                      query), bit for bit; G = 4 and ALiBi */
+            static const int ql[] = {1, 200, 1, 30}, kl[] = {3000, 400, 50, 900};
+            set_seqs(&c, 4, ql, kl);
+            c.causal = 1;
+            c.alibi = 1;
+            c.alone = 4;
+        } break;
+        }
+        run_named("gqa packing", &c);
+    }
+}
+
 /* num_splits <= 1: a sequence's output bits do not depend on the rest of the batch. */
 static void test_batch_invariance(void)
 {
@@ -1891,6 +1992,7 @@ int main(int argc, char **argv)
     test_work_counters();
     test_multiwarp_decode();
     test_family_edges();
+    test_gqa_packing();
     test_large_cache();
     test_errors();
     test_family();

@@ -564,6 +564,33 @@ static void test_gather(void)
     }
 }
 
+/* GQA packing (queries of at most 127 tokens, a power-of-two group: the rows of a row block are
+   (token, query head) pairs of one KV head): heads 128 / 64 / 256, groups 4 / 8 / 2, a cp.async
+   block size, split-KV with ALiBi and sinks, query-head groups, and a sequence packed alone
+   against the same sequence unpacked in a batch with a 300-token query, bit for bit. */
+static void test_packed(void)
+{
+    int f;
+    for (f = 0; f < 5; ++f) {
+        qcase c = base_case();
+        if (gt_quick() && f % 2) continue;
+        c.nseq = 3;
+        c.qlen[0] = 5, c.klen[0] = 600;
+        c.qlen[1] = 40, c.klen[1] = 1000;
+        c.qlen[2] = 1, c.klen[2] = 777;
+        c.causal = 1;
+        c.hq = 32, c.hkv = 8;
+        switch (f) {
+        case 0: break;
+        case 1: c.hd = 64, c.hq = 16, c.hkv = 2, c.bs = 3, c.wl = 100, c.odt = FA_DTYPE_F16; break;
+        case 2: c.hd = 256, c.hq = 8, c.hkv = 4, c.splits = 2, c.alibi = 1, c.sinks = 1; break;
+        case 3: c.qgroups = 1; break;
+        default: c.qlen[2] = 300, c.klen[2] = 300, c.alone = 2; break;
+        }
+        run(&c);
+    }
+}
+
 /* Query-head groups (DCP: two groups over the same KV heads, one launch each). */
 static void test_groups(void)
 {
@@ -692,6 +719,7 @@ int main(int argc, char **argv)
     test_heads(64);
     test_heads(256);
     test_gather();
+    test_packed();
     test_groups();
     test_long();
     test_rejected();

@@ -120,6 +120,12 @@ struct AttnParams {
                    // the K / V boxes: each issues the pages of its rank, multicast to both; else 1
     int32_t window_left, window_right; // -1 = unbounded (causal folded into right = 0)
     int32_t skip_rows; // sequences with Lq * group <= skip_rows run in the decode tile (skipped)
+    // GQA packing: a row block's rows are (token, query head) pairs of one KV head, token r >>
+    // pack_log2 and query head (KV head << pack_log2) + r % 2^pack_log2 of row r (2^pack_log2 =
+    // group: every query head of the KV head); 0: a row block is 128 tokens of one query head.
+    // tile_shift = log2(tokens a row block) = 7 - pack_log2; item_heads: the heads the work
+    // items walk (num_heads_q, or the KV heads when packed)
+    int32_t pack_log2, tile_shift, item_heads;
     // work items (row-block tiles x splits x heads, heads innermost): items_x tiles, num_items in
     // all (num_heads_q heads a launch); a persistent grid walks them in rounds of gridDim.x,
     // every other round backwards
@@ -149,21 +155,21 @@ struct AttnParams {
     float k_scale, v_scale;
 };
 
-// Sequence b of flat row-block tile `tile`: the last b with tile_off(b) = cu_q[b] / 128 + b <=
-// tile (strictly increasing; sequence b owns tiles [tile_off(b), tile_off(b + 1)), at least its
-// row blocks). Binary steps until at most 32 candidates remain, then one ballot. Called by whole
+// Sequence b of flat row-block tile `tile`: the last b with tile_off(b) = cu_q[b] / TB + b <=
+// tile (TB = 2^tile_shift tokens a row block; strictly increasing; sequence b owns tiles
+// [tile_off(b), tile_off(b + 1)), at least its row blocks). Binary steps until at most 32 candidates remain, then one ballot. Called by whole
 // warps (each warp finds it on its own: the producer and the consumers walk their items apart).
 __device__ __forceinline__ int seq_of_tile(const AttnParams &p, int tile) {
     int lo = 0, hi = p.num_seqs - 1;
     while (hi - lo >= 32) {
         const int mid = (lo + hi + 1) >> 1;
-        if (p.cu_seqlens_q[mid] / kBlockM + mid <= tile)
+        if ((p.cu_seqlens_q[mid] >> p.tile_shift) + mid <= tile)
             lo = mid;
         else
             hi = mid - 1;
     }
     const int cand = lo + 1 + static_cast<int>(threadIdx.x % 32);
-    const bool ok = cand <= hi && p.cu_seqlens_q[cand] / kBlockM + cand <= tile;
+    const bool ok = cand <= hi && (p.cu_seqlens_q[cand] >> p.tile_shift) + cand <= tile;
     return lo + __popc(__ballot_sync(0xffffffffu, ok));
 }
 
@@ -180,10 +186,12 @@ __host__ __device__ constexpr bool sm90_persistent(bool general, int d) {
     return !general && (d == 64 || d == 128);
 }
 
-// A work item of the kernel: (row block of a sequence, query head, split), its keys and its
-// share of the key tiles [tb, tb + n_tiles) (decode() in the kernel).
+// A work item of the kernel: (row block of a sequence, head, split), its keys and its share of
+// the key tiles [tb, tb + n_tiles) (decode() in the kernel). h: the item's head (a query head, or
+// with GQA packing a KV head), hq0 = h << pack_log2 its first query head; rows = Lq << pack_log2
+// (row r: token r >> pack_log2, query head hq0 + r % 2^pack_log2); m0 the row block's first row.
 struct Item {
-    int h, b, split, nsplit, q0, Lq, m0, hkv, kb, Lk, diag, kmin, kmax, tb, n_tiles;
+    int h, hq0, b, split, nsplit, q0, Lq, rows, m0, hkv, kb, Lk, diag, kmin, kmax, tb, n_tiles;
     const int32_t *bt;
 };
 
@@ -521,7 +529,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             I.split = rest % S;
             hsel = rest / S;
         } else {
-            const int hp = p.num_heads_q / static_cast<int>(mc); // head pairs (heads without the pair)
+            const int hp = p.item_heads / static_cast<int>(mc); // head pairs (heads without the pair)
             const int rest = pw / hp;
             tile = p.items_x - 1 - rest / S;
             I.split = rest % S;
@@ -532,8 +540,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         I.b = b;
         I.q0 = p.cu_seqlens_q[b];
         I.Lq = p.cu_seqlens_q[b + 1] - I.q0;
-        const int mblk = tile - (I.q0 / kBlockM + b);
-        if (mblk < 0 || mblk >= (I.Lq + kBlockM - 1) / kBlockM) return false;
+        const int mblk = tile - ((I.q0 >> p.tile_shift) + b);
+        I.rows = I.Lq << p.pack_log2; // (< 2^31: the host packs short queries only)
+        if (mblk < 0 || mblk >= (I.rows + kBlockM - 1) / kBlockM) return false;
         if (static_cast<int64_t>(I.Lq) * p.group <= p.skip_rows) return false; // the decode tile's
         if (p.split_plan != nullptr && p.split_plan[1 + b] == 0) return false; // no work
         // split-KV: split z of the sequence's nsplit (its plan entry, at most S) takes the z-th
@@ -544,16 +553,17 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (I.split >= I.nsplit) return false;
         }
         I.m0 = mblk * kBlockM;
-        I.hkv = I.h / p.group;
+        I.hq0 = I.h << p.pack_log2;
+        I.hkv = I.hq0 / p.group;
         const bool dense = p.cu_seqlens_k != nullptr;
         I.kb = dense ? p.cu_seqlens_k[b] : 0; // dense: the sequence's first key row
         I.Lk = dense ? p.cu_seqlens_k[b + 1] - I.kb : p.seqused_k[b];
         I.diag = I.Lk - I.Lq;
         I.bt = dense ? nullptr : p.block_table + static_cast<int64_t>(b) * p.block_table_stride;
-        // keys of the item: the union of its rows' ranges (first and last row)
+        // keys of the item: the union of its rows' ranges (the first and the last row's tokens)
         int lo_a, hi_a, lo_b, hi_b;
-        const int t_hi = min(I.m0 + kBlockM, I.Lq) - 1;
-        row_keys(static_cast<int64_t>(I.m0) + I.diag, I.Lk, p.window_left, p.window_right, lo_a, hi_a);
+        const int t_lo = I.m0 >> p.pack_log2, t_hi = (min(I.m0 + kBlockM, I.rows) - 1) >> p.pack_log2;
+        row_keys(static_cast<int64_t>(t_lo) + I.diag, I.Lk, p.window_left, p.window_right, lo_a, hi_a);
         row_keys(static_cast<int64_t>(t_hi) + I.diag, I.Lk, p.window_left, p.window_right, lo_b, hi_b);
         I.kmin = lo_a;
         I.kmax = max(hi_b, I.kmin);
@@ -603,11 +613,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                 mbar_arrive_expect_tx(bar_q, L::kQBytes);
                 for (int half = 0; half < 2; ++half) {
                     // a box wholly past the sequence's rows (the upper warpgroup of a short last
-                    // row block) re-reads the lower rows: never stored
-                    const int qrow = I.q0 + (I.m0 + half * kWgRows < I.Lq ? I.m0 + half * kWgRows : I.m0);
+                    // row block) re-reads the lower rows: never stored. The box is {column
+                    // block, 2^pack_log2 heads, 64 >> pack_log2 tokens}: 64 rows in (token, head)
+                    // order, the layout of 64 tokens of one head
+                    const int r = I.m0 + half * kWgRows < I.rows ? I.m0 + half * kWgRows : I.m0;
+                    const int qrow = I.q0 + (r >> p.pack_log2);
                     for (int c = 0; c < kCols; ++c)
                         tma_load_3d(sQ + half * L::kQWgBytes + c * L::kQColBytes, &tmQ, bar_q, c * kColDims,
-                                    I.h, qrow);
+                                    I.hq0, qrow);
                 }
             }
             ++qn;
@@ -907,12 +920,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (w < 0) break;
         Item I;
         if (!decode(w, I)) continue;
-        const int b = I.b, h = I.h, q0 = I.q0, Lq = I.Lq, Lk = I.Lk, diag = I.diag, hkv = I.hkv;
+        const int b = I.b, q0 = I.q0, rows = I.rows, Lk = I.Lk, diag = I.diag, hkv = I.hkv;
         const int tb = I.tb, n_tiles = I.n_tiles, split = I.split, nsplit = I.nsplit;
         const int it0 = ring_pos;
         ring_pos += n_tiles;
         const int row_lo = I.m0 + cw * kWgRows;
         const int r0 = row_lo + warp * 16 + g, r1 = r0 + 8;
+        // the two rows' tokens and query heads (GQA packing: (token, head) pairs; else the item's
+        // tokens of query head hq0)
+        const int pl = p.pack_log2, pm = (1 << pl) - 1;
+        const int tok0 = r0 >> pl, tok1 = r1 >> pl;
+        const int h0 = I.hq0 + (r0 & pm), h1 = I.hq0 + (r1 & pm);
         // the logit scales (FP8: with the query's and K's descales folded in) and V's descale
         Scales sc = {p.scale_log2, p.sc_cap, 1.f};
         if constexpr (FP8 || K8) { // (KV8: q_descale is NULL)
@@ -927,14 +945,15 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         const float sl2 = sc.sl2;
         int lo0, hi0, lo1, hi1;
-        row_keys(static_cast<int64_t>(r0) + diag, Lk, wl, wr, lo0, hi0);
-        row_keys(static_cast<int64_t>(r1) + diag, Lk, wl, wr, lo1, hi1);
+        row_keys(static_cast<int64_t>(tok0) + diag, Lk, wl, wr, lo0, hi0);
+        row_keys(static_cast<int64_t>(tok1) + diag, Lk, wl, wr, lo1, hi1);
         // keys allowed for every row of the warpgroup: [full_lo, full_hi) (nothing when it has no row)
         int full_lo = INT_MAX, full_hi = INT_MIN;
-        if (row_lo < Lq) {
+        if (row_lo < rows) {
             int a, c;
-            row_keys(static_cast<int64_t>(min(row_lo + kWgRows, Lq) - 1) + diag, Lk, wl, wr, full_lo, a);
-            row_keys(static_cast<int64_t>(row_lo) + diag, Lk, wl, wr, c, full_hi);
+            row_keys(static_cast<int64_t>((min(row_lo + kWgRows, rows) - 1) >> pl) + diag, Lk, wl, wr,
+                     full_lo, a);
+            row_keys(static_cast<int64_t>(row_lo >> pl) + diag, Lk, wl, wr, c, full_hi);
         }
         auto needs_mask = [&](int kbase) { return kbase < full_lo || kbase + BN > full_hi; };
         // the last tile holds keys at or past Lk: its V rows from there on are zeroed
@@ -950,13 +969,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int i = 0; i < Dims<D>::kSRegs; ++i) sacc[i] = 0.f;
         float mrow0 = -INFINITY, mrow1 = -INFINITY; // running max, log2 units
         float lrow0 = 0.f, lrow1 = 0.f; // this thread's part of the row sums
-        float slope = 0.f; // ALiBi, log2 units (General kernels; 0 without slopes)
+        float slope0 = 0.f, slope1 = 0.f; // ALiBi of the rows' heads, log2 units (General; 0 without)
         if constexpr (General) {
             constexpr float kLog2e = 1.44269504088896340736f;
-            if (p.alibi_slopes != nullptr)
-                slope = -kLog2e * p.alibi_slopes[static_cast<int64_t>(b) * p.alibi_batch_stride + h];
+            if (p.alibi_slopes != nullptr) {
+                const float *sl = p.alibi_slopes + static_cast<int64_t>(b) * p.alibi_batch_stride;
+                slope0 = -kLog2e * sl[h0];
+                slope1 = -kLog2e * sl[h1];
+            }
             if (p.sinks != nullptr && split == 0) { // the sink as the initial state (m = z, l = 1)
-                mrow0 = mrow1 = p.sinks[h] * kLog2e;
+                mrow0 = p.sinks[h0] * kLog2e;
+                mrow1 = p.sinks[h1] * kLog2e;
                 lrow0 = lrow1 =
                     t4 == 0 ? static_cast<float>(1 << POFF) : 0.f; // l is a per-thread partial sum
             }
@@ -986,8 +1009,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 (void)softmax_tile<Softcap, Dims<D>::kSRegs, General, POFF>(sacc, needs_mask(kbase),
                                                                             kbase + 2 * t4, lo0, hi0, lo1,
                                                                             hi1, sl2, sc.sc_cap, mrow0, mrow1,
-                                                                            lrow0, lrow1, a0, a1, slope,
-                                                                            r0 + diag, r1 + diag);
+                                                                            lrow0, lrow1, a0, a1, slope0,
+                                                                            slope1, tok0 + diag, tok1 + diag);
                 if constexpr (FP8) // O is still 0: nothing to rescale
                     pack_p_fp8(pa, sacc);
                 else
@@ -1019,7 +1042,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 float a0, a1;
                 const bool moved = softmax_tile<Softcap, Dims<D>::kSRegs, General, POFF>(
                     sacc, needs_mask(kbase), kbase + 2 * t4, lo0, hi0, lo1, hi1, sl2, sc.sc_cap, mrow0, mrow1,
-                    lrow0, lrow1, a0, a1, slope, r0 + diag, r1 + diag);
+                    lrow0, lrow1, a0, a1, slope0, slope1, tok0 + diag, tok1 + diag);
                 wgmma_wait_group<0>(); // P(i-1) V(i-1) done: O and pa may be touched again
 #pragma unroll
                 for (int x = 0; x < Dims<D>::kORegs; ++x) reg_fence(o[x]);
@@ -1065,8 +1088,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         const bool edge = wl >= 0 || wr >= 0; // some staged key may be masked for a row
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-            const int r = half ? r1 : r0;
-            if (r >= Lq) continue;
+            if ((half ? r1 : r0) >= rows) continue;
+            const int tok = half ? tok1 : tok0, h = half ? h1 : h0; // the row's token and query head
             const float inv = half ? inv1 : inv0;
             float v[D / 4];
 #pragma unroll
@@ -1090,38 +1113,40 @@ __global__ void __launch_bounds__(kThreads, 1)
                         if (is_nan(v[x])) {
                             const int d = 8 * (x >> 1) + 2 * t4 + (x & 1);
                             if constexpr (General)
-                                v[x] =
-                                    fix_nan_entry_alibi<E, Softcap, D, KE>(p, q0 + r, h, hkv, bt, kb, lo, hi,
-                                                                           d, m, l, sc, slope, r + diag);
+                                v[x] = fix_nan_entry_alibi<E, Softcap, D, KE>(p, q0 + tok, h, hkv, bt, kb, lo,
+                                                                              hi, d, m, l, sc,
+                                                                              half ? slope1 : slope0,
+                                                                              tok + diag);
                             else
-                                v[x] = fix_nan_entry<E, Softcap, D, KE>(p, q0 + r, h, hkv, bt, kb, lo, hi, d,
-                                                                        m, l, sc);
+                                v[x] = fix_nan_entry<E, Softcap, D, KE>(p, q0 + tok, h, hkv, bt, kb, lo, hi,
+                                                                        d, m, l, sc);
                         }
                 }
             }
             if (General && nsplit > 1) { // a partial: float O / l and the split's LSE
-                float *dst = p.split_out +
-                             ((static_cast<int64_t>(split) * p.num_tokens + q0 + r) * p.split_heads + h) * D +
-                             2 * t4;
+                float *dst =
+                    p.split_out +
+                    ((static_cast<int64_t>(split) * p.num_tokens + q0 + tok) * p.split_heads + h) * D +
+                    2 * t4;
 #pragma unroll
                 for (int j = 0; j < D / 8; ++j)
                     *reinterpret_cast<float2 *>(dst + 8 * j) = make_float2(v[2 * j], v[2 * j + 1]);
                 if (t4 == 0) {
                     const float l = half ? lrow1 : lrow0, m = half ? mrow1 : mrow0;
-                    p.split_lse[(static_cast<int64_t>(split) * p.split_heads + h) * p.num_tokens + q0 + r] =
+                    p.split_lse[(static_cast<int64_t>(split) * p.split_heads + h) * p.num_tokens + q0 + tok] =
                         l > 0.f ? (m + (__log2f(l) - static_cast<float>(POFF))) * 0.693147180559945309f
                                 : -INFINITY;
                 }
                 continue;
             }
-            T *dst = static_cast<T *>(p.out) + static_cast<int64_t>(q0 + r) * p.out_token_stride +
+            T *dst = static_cast<T *>(p.out) + static_cast<int64_t>(q0 + tok) * p.out_token_stride +
                      static_cast<int64_t>(h) * p.out_head_stride + 2 * t4;
 #pragma unroll
             for (int j = 0; j < D / 8; ++j)
                 *reinterpret_cast<uint32_t *>(dst + 8 * j) = pack2<T>(v[2 * j], v[2 * j + 1]);
             if (p.lse != nullptr && t4 == 0) {
                 const float l = half ? lrow1 : lrow0, m = half ? mrow1 : mrow0;
-                p.lse[static_cast<int64_t>(h) * p.lse_head_stride + q0 + r] =
+                p.lse[static_cast<int64_t>(h) * p.lse_head_stride + q0 + tok] =
                     l > 0.f ? (m + (__log2f(l) - static_cast<float>(POFF))) * 0.693147180559945309f
                             : -INFINITY;
             }
@@ -1341,13 +1366,28 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     const int64_t vbs = dense ? a->v_row_stride : a->v_block_stride;
     const int box_rows = dense || a->block_size >= bn ? bn : a->block_size;
     const int cols = D / colw;
+    // GQA packing: a row block's 128 rows are (token, query head) pairs of one KV head, 128 / G
+    // tokens x the G query heads of a group, so that a short query (a speculative-decoding verify
+    // step of a few tokens) fills the warpgroups' rows and each KV head's K / V is streamed once a
+    // row block rather than once a query head. Taken when G = qg / Hkv is a power of two in
+    // [2, 64] (a Q box of {column block, G heads, 64 / G tokens}) and no query is longer than
+    // kPackMaxQ tokens (max_seqlen_q: where an unpacked row block could not be full); a row's
+    // result does not depend on it (the same keys in the same tiles, rows independent in the
+    // GEMMs and the softmax: test_gpu_attention's "batch invariance" runs a sequence packed alone
+    // and unpacked in a batch).
+    constexpr int kPackMaxQ = kBlockM - 1;
+    const int G = qg / a->num_heads_kv, gl = ilog2_exact(G);
+    const int pack_log2 = G >= 2 && G <= kWgRows && gl > 0 && a->max_seqlen_q <= kPackMaxQ &&
+                                  (int64_t(a->num_tokens) << gl) < INT_MAX
+                              ? gl
+                              : 0;
     // q: one map a group, encoded right before its launch; the first and the last group's here,
     // before anything runs (the groups' bases are the first's plus multiples of a 16-byte
     // stride, so every map between them encodes when those two do)
     const auto encode_q = [&](int gi, CUtensorMap *tm) {
         const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)qg, (cuuint64_t)a->num_tokens};
         const cuuint64_t str[2] = {(cuuint64_t)(a->q_head_stride * es), (cuuint64_t)(a->q_token_stride * es)};
-        const cuuint32_t box[3] = {(cuuint32_t)colw, 1, (cuuint32_t)kWgRows};
+        const cuuint32_t box[3] = {(cuuint32_t)colw, 1u << pack_log2, (cuuint32_t)(kWgRows >> pack_log2)};
         const void *qbase = static_cast<const char *>(a->q) + gi * a->q_group_stride * es;
         return encode(fn, tm, dt, qbase, 3, dims, str, box, sw);
     };
@@ -1421,8 +1461,9 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     // the shapes it may win on another card: head 128 with queries of at least kMcastMinRows.
     constexpr bool kMcastOn = false;
     constexpr int kMcastMinRows = 4096;
-    p.mcast = kMcastOn && !q8 && !kv8 && !dense && !p.gather && p.pages_per_tile >= 2 && D == 128 &&
-                      a->max_seqlen_q >= kMcastMinRows && qg % 2 == 0 && (qg / a->num_heads_kv) % 2 == 0
+    p.mcast = kMcastOn && pack_log2 == 0 && !q8 && !kv8 && !dense && !p.gather && p.pages_per_tile >= 2 &&
+                      D == 128 && a->max_seqlen_q >= kMcastMinRows && qg % 2 == 0 &&
+                      (qg / a->num_heads_kv) % 2 == 0
                   ? 2
                   : 1;
     p.box_log2 = ilog2_exact(p.box_rows); // a power of two in [8, bn]
@@ -1449,7 +1490,11 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     const float log2e = 1.44269504088896340736f;
     p.scale_log2 = softcap ? a->softcap * log2e : a->softmax_scale * log2e;
     p.sc_cap = softcap ? a->softmax_scale / a->softcap : 0.f;
-    const int64_t tiles = static_cast<int64_t>(a->num_tokens) / kBlockM + a->num_seqs + 1;
+    p.pack_log2 = pack_log2;
+    static_assert(kBlockM == 128 && kWgRows == 64, "sm90 family: row blocks of 2^7 rows, 2^6 a warpgroup");
+    p.tile_shift = 7 - pack_log2; // log2(kBlockM >> pack_log2)
+    p.item_heads = pack_log2 > 0 ? a->num_heads_kv : qg;
+    const int64_t tiles = (static_cast<int64_t>(a->num_tokens) >> p.tile_shift) + a->num_seqs + 1;
     if (tiles > 0x7fffffffLL)
         return fa_bu_fail(e, FA_ERR_UNSUPPORTED, "sm90 family: %lld row blocks", (long long)tiles);
     // the work items and the grid: one CTA an item, or with work counters (the plain kernels at
@@ -1459,7 +1504,7 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     // once share few heads' K / V; 0.99 of heads innermost's time at 1 x 16384 in two H100 calls);
     // more: heads innermost, one longest-first list (0.97-0.98 at 4 x 4096 / 16 x 1024 paged)
     p.heads_outer = a->num_seqs == 1 ? 1 : 0;
-    p.num_items = tiles * qg * p.num_splits;
+    p.num_items = tiles * p.item_heads * p.num_splits;
     int64_t grid = p.num_items;
     const bool dyn = a->work_counters != nullptr && num_sms >= 1 && !q8 && !kv8 && !p.gather &&
                      p.mcast == 1 && sm90_persistent(split || extra, D);

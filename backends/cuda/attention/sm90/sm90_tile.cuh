@@ -314,15 +314,16 @@ __device__ __forceinline__ void transpose_v_fp8(uint32_t vb, uint32_t vtb, int t
 // 0 while the old max is -inf.
 // Softcap: x = fl(sl2 * tanh(fl(s * sc_cap))) with sl2 = softcap * log2 e and sc_cap = scale /
 // softcap (the mma.sync family's order of operations). Alibi: then x = fma(slope, |td - j|, x)
-// for key j of the row whose diagonal key is td (td0, td1), slope = -log2 e * the head's slope
-// (0 leaves x as it is). POff > 0: p = 2^(x - m + POff) (the fp8 kernels' P in e4m3's range;
-// the row sums then carry the same factor 2^POff).
+// for key j of the row whose diagonal key is td (td0, td1), slope (slope0, slope1: the rows may
+// be of two query heads, GQA packing) = -log2 e * the head's slope (0 leaves x as it is).
+// POff > 0: p = 2^(x - m + POff) (the fp8 kernels' P in e4m3's range; the row sums then carry
+// the same factor 2^POff).
 constexpr float kMaxSlack = 8.f; // log2 units: a kept row maximum's p are at most 2^8
 template <bool Softcap = false, int N = 64, bool Alibi = false, int POff = 0>
-__device__ __forceinline__ bool softmax_tile(float (&sacc)[N], bool need_mask, int key0, int lo0, int hi0,
-                                             int lo1, int hi1, float sl2, float sc_cap, float &mrow0,
-                                             float &mrow1, float &lrow0, float &lrow1, float &alpha0,
-                                             float &alpha1, float slope = 0.f, int td0 = 0, int td1 = 0) {
+__device__ __forceinline__ bool
+softmax_tile(float (&sacc)[N], bool need_mask, int key0, int lo0, int hi0, int lo1, int hi1, float sl2,
+             float sc_cap, float &mrow0, float &mrow1, float &lrow0, float &lrow1, float &alpha0,
+             float &alpha1, float slope0 = 0.f, float slope1 = 0.f, int td0 = 0, int td1 = 0) {
     constexpr bool kFused = !Softcap && !Alibi; // the FFMA form is possible
     if constexpr (!kFused) {
 #pragma unroll
@@ -340,9 +341,9 @@ __device__ __forceinline__ bool softmax_tile(float (&sacc)[N], bool need_mask, i
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int key = key0 + 8 * j + e;
-                sacc[4 * j + e] = __fmaf_rn(slope, fabsf(static_cast<float>(td0 - key)), sacc[4 * j + e]);
+                sacc[4 * j + e] = __fmaf_rn(slope0, fabsf(static_cast<float>(td0 - key)), sacc[4 * j + e]);
                 sacc[4 * j + 2 + e] =
-                    __fmaf_rn(slope, fabsf(static_cast<float>(td1 - key)), sacc[4 * j + 2 + e]);
+                    __fmaf_rn(slope1, fabsf(static_cast<float>(td1 - key)), sacc[4 * j + 2 + e]);
             }
     }
     if (need_mask) {
