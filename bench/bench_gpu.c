@@ -25,6 +25,9 @@
                     query x every key; --quick: 1x16384 and 4x4096 at head 128)
      mixed          64 decodes at 8k context + one chunked-prefill chunk of 2048 tokens whose
                     sequence is 8192 long (6144 cached + 2048 new), fa_forward, 32/8, head 128
+     verify         speculative-decoding verify steps: B sequences of Lq draft tokens at the end
+                    of a ctx-token sequence, 64x8 and 64x16 at 8k, 16x64 at 8k, 4x8 at 32k,
+                    fa_forward, 32/8, head 128 (--quick: the first two)
      cascade        shared prefix P {1k,16k} x {64,256} decodes (and 1k x {8,16}, where the
                     heuristic declines), each with 512 own tokens:
                     fa_forward with common_prefix_len = P (cascade) and 0 (cascade-plain);
@@ -104,7 +107,8 @@ enum {
     C_CACHE = 32,
     C_MERGE = 64,
     C_DCP = 128,
-    C_ALL = 255
+    C_VERIFY = 256,
+    C_ALL = 511
 };
 
 #define MAX_LIST 16
@@ -133,6 +137,7 @@ static struct {
                                            as a random permutation; rows say " inorder" */
     int family;                         /* fa_cuda_family of the backend (--family) */
     int persist;                        /* --persist MODE: fa_cuda_backend_set_persistent(MODE), -1 unset */
+    int gqa_pack;                       /* --gqa-pack MODE: fa_cuda_backend_set_gqa_pack(MODE), -1 unset */
     uint64_t seed;
 } O;
 
@@ -1697,6 +1702,40 @@ static void bench_prefill_paged(int nseq, int L, int D, int fp8, int nc)
     free(sl);
 }
 
+/* A speculative-decoding verify step: nseq sequences of Lq draft tokens each at the end of a
+   ctx-token sequence (ctx - Lq cached + Lq new), fa_forward, 32/8 heads (Lq x 4 rows a KV head:
+   past the decode tile's 16 from Lq = 5), head 128, bf16. */
+static void bench_verify(int nseq, int Lq, int ctx)
+{
+    const int hq = 32, hkv = 8, D = 128;
+    row r;
+    int32_t *ql, *sl;
+    int i, creq[1], cm[1];
+    row_init(&r, "verify");
+    snprintf(r.name, sizeof r.name, "verify %dx%d ctx=%d h=%d/%d d=%d%s", nseq, Lq, ctx, hq, hkv, D,
+             block_tag());
+    r.batch = nseq;
+    r.ctx = ctx;
+    r.hq = hq;
+    r.hkv = hkv;
+    r.d = D;
+    snprintf(r.kv, sizeof r.kv, "bf16");
+    if (!row_selected(&r, C_VERIFY)) return;
+    ql = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)nseq);
+    sl = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)nseq);
+    for (i = 0; i < nseq; ++i) {
+        ql[i] = Lq;
+        sl[i] = ctx;
+    }
+    creq[0] = nseq - 1;
+    cm[0] = Lq < 4 ? Lq : 4;
+    snprintf(r.extra, sizeof r.extra, "%d draft tokens a sequence on %d cached; attention only", Lq,
+             ctx - Lq);
+    bench_paged_rows(&r, nseq, ql, sl, hq, hkv, D, 0, creq, cm, 1);
+    free(ql);
+    free(sl);
+}
+
 static void bench_mixed(void)
 {
     const int hq = 32, hkv = 8, D = 128, ndec = 64, ctx = 8192, chunk = 2048;
@@ -2373,8 +2412,9 @@ static void usage(void)
     printf(
         "usage: bench_gpu [options]\n"
         "  --quick            small subset (targets' shapes only): ~30 s\n"
-        "  --only LIST        categories, comma-separated: decode,splits,prefill,mixed,cascade,cache,merge,\n"
-        "                     dcp\n"
+        "  --only LIST        categories, comma-separated: "
+        "decode,splits,prefill,mixed,verify,cascade,cache,\n"
+        "                     merge,dcp\n"
         "                     (ceilings always run unless --no-ceilings)\n"
         "  --filter STR       run only rows whose name contains STR (repeatable: any matches)\n"
         "  --batch L --ctx L --dim L --kv L --heads L   decode grid filters, comma-separated\n"
@@ -2406,6 +2446,8 @@ static void usage(void)
         "                     default: max_seqlen_q <= FA_CUDA_PERSIST_AUTO_ROWS;\n"
         "                     fa_cuda_backend_set_persistent; the grid takes work items from\n"
         "                     fa_forward's counters, and bench_gpu's dense rows give their own)\n"
+        "  --gqa-pack MODE    the wgmma family's GQA packing: on, off or auto (the backend's default:\n"
+        "                     max_seqlen_q <= FA_CUDA_GQA_PACK_AUTO_ROWS; fa_cuda_backend_set_gqa_pack)\n"
         "  --list             print the selected rows and exit (no GPU needed)\n");
 }
 
@@ -2446,6 +2488,7 @@ static int parse_args(int argc, char **argv)
     O.max_copies = 256;
     O.seed = 1234;
     O.persist = -1;
+    O.gqa_pack = -1;
     for (i = 1; i < argc; ++i) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -2496,6 +2539,8 @@ static int parse_args(int argc, char **argv)
                     O.cats |= C_MERGE;
                 else if (!strcmp(tok, "dcp"))
                     O.cats |= C_DCP;
+                else if (!strcmp(tok, "verify"))
+                    O.cats |= C_VERIFY;
                 else if (!strcmp(tok, "ceiling") || !strcmp(tok, "ceilings"))
                     ;
                 else {
@@ -2545,6 +2590,18 @@ static int parse_args(int argc, char **argv)
                 O.persist = FA_CUDA_PERSIST_AUTO;
             } else {
                 fprintf(stderr, "bench_gpu: --persist %s: want on, off or auto\n", v);
+                return -1;
+            }
+        } else if (!strcmp(a, "--gqa-pack")) {
+            NEEDV;
+            if (!strcmp(v, "on")) {
+                O.gqa_pack = FA_CUDA_GQA_PACK_ON;
+            } else if (!strcmp(v, "off")) {
+                O.gqa_pack = FA_CUDA_GQA_PACK_OFF;
+            } else if (!strcmp(v, "auto")) {
+                O.gqa_pack = FA_CUDA_GQA_PACK_AUTO;
+            } else {
+                fprintf(stderr, "bench_gpu: --gqa-pack %s: want on, off or auto\n", v);
                 return -1;
             }
         } else if (!strcmp(a, "--family")) {
@@ -2673,6 +2730,13 @@ static void run_all(void)
     }
     bench_mixed();
     {
+        /* speculative-decoding verify steps (--quick: the first two) */
+        static const int vs[][3] = {{64, 8, 8192}, {64, 16, 8192}, {16, 64, 8192}, {4, 8, 32768}};
+        int k;
+        for (k = 0; k < (int)(sizeof vs / sizeof vs[0]); ++k)
+            if (!O.quick || k < 2) bench_verify(vs[k][0], vs[k][1], vs[k][2]);
+    }
+    {
         /* the issue's grid {1k, 16k} x {64, 256}, plus few requests on a 1k prefix, where the
            heuristic declines cascade (quick: the target row and one declined row) */
         static const int cs[][2] = {{1024, 8},   {1024, 16},  {1024, 64},
@@ -2746,6 +2810,10 @@ int main(int argc, char **argv)
     }
     if (O.persist >= 0 && fa_cuda_backend_set_persistent(g_be, O.persist) != FA_OK) {
         fprintf(stderr, "bench_gpu: fa_cuda_backend_set_persistent(%d) failed\n", O.persist);
+        return 1;
+    }
+    if (O.gqa_pack >= 0 && fa_cuda_backend_set_gqa_pack(g_be, O.gqa_pack) != FA_OK) {
+        fprintf(stderr, "bench_gpu: fa_cuda_backend_set_gqa_pack(%d) failed\n", O.gqa_pack);
         return 1;
     }
     if (fa_cpu_backend_create(&g_cpu) != FA_OK) {

@@ -32,6 +32,7 @@ struct Ctx {
     char err[512];              // message of the last failure
     int family;                 // fa_cuda_family
     int persist;                // fa_cuda_backend_set_persistent (an fa_cuda_persist)
+    int gqa_pack;               // fa_cuda_backend_set_gqa_pack (an fa_cuda_gqa_pack)
     bool sm90_ok; // the sm_90a family is built, the device is 9.x, the driver encodes tensor maps
     void *tmap_encode; // cuTensorMapEncodeTiled
 };
@@ -131,6 +132,7 @@ FaLaunch launch_of(Ctx *c) {
     L.sm90 = wgmma_on(c) ? (c->family == FA_CUDA_FAMILY_WGMMA ? 2 : 1) : 0;
     L.tmap_encode = c->tmap_encode;
     L.persist = c->persist;
+    L.gqa_pack = c->gqa_pack;
     return L;
 }
 
@@ -421,6 +423,7 @@ extern "C" fa_status fa_cuda_backend_create(int device, void *stream, fa_backend
 #endif // FA_CUDA_HAVE_SM90
     c->family = FA_CUDA_FAMILY_AUTO;
     c->persist = FA_CUDA_PERSIST_AUTO;
+    c->gqa_pack = FA_CUDA_GQA_PACK_AUTO;
     set_family_caps(c);
 #else // !FA_CUDA_HAVE_ATTENTION
     be->caps.num_dims = 0;
@@ -464,6 +467,15 @@ extern "C" fa_status fa_cuda_backend_set_persistent(fa_backend *be, int mode) {
     if (mode != FA_CUDA_PERSIST_OFF && mode != FA_CUDA_PERSIST_ON && mode != FA_CUDA_PERSIST_AUTO)
         return FA_ERR_INVALID_ARG;
     ctx_of(be->ctx)->persist = mode;
+    return FA_OK;
+}
+
+extern "C" fa_status fa_cuda_backend_set_gqa_pack(fa_backend *be, int mode) {
+    if (be == nullptr || be->name == nullptr || strcmp(be->name, "cuda") != 0 || be->ctx == nullptr)
+        return FA_ERR_INVALID_ARG;
+    if (mode != FA_CUDA_GQA_PACK_OFF && mode != FA_CUDA_GQA_PACK_ON && mode != FA_CUDA_GQA_PACK_AUTO)
+        return FA_ERR_INVALID_ARG;
+    ctx_of(be->ctx)->gqa_pack = mode;
     return FA_OK;
 }
 

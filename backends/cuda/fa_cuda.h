@@ -75,6 +75,25 @@ typedef enum fa_cuda_persist {
    be. Returns FA_ERR_INVALID_ARG for a NULL or non-CUDA be or a mode outside the enum (nothing
    changed then). */
 fa_status fa_cuda_backend_set_persistent(fa_backend *be, int mode);
+/* When the wgmma family packs the query heads of a KV head into the rows of its row blocks (GQA
+   packing: a row block's 128 rows are 128 / G tokens x the G query heads of one KV head, so that
+   a short query, e.g. a speculative-decoding verify step, fills them and the KV head's K / V is
+   streamed once a row block rather than once a query head). Only where G (Hq / Hkv, of a
+   query-head group where the call has groups) is a power of two in [2, 64]. A row's result is the
+   same bits either way, except in split-KV calls (a split's keys follow its row block's) and
+   where a key masked for the row has a non-finite V. */
+typedef enum fa_cuda_gqa_pack {
+    FA_CUDA_GQA_PACK_OFF = 0, /* a row block is 128 tokens of one query head in every call */
+    FA_CUDA_GQA_PACK_ON = 1,  /* packed in every call it serves */
+    FA_CUDA_GQA_PACK_AUTO = 2 /* (the default) packed in calls whose max_seqlen_q is at most
+                                 FA_CUDA_GQA_PACK_AUTO_ROWS: where a row block of one query head
+                                 could not be full */
+} fa_cuda_gqa_pack;
+#define FA_CUDA_GQA_PACK_AUTO_ROWS 127
+/* Sets be's GQA packing mode (an fa_cuda_gqa_pack). Not thread-safe against ops running on be.
+   Returns FA_ERR_INVALID_ARG for a NULL or non-CUDA be or a mode outside the enum (nothing
+   changed then). */
+fa_status fa_cuda_backend_set_gqa_pack(fa_backend *be, int mode);
 /* Destroys a backend made by fa_cuda_backend_create (NULL is a no-op). Does not free device
    memory obtained through ops.alloc, nor the stream. */
 void fa_cuda_backend_destroy(fa_backend *be);

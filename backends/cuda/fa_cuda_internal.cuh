@@ -55,6 +55,7 @@ struct FaLaunch {
                         // family auto); 2: every call it accepts (family wgmma); 0: none
     void *tmap_encode;  // cuTensorMapEncodeTiled (resolved at create when sm90 can be 1)
     int persist; // fa_cuda_backend_set_persistent: the wgmma family's persistent grid (fa_cuda_persist)
+    int gqa_pack; // fa_cuda_backend_set_gqa_pack: the wgmma family's GQA packing (fa_cuda_gqa_pack)
 };
 
 // Paged / dense varlen attention incl. split-KV and its combine (backends/cuda/attention/).
@@ -66,10 +67,11 @@ fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err
 // The sm_90a family (attention/sm90/sm90_attention.cu; built when gpu_arch has sm_90a, then
 // FA_CUDA_HAVE_SM90 is 1): which calls it takes (*why: the first unmet condition), its launch
 // (skip_rows: sequences with Lq * G <= skip_rows are left to the decode tile; num_sms: the
-// persistent grid's CTAs, 0 for one CTA an item) and the driver
+// persistent grid's CTAs, 0 for one CTA an item; pack: GQA packing where the group allows) and
+// the driver
 // entry point its tensor maps need (NULL when the driver has none).
 bool fa_sm90__accepts(const fa_attn_args *a, const char **why);
-fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows, int num_sms,
+fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows, int num_sms, bool pack,
                           FaDevErr *err_word, cudaStream_t stream, const fa_bu_err *e);
 void *fa_sm90__encode_fn(void);
 // Whether this build's sm_90a family serves head size d (fa_kernel_dim.prefill_family).

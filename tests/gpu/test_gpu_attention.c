@@ -51,6 +51,9 @@ typedef struct acase {
     int counters;                 /* > 0: run again with work_counters (zeroed, FA_WORK_COUNTERS
                                      words) this many times: the same output and LSE bits, the
                                      words zero after every call */
+    int pack_ab;                  /* the case runs with GQA packing on (FA_CUDA_GQA_PACK_ON); run
+                                     it again with packing off: the same output and LSE bits
+                                     (split-KV: checked against the reference instead) */
 } acase;
 
 static const char *dn(fa_dtype t) { return gt_dtype_name(t); }
@@ -579,6 +582,41 @@ static int run_case(const acase *c, void **out_bits_ret)
         gt_dfree(dlse4);
         gt_dfree(dctr);
     }
+#ifndef GT_GPU_IS_CPU
+    if (ok && c->pack_ab) {
+        /* the same call with GQA packing off: a row's keys, tiles and arithmetic do not depend on
+           which rows share its row block, so every byte must be the same (with split-KV the
+           splits cut the keys where the row blocks' tiles are, so the rows are checked against
+           the reference instead, which the first run already did for the packed call) */
+        fa_attn_args np = ga;
+        const size_t ob = (size_t)out_elems * qsz, lb = sizeof(float) * (size_t)lse_elems;
+        void *dout5 = gt_dmalloc(ob), *gout5 = gt_xmalloc(ob);
+        float *dlse5 = dlse ? (float *)gt_dmalloc(lb) : NULL, *glse5 = dlse ? (float *)gt_xmalloc(lb) : NULL;
+        if (!dout5 || (dlse && !dlse5) ||
+            !gt_check(gpu->ops.fill(gpu->ctx, dout5, 0, GT_POISON, ob, 1), gpu, "fill") ||
+            (dlse5 && !gt_check(gpu->ops.fill(gpu->ctx, dlse5, 0, GT_POISON, lb, 1), gpu, "fill")) ||
+            !gt_check(fa_cuda_backend_set_gqa_pack(gpu, FA_CUDA_GQA_PACK_OFF), gpu, "set_gqa_pack(off)")) {
+            ok = 0;
+        } else {
+            np.out = dout5;
+            np.lse = dlse5;
+            if (!gt_check(gpu->ops.attention(gpu->ctx, &np), gpu, "attention (GQA packing off)") ||
+                !gt_d2h(gout5, dout5, ob) || (dlse5 && !gt_d2h(glse5, dlse5, lb)))
+                ok = 0;
+            else if (ga.num_splits <= 1) {
+                if (!gt_compare_bytes("out bits with GQA packing off vs on", gout5, gout, ob)) ok = 0;
+                if (dlse5 && !gt_compare_bytes("lse bits with GQA packing off vs on", glse5, glse, lb))
+                    ok = 0;
+            }
+        }
+        if (!gt_check(fa_cuda_backend_set_gqa_pack(gpu, FA_CUDA_GQA_PACK_ON), gpu, "set_gqa_pack(on)"))
+            ok = 0;
+        free(gout5);
+        free(glse5);
+        gt_dfree(dout5);
+        gt_dfree(dlse5);
+    }
+#endif /* GT_GPU_IS_CPU */
     if (ok && min_q > 0 && (int64_t)min_q * (Hq / Hkv) <= 16 && (int64_t)max_q * (Hq / Hkv) > 16) {
         /* a mixed batch again with the min_seqlen_q hint: the CUDA backend then runs its decode
            rows in the packed decode tile, the rest in the prefill tile (two launches). With one
@@ -1395,8 +1433,9 @@ static void test_family_edges(void)
    Lq x G past the decode tile's 16 rows, groups 2 to 64, every feature the rows' (token, head)
    pairs reach (the mask and window per token, ALiBi slopes and sinks per head, the NaN fix-up,
    the LSE and the split partials per (token, head), query-head groups, an fp8 cache, dense K/V,
-   a cp.async block size); and a sequence packed alone against unpacked in a batch with a
-   200-token query, bit for bit. */
+   a cp.async block size), each run with packing on (FA_CUDA_GQA_PACK_ON) and again off, bit for
+   bit (split-KV: both against the reference); and under the default (auto: by max_seqlen_q) a
+   sequence packed alone against unpacked in a batch with a 200-token query, bit for bit. */
 static void test_gqa_packing(void)
 {
     int v;
@@ -1487,8 +1526,18 @@ static void test_gqa_packing(void)
             c.alone = 4;
         } break;
         }
+        c.pack_ab = v < 8;
+#ifndef GT_GPU_IS_CPU
+        if (!gt_check(fa_cuda_backend_set_gqa_pack(gt_gpu(),
+                                                   c.pack_ab ? FA_CUDA_GQA_PACK_ON : FA_CUDA_GQA_PACK_AUTO),
+                      gt_gpu(), "fa_cuda_backend_set_gqa_pack"))
+            return;
+#endif /* GT_GPU_IS_CPU */
         run_named("gqa packing", &c);
     }
+#ifndef GT_GPU_IS_CPU
+    gt_check(fa_cuda_backend_set_gqa_pack(gt_gpu(), FA_CUDA_GQA_PACK_AUTO), gt_gpu(), "set_gqa_pack(auto)");
+#endif /* GT_GPU_IS_CPU */
 }
 
 /* num_splits <= 1: a sequence's output bits do not depend on the rest of the batch. */
@@ -1946,6 +1995,12 @@ static void test_family(void)
                      "set_persistent(mode 3)");
     gt_expect_status(fa_cuda_backend_set_persistent(gpu, -1), FA_ERR_INVALID_ARG, NULL,
                      "set_persistent(mode -1)");
+    gt_expect_status(fa_cuda_backend_set_gqa_pack(NULL, 1), FA_ERR_INVALID_ARG, NULL, "set_gqa_pack(NULL)");
+    gt_expect_status(fa_cuda_backend_set_gqa_pack(gt_cpu(), 1), FA_ERR_INVALID_ARG, NULL,
+                     "set_gqa_pack(cpu backend)");
+    gt_expect_status(fa_cuda_backend_set_gqa_pack(gpu, 3), FA_ERR_INVALID_ARG, NULL, "set_gqa_pack(mode 3)");
+    gt_expect_status(fa_cuda_backend_set_gqa_pack(gpu, -1), FA_ERR_INVALID_ARG, NULL,
+                     "set_gqa_pack(mode -1)");
     /* wgmma: accepted exactly where auto would use the family; elsewhere refused, nothing changed */
     wg_ok = FA_TEST_SM90_BUILT && gpu->info.cc_major == 9;
     if (d >= 0 &&

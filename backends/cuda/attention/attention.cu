@@ -560,9 +560,13 @@ fa_status fa_cuda__attention(const fa_attn_args *a, const FaLaunch *L, char *err
         const bool persist =
             L->persist == FA_CUDA_PERSIST_ON ||
             (L->persist == FA_CUDA_PERSIST_AUTO && a->max_seqlen_q <= FA_CUDA_PERSIST_AUTO_ROWS);
+        // GQA packing: always (ON, where the group allows), or for calls of short queries (AUTO)
+        const bool pack =
+            L->gqa_pack == FA_CUDA_GQA_PACK_ON ||
+            (L->gqa_pack == FA_CUDA_GQA_PACK_AUTO && a->max_seqlen_q <= FA_CUDA_GQA_PACK_AUTO_ROWS);
         FA_BU_TRY(fa_sm90__launch(a, L->tmap_encode, pl.sm90_skip_rows,
-                                  persist && L->info != nullptr ? L->info->num_sms : 0, L->err_word, stream,
-                                  e));
+                                  persist && L->info != nullptr ? L->info->num_sms : 0, pack, L->err_word,
+                                  stream, e));
         if (pl.sm90_decode && !pl.dec_skip) {
             p.tile_filter = pl.mw ? 3 : 1;
             FA_ATTN_DISPATCH_HEAD_DIM(

@@ -1329,9 +1329,10 @@ template <int D> KernelFn pick_kernel_kv8(bool e5m2, bool f16, bool softcap, boo
 
 // Launches the family for a call fa_sm90__accepts took. skip_rows: sequences with Lq * G at or
 // below it are left to the decode tile. num_sms: the persistent grid's size (0: one CTA an item).
+// pack: GQA packing where the query-head group allows it (the backend's fa_cuda_gqa_pack mode).
 // encode_fn: cuTensorMapEncodeTiled (the backend resolves it once). Returns FA_OK or fails with
 // the CUDA / driver error.
-fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows, int num_sms,
+fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows, int num_sms, bool pack,
                           FaDevErr *err_word, cudaStream_t stream, const fa_bu_err *e) {
     using namespace fa_sm90;
     EncodeTiledFn fn = reinterpret_cast<EncodeTiledFn>(encode_fn);
@@ -1369,18 +1370,14 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     // GQA packing: a row block's 128 rows are (token, query head) pairs of one KV head, 128 / G
     // tokens x the G query heads of a group, so that a short query (a speculative-decoding verify
     // step of a few tokens) fills the warpgroups' rows and each KV head's K / V is streamed once a
-    // row block rather than once a query head. Taken when G = qg / Hkv is a power of two in
-    // [2, 64] (a Q box of {column block, G heads, 64 / G tokens}) and no query is longer than
-    // kPackMaxQ tokens (max_seqlen_q: where an unpacked row block could not be full); a row's
-    // result does not depend on it (the same keys in the same tiles, rows independent in the
-    // GEMMs and the softmax: test_gpu_attention's "batch invariance" runs a sequence packed alone
-    // and unpacked in a batch).
-    constexpr int kPackMaxQ = kBlockM - 1;
+    // row block rather than once a query head. Taken where the caller asks (pack: the backend's
+    // fa_cuda_gqa_pack mode) and G = qg / Hkv is a power of two in [2, 64] (a Q box of {column
+    // block, G heads, 64 / G tokens}). A row's result does not depend on it outside split-KV (the
+    // same keys in the same tiles, rows independent in the GEMMs and the softmax:
+    // test_gpu_attention's "gqa packing" runs its cases both ways, bit for bit).
     const int G = qg / a->num_heads_kv, gl = ilog2_exact(G);
-    const int pack_log2 = G >= 2 && G <= kWgRows && gl > 0 && a->max_seqlen_q <= kPackMaxQ &&
-                                  (int64_t(a->num_tokens) << gl) < INT_MAX
-                              ? gl
-                              : 0;
+    const int pack_log2 =
+        pack && G >= 2 && G <= kWgRows && gl > 0 && (int64_t(a->num_tokens) << gl) < INT_MAX ? gl : 0;
     // q: one map a group, encoded right before its launch; the first and the last group's here,
     // before anything runs (the groups' bases are the first's plus multiples of a 16-byte
     // stride, so every map between them encodes when those two do)
