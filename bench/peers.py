@@ -23,6 +23,8 @@ What the peers run, and how it differs from ours:
   prefill-nc               the same without a mask, beside our prefill-paged-nc rows (non-causal).
   mixed                    two calls: the 64 decodes, then the 2048-token chunk against its 8192 keys
                            with a bottom-right causal mask (causal_lower_right / Flex mask_mod).
+  verify                   a speculative-decoding verify step: dense [B, H, Lq, D] queries over
+                           [B, Hkv, ctx, D] keys, bottom-right causal (the Lq draft tokens at the end).
   cascade                  the peers run the plain batch (every request's whole context, prefix
                            materialised per request); compare with our cascade and plain rows.
   FlexAttention is dense, not paged: its paged helper (experimental PagedAttention) needs a page
@@ -50,7 +52,7 @@ import warnings
 PEERS_ATTN = ["sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "flex"]
 PEER_PAGED = "triton-paged"   # decode rows only: bench/triton_decode.py over a block-16 paged cache
 PEERS_OPS = ["torch-eager", "torch-compile"]
-CATS = ["decode", "prefill", "mixed", "cascade", "cache", "merge"]
+CATS = ["decode", "prefill", "mixed", "verify", "cascade", "cache", "merge"]
 KSCALE_FP8 = 0.03125
 
 # ------------------------------------------------------------------------------------------------
@@ -105,6 +107,10 @@ def default_shapes(quick):
                                name="prefill-paged-nc %dx%d h=32/8 d=%d" % (n, L, d)))
     sh.append(dict(category="mixed", batch=64, ctx=8192, hq=32, hkv=8, d=128, kv="bf16",
                    name="mixed 64x1+1x2048 ctx=8192 h=32/8 d=128"))
+    for k, (B, lq, ctx) in enumerate(((64, 8, 8192), (64, 16, 8192), (16, 64, 8192), (4, 8, 32768))):
+        if not quick or k < 2:
+            sh.append(dict(category="verify", batch=B, ctx=ctx, hq=32, hkv=8, d=128, kv="bf16", lq=lq,
+                           name="verify %dx%d ctx=%d h=32/8 d=128" % (B, lq, ctx)))
     for P in (1024, 16384):
         for B in (64, 256):
             if quick and (P, B) != (16384, 256):
@@ -128,6 +134,7 @@ def default_shapes(quick):
 def shapes_from_ours(ours):
     sh, seen = [], set()
     catmap = {"decode": "decode", "prefill-dense": "prefill", "prefill-paged-nc": "prefill-nc", "mixed": "mixed",
+              "verify": "verify",
               "cascade-plain": "cascade",
               "cache": "cache", "merge": "merge"}
     for r in ours:
@@ -138,6 +145,8 @@ def shapes_from_ours(ours):
         seen.add(r["name"])
         sh.append(dict(category=c, batch=f2i(r["batch"]), ctx=f2i(r["ctx"]), hq=f2i(r["hq"]), hkv=f2i(r["hkv"]),
                        d=f2i(r["d"]), kv=r.get("kv", "bf16") or "bf16", name=r["name"]))
+        if c == "verify":   # "verify BxLq ctx=..."
+            sh[-1]["lq"] = f2i(r["name"].split()[1].split("x")[1])
     return sh
 
 
@@ -162,6 +171,8 @@ def counts(s):
         return attn([ctx] * B, [ctx] * B, causal=False)
     if c == "mixed":
         return attn([1] * 64 + [2048], [8192] * 65)
+    if c == "verify":
+        return attn([s["lq"]] * B, [ctx] * B)
     if c == "cascade":
         return attn([1] * B, [ctx + 512] * B, P=ctx)
     if c == "cache":
@@ -377,6 +388,10 @@ class Bench:
             kvb = 2.0 * B * ctx * hkv * D * 2
             mk = "causal" if c == "prefill" else None
             return [(gen(B, hq, ctx, D), gen(B, hkv, ctx, D), gen(B, hkv, ctx, D), mk, 0)], kvb
+        if c == "verify":
+            kvb = 2.0 * B * ctx * hkv * D * 2
+            return [(gen(B, hq, s["lq"], D), gen(B, hkv, ctx, D), gen(B, hkv, ctx, D), "lower_right",
+                     ctx - s["lq"])], kvb
         if c == "mixed":
             kvb = 2.0 * 65 * 8192 * hkv * D * 2
             return [(gen(64, hq, 1, D), gen(64, hkv, 8192, D), gen(64, hkv, 8192, D), None, 0),
@@ -647,6 +662,8 @@ def build_tables(ours, peer_rows, out_dir, info):
             [r["name"] for r in ours if r["category"] == "prefill-paged-nc"] or names("prefill-nc"), PEERS_ATTN,
             "tflops", lambda n: n[17:])
     section("Mixed batch: 64 decodes at 8k + 2048-token chunk (6144 cached)", names("mixed"), PEERS_ATTN, "frac")
+    section("Speculative-decoding verify: B sequences of Lq draft tokens over ctx keys, 32/8: fraction of copy",
+            names("verify"), PEERS_ATTN, "frac")
     cp = [r["name"] for r in ours if r["category"] == "cascade-plain"] or names("cascade")
 
     def casc_col(n):
@@ -862,7 +879,7 @@ def main():
             by, fl = counts(s)
             c = s["category"]
             try:
-                if c in ("decode", "prefill", "prefill-nc", "mixed", "cascade"):
+                if c in ("decode", "prefill", "prefill-nc", "mixed", "verify", "cascade"):
                     if s["kv"] == "fp8":
                         res = {p: (None, "no fp8 KV-cache attention in SDPA/Flex", None) for p in PEERS_ATTN}
                     else:

@@ -11,7 +11,7 @@
 # usage: bench/run_perf.sh [options] [-- extra bench_gpu arguments]
 #   --out DIR        output folder (default: $OUT when set, else build-perf/perf-out)
 #   --quick          small subset in both programs (the targets' shapes)
-#   --only LIST      categories for both: decode,splits,prefill,mixed,cascade,cache,merge
+#   --only LIST      categories for both: decode,splits,prefill,mixed,verify,cascade,cache,merge
 #   --no-peers       skip peers.py's measurements (tables then hold ours only)
 #   --peers-only     skip the build and bench_gpu; run peers.py on OUT/bench_gpu.csv
 #   --skip-build     use the existing build (build-perf, or --build DIR)
