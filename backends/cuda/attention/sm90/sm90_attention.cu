@@ -1499,8 +1499,11 @@ fa_status fa_sm90__launch(const fa_attn_args *a, void *encode_fn, int skip_rows,
     p.items_x = static_cast<int32_t>(tiles);
     // one sequence: each head's row blocks longest-first, head after head (the CTAs running at
     // once share few heads' K / V; 0.99 of heads innermost's time at 1 x 16384 in two H100 calls);
-    // more: heads innermost, one longest-first list (0.97-0.98 at 4 x 4096 / 16 x 1024 paged)
-    p.heads_outer = a->num_seqs == 1 ? 1 : 0;
+    // more: heads innermost, one longest-first list (0.97-0.98 at 4 x 4096 / 16 x 1024 paged).
+    // GQA packing: head after head too, so that the row blocks of one (sequence, KV head), whose
+    // short queries read nearly the same keys, run side by side and share them through the L2
+    // (heads innermost put a KV head's second row block a whole round of heads after its first)
+    p.heads_outer = a->num_seqs == 1 || pack_log2 > 0 ? 1 : 0;
     p.num_items = tiles * p.item_heads * p.num_splits;
     int64_t grid = p.num_items;
     const bool dyn = a->work_counters != nullptr && num_sms >= 1 && !q8 && !kv8 && !p.gather &&
