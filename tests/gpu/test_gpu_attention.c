@@ -1433,9 +1433,10 @@ static void test_family_edges(void)
    Lq x G past the decode tile's 16 rows, groups 2 to 64, every feature the rows' (token, head)
    pairs reach (the mask and window per token, ALiBi slopes and sinks per head, the NaN fix-up,
    the LSE and the split partials per (token, head), query-head groups, an fp8 cache, dense K/V,
-   a cp.async block size), each run with packing on (FA_CUDA_GQA_PACK_ON) and again off, bit for
-   bit (split-KV: both against the reference); and under the default (auto: by max_seqlen_q) a
-   sequence packed alone against unpacked in a batch with a 200-token query, bit for bit. */
+   a cp.async block size, the persistent grid), each run with packing on (FA_CUDA_GQA_PACK_ON)
+   and again off, bit for bit (split-KV: both against the reference); and under the default
+   (auto: by max_seqlen_q) a sequence packed alone against unpacked in a batch with a 200-token
+   query, bit for bit. */
 static void test_gqa_packing(void)
 {
     int v;
@@ -1443,10 +1444,12 @@ static void test_gqa_packing(void)
         acase c = base_case(v == 1 ? FA_DTYPE_F16 : FA_DTYPE_BF16, 128, 16, 32, 8);
         if (gt_quick() && (v == 5 || v == 7)) continue;
         switch (v) {
-        case 0: { /* G = 4, causal, six lengths (20 .. 400 rows a KV head) */
+        case 0: { /* G = 4, causal, six lengths (20 .. 400 rows a KV head); again with work
+                     counters (the persistent grid walking the packed items) */
             static const int ql[] = {5, 8, 16, 33, 64, 100}, kl[] = {1000, 3000, 16, 2100, 640, 1900};
             set_seqs(&c, 6, ql, kl);
             c.causal = 1;
+            c.counters = 2;
         } break;
         case 1: { /* f16, head 64, G = 8, softcap, a window, block 3 (the cp.async producer), NaN in
                      V at a mask edge */
