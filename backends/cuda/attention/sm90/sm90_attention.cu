@@ -157,8 +157,9 @@ struct AttnParams {
 
 // Sequence b of flat row-block tile `tile`: the last b with tile_off(b) = cu_q[b] / TB + b <=
 // tile (TB = 2^tile_shift tokens a row block; strictly increasing; sequence b owns tiles
-// [tile_off(b), tile_off(b + 1)), at least its row blocks). Binary steps until at most 32 candidates remain, then one ballot. Called by whole
-// warps (each warp finds it on its own: the producer and the consumers walk their items apart).
+// [tile_off(b), tile_off(b + 1)), at least its row blocks). Binary steps until at most 32
+// candidates remain, then one ballot. Called by whole warps (each warp finds it on its own: the
+// producer and the consumers walk their items apart).
 __device__ __forceinline__ int seq_of_tile(const AttnParams &p, int tile) {
     int lo = 0, hi = p.num_seqs - 1;
     while (hi - lo >= 32) {
@@ -541,7 +542,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         I.q0 = p.cu_seqlens_q[b];
         I.Lq = p.cu_seqlens_q[b + 1] - I.q0;
         const int mblk = tile - ((I.q0 >> p.tile_shift) + b);
-        I.rows = I.Lq << p.pack_log2; // (< 2^31: the host packs short queries only)
+        I.rows = I.Lq << p.pack_log2; // (< 2^31: the host packs only where num_tokens << pack_log2 is)
         if (mblk < 0 || mblk >= (I.rows + kBlockM - 1) / kBlockM) return false;
         if (static_cast<int64_t>(I.Lq) * p.group <= p.skip_rows) return false; // the decode tile's
         if (p.split_plan != nullptr && p.split_plan[1 + b] == 0) return false; // no work
