@@ -2476,6 +2476,22 @@ static int parse_ilist(const char *s, ilist *l)
     return 0;
 }
 
+/* An on / off / auto option (--persist, --gqa-pack) into *out as the setter's on / off / auto value. */
+static int parse_mode(const char *opt, const char *v, int on, int off, int autov, int *out)
+{
+    if (!strcmp(v, "on"))
+        *out = on;
+    else if (!strcmp(v, "off"))
+        *out = off;
+    else if (!strcmp(v, "auto"))
+        *out = autov;
+    else {
+        fprintf(stderr, "bench_gpu: %s %s: want on, off or auto\n", opt, v);
+        return -1;
+    }
+    return 0;
+}
+
 static int parse_args(int argc, char **argv)
 {
     int i;
@@ -2582,28 +2598,13 @@ static int parse_args(int argc, char **argv)
             O.blocks_in_order = 1;
         } else if (!strcmp(a, "--persist")) {
             NEEDV;
-            if (!strcmp(v, "on")) {
-                O.persist = FA_CUDA_PERSIST_ON;
-            } else if (!strcmp(v, "off")) {
-                O.persist = FA_CUDA_PERSIST_OFF;
-            } else if (!strcmp(v, "auto")) {
-                O.persist = FA_CUDA_PERSIST_AUTO;
-            } else {
-                fprintf(stderr, "bench_gpu: --persist %s: want on, off or auto\n", v);
+            if (parse_mode(a, v, FA_CUDA_PERSIST_ON, FA_CUDA_PERSIST_OFF, FA_CUDA_PERSIST_AUTO, &O.persist))
                 return -1;
-            }
         } else if (!strcmp(a, "--gqa-pack")) {
             NEEDV;
-            if (!strcmp(v, "on")) {
-                O.gqa_pack = FA_CUDA_GQA_PACK_ON;
-            } else if (!strcmp(v, "off")) {
-                O.gqa_pack = FA_CUDA_GQA_PACK_OFF;
-            } else if (!strcmp(v, "auto")) {
-                O.gqa_pack = FA_CUDA_GQA_PACK_AUTO;
-            } else {
-                fprintf(stderr, "bench_gpu: --gqa-pack %s: want on, off or auto\n", v);
+            if (parse_mode(a, v, FA_CUDA_GQA_PACK_ON, FA_CUDA_GQA_PACK_OFF, FA_CUDA_GQA_PACK_AUTO,
+                           &O.gqa_pack))
                 return -1;
-            }
         } else if (!strcmp(a, "--family")) {
             NEEDV;
             if (!strcmp(v, "auto")) {

@@ -435,9 +435,13 @@ extern "C" fa_status fa_cuda_backend_create(int device, void *stream, fa_backend
     return FA_OK;
 }
 
+// Whether be is a backend made by fa_cuda_backend_create (the setters' first check).
+bool is_cuda(const fa_backend *be) {
+    return be != nullptr && be->name != nullptr && strcmp(be->name, "cuda") == 0 && be->ctx != nullptr;
+}
+
 extern "C" fa_status fa_cuda_backend_set_family(fa_backend *be, int family) {
-    if (be == nullptr || be->name == nullptr || strcmp(be->name, "cuda") != 0 || be->ctx == nullptr)
-        return FA_ERR_INVALID_ARG;
+    if (!is_cuda(be)) return FA_ERR_INVALID_ARG;
     Ctx *c = ctx_of(be->ctx);
     if (family != FA_CUDA_FAMILY_AUTO && family != FA_CUDA_FAMILY_MMA_SYNC && family != FA_CUDA_FAMILY_WGMMA)
         return fail(
@@ -462,18 +466,16 @@ extern "C" fa_status fa_cuda_backend_set_family(fa_backend *be, int family) {
 }
 
 extern "C" fa_status fa_cuda_backend_set_persistent(fa_backend *be, int mode) {
-    if (be == nullptr || be->name == nullptr || strcmp(be->name, "cuda") != 0 || be->ctx == nullptr)
-        return FA_ERR_INVALID_ARG;
-    if (mode != FA_CUDA_PERSIST_OFF && mode != FA_CUDA_PERSIST_ON && mode != FA_CUDA_PERSIST_AUTO)
+    if (!is_cuda(be) ||
+        (mode != FA_CUDA_PERSIST_OFF && mode != FA_CUDA_PERSIST_ON && mode != FA_CUDA_PERSIST_AUTO))
         return FA_ERR_INVALID_ARG;
     ctx_of(be->ctx)->persist = mode;
     return FA_OK;
 }
 
 extern "C" fa_status fa_cuda_backend_set_gqa_pack(fa_backend *be, int mode) {
-    if (be == nullptr || be->name == nullptr || strcmp(be->name, "cuda") != 0 || be->ctx == nullptr)
-        return FA_ERR_INVALID_ARG;
-    if (mode != FA_CUDA_GQA_PACK_OFF && mode != FA_CUDA_GQA_PACK_ON && mode != FA_CUDA_GQA_PACK_AUTO)
+    if (!is_cuda(be) ||
+        (mode != FA_CUDA_GQA_PACK_OFF && mode != FA_CUDA_GQA_PACK_ON && mode != FA_CUDA_GQA_PACK_AUTO))
         return FA_ERR_INVALID_ARG;
     ctx_of(be->ctx)->gqa_pack = mode;
     return FA_OK;
