@@ -337,6 +337,33 @@ __global__ void __launch_bounds__(kMwWarps * 32, mw_min_blocks(D, FP8, NF))
     }
 
 
+    // E4M3 V^T's A fragments: a lane reads its D / 8 dims (bytes r D / 8 ..) of key rows 2 q,
+    // 2 q + 1, 2 q + 8, 2 q + 9 of m16 key block km (v_words); m-tile 2 i + h takes bytes 2 h,
+    // 2 h + 1 of word i of each row, two keys paired by a byte permute (v_frag): dims r D / 8 +
+    // 4 i + 2 h (A row r) and + 1 (A row r + 8)
+    constexpr int NWD = D / 32; // words per lane and row
+    constexpr bool kEarlyV = FP8 && kMwEarlyV && D == 64 && NF == 1;
+    auto v_words = [&](uint32_t sv, int km, uint32_t(&x)[4][NWD]) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int row = km * 16 + 2 * q + (k & 1) + 8 * (k >> 1);
+            const uint32_t ad = sv + row * C::ROWB;
+            const int sw = mw_vswz<D>(row);
+            if constexpr (NWD == 2) {
+                lds64(reinterpret_cast<uint32_t(&)[2]>(x[k]), ad + (((r >> 1) ^ sw) << 4) + (r & 1) * 8);
+            } else {
+#pragma unroll
+                for (int c = 0; c < NWD / 4; ++c)
+                    lds128(*reinterpret_cast<uint32_t(*)[4]>(&x[k][4 * c]), ad + (((r * (NWD / 4) + c) ^ sw) << 4));
+            }
+        }
+    };
+    auto v_frag = [&](const uint32_t(&x)[4][NWD], int i, int h, uint32_t(&a)[4]) {
+        const uint32_t sel = h == 0 ? 0x5140u : 0x7362u;
+        e4m3x4_to_f16(prmt(x[0][i], x[1][i], sel), a[0], a[1]);
+        e4m3x4_to_f16(prmt(x[2][i], x[3][i], sel), a[2], a[3]);
+    };
+
     for (int j = 0; j < nt; ++j) {
         issue(j + NS - 1, off_next);
         off_next = key_off(j + NS, id_next);
@@ -379,6 +406,21 @@ __global__ void __launch_bounds__(kMwWarps * 32, mw_min_blocks(D, FP8, NF))
                             mma16816<OT>(acc[km][f], a, qb[4 * g + t][f][0], qb[4 * g + t][f][1]);
                     }
                 }
+            }
+        }
+        // E4M3 V's A fragments of the whole tile, built before the softmax (kMwEarlyV): on a
+        // one-tile call their byte permutes and conversions then fill the softmax's stalls instead
+        // of standing between its exponents and the P V MMAs
+        uint32_t va[kEarlyV ? KM : 1][kEarlyV ? NWD : 1][2][4];
+        if constexpr (kEarlyV) {
+#pragma unroll
+            for (int km = 0; km < KM; ++km) {
+                uint32_t x[4][NWD];
+                v_words(sv, km, x);
+#pragma unroll
+                for (int i = 0; i < NWD; ++i)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) v_frag(x, i, h, va[km][i][h]);
             }
         }
         // logits in log2 units: scale (or softcap), ALiBi, keys past the split -inf
@@ -459,34 +501,23 @@ __global__ void __launch_bounds__(kMwWarps * 32, mw_min_blocks(D, FP8, NF))
 #pragma unroll
                     for (int f = 0; f < NF; ++f) mma16816<OT>(o[mt][f], a, pb[f][0], pb[f][1]);
                 }
+            } else if constexpr (kEarlyV) {
+#pragma unroll
+                for (int i = 0; i < NWD; ++i)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+#pragma unroll
+                        for (int f = 0; f < NF; ++f)
+                            mma16816<OT>(o[2 * i + h][f], va[km][i][h], pb[f][0], pb[f][1]);
             } else {
-                // key rows 2q, 2q + 1, 2q + 8, 2q + 9; this lane's D / 8 dims at byte r * D / 8 (m-tile
-                // 2 i + h: dims r * D / 8 + 4 i + 2 h (A row r) and + 1 (A row r + 8))
-                constexpr int NWD = D / 32; // words per lane and row
                 uint32_t x[4][NWD];
-#pragma unroll
-                for (int k = 0; k < 4; ++k) {
-                    const int row = km * 16 + 2 * q + (k & 1) + 8 * (k >> 1);
-                    const uint32_t ad = sv + row * C::ROWB;
-                    const int sw = mw_vswz<D>(row);
-                    if constexpr (NWD == 2) {
-                        lds64(reinterpret_cast<uint32_t(&)[2]>(x[k]),
-                              ad + (((r >> 1) ^ sw) << 4) + (r & 1) * 8);
-                    } else {
-#pragma unroll
-                        for (int c = 0; c < NWD / 4; ++c)
-                            lds128(*reinterpret_cast<uint32_t(*)[4]>(&x[k][4 * c]),
-                                   ad + (((r * (NWD / 4) + c) ^ sw) << 4));
-                    }
-                }
+                v_words(sv, km, x);
 #pragma unroll
                 for (int i = 0; i < NWD; ++i) {
 #pragma unroll
-                    for (int h = 0; h < 2; ++h) { // bytes 2 h, 2 h + 1 of the words, keys paired
-                        const uint32_t sel = h == 0 ? 0x5140u : 0x7362u;
+                    for (int h = 0; h < 2; ++h) {
                         uint32_t a[4];
-                        e4m3x4_to_f16(prmt(x[0][i], x[1][i], sel), a[0], a[1]);
-                        e4m3x4_to_f16(prmt(x[2][i], x[3][i], sel), a[2], a[3]);
+                        v_frag(x, i, h, a);
 #pragma unroll
                         for (int f = 0; f < NF; ++f) mma16816<OT>(o[2 * i + h][f], a, pb[f][0], pb[f][1]);
                     }
