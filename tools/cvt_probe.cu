@@ -17,18 +17,19 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));             \
-            return 1;                                                                              \
-        }                                                                                          \
+#define CK(x) \
+    do { \
+        cudaError_t e_ = (x); \
+        if (e_ != cudaSuccess) { \
+            fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
+            return 1; \
+        } \
     } while (0)
 
 enum { FORM_CVT, FORM_SHIFT, FORM_NONE };
 
-template <int FORM> __device__ __forceinline__ uint32_t step(uint32_t w) {
+template <int FORM> __device__ __forceinline__ uint32_t step(uint32_t w)
+{
     uint32_t lo, hi;
     if (FORM == FORM_CVT) {
         const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), __NV_E4M3);
@@ -46,8 +47,8 @@ template <int FORM> __device__ __forceinline__ uint32_t step(uint32_t w) {
     return lo ^ (hi >> 5) ^ 0x3c3c3c3cu; // one LOP3 / SHF: the next step depends on both halves
 }
 
-template <int FORM, int CHAINS>
-__global__ void probe(uint32_t *out, long long *cycles, int iters) {
+template <int FORM, int CHAINS> __global__ void probe(uint32_t *out, long long *cycles, int iters)
+{
     uint32_t x[CHAINS];
 #pragma unroll
     for (int c = 0; c < CHAINS; ++c) x[c] = 0x38404850u + threadIdx.x * 977u + c * 131u;
@@ -65,7 +66,8 @@ __global__ void probe(uint32_t *out, long long *cycles, int iters) {
     if ((threadIdx.x & 31) == 0) cycles[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = t1 - t0;
 }
 
-template <int FORM, int CHAINS> static int run(const char *name, int warps_per_smsp, int sms) {
+template <int FORM, int CHAINS> static int run(const char *name, int warps_per_smsp, int sms)
+{
     const int iters = 4096, threads = 128 * warps_per_smsp > 1024 ? 1024 : 128 * warps_per_smsp;
     const int blocks = sms * (128 * warps_per_smsp / threads);
     uint32_t *out;
@@ -93,7 +95,8 @@ template <int FORM, int CHAINS> static int run(const char *name, int warps_per_s
     return 0;
 }
 
-int main() {
+int main()
+{
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("cvt_probe on %s (%d SMs)\n", prop.name, prop.multiProcessorCount);

@@ -354,7 +354,8 @@ __global__ void __launch_bounds__(kMwWarps * 32, mw_min_blocks(D, FP8, NF))
             } else {
 #pragma unroll
                 for (int c = 0; c < NWD / 4; ++c)
-                    lds128(*reinterpret_cast<uint32_t(*)[4]>(&x[k][4 * c]), ad + (((r * (NWD / 4) + c) ^ sw) << 4));
+                    lds128(*reinterpret_cast<uint32_t(*)[4]>(&x[k][4 * c]),
+                           ad + (((r * (NWD / 4) + c) ^ sw) << 4));
             }
         }
     };
