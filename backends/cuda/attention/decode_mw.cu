@@ -110,12 +110,27 @@ __device__ __forceinline__ void lds64(uint32_t (&x)[2], uint32_t addr) {
 
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 
-// The power of two that brings a query head's largest |q| into [2^14, 2^15) (1 for 0, Inf, NaN).
-__device__ __forceinline__ float q_f16_scale(float amax) {
-    if (!(amax > 0.f) || !(amax < INFINITY)) return 1.f;
-    int ex;
-    (void)frexpf(amax, &ex); // amax = f * 2^ex, f in [0.5, 1)
-    return ldexpf(1.f, max(-126, min(127, 15 - ex)));
+// The exponent e of the power of two that brings a query head's largest |q| (amax >= 0, not NaN)
+// into [2^14, 2^15): amax = 1.m * 2^(E - 127) with E its exponent field, so e = 141 - E, at most
+// 127 (E = 0: a subnormal amax); 0 for 0 and Inf. Integer work from the bits (a frexpf / ldexpf
+// pair and a division cost a one-tile call 0.2 us on its dependent chain).
+__device__ __forceinline__ int q_f16_exp(float amax) {
+    const int E = static_cast<int>(__float_as_uint(amax) >> 23);
+    return amax > 0.f && E < 255 ? min(127, 141 - E) : 0;
+}
+
+// max |a[i]| over N (a power of two) values, as a tree of depth log2 N (NaN dropped where the
+// other operand is not NaN)
+template <int N> __device__ __forceinline__ float tree_absmax(const float *a) {
+    if constexpr (N == 1)
+        return fabsf(a[0]);
+    else
+        return fmaxf(tree_absmax<N / 2>(a), tree_absmax<N / 2>(a + N / 2));
+}
+
+// 2^e, exactly, for e in [-127, 127]
+__device__ __forceinline__ float pow2f(int e) {
+    return e >= -126 ? __uint_as_float(static_cast<uint32_t>(e + 127) << 23) : __uint_as_float(0x00400000u);
 }
 
 template <int D, typename QT, bool FP8, int NF, bool DEEP>
@@ -175,12 +190,13 @@ __global__ void __launch_bounds__(kMwWarps * 32, mw_min_blocks(D, FP8, NF))
         vdesc = p.v_descale != nullptr ? p.v_descale[di] : p.v_scale;
     }
     const float scale_nat = p.softmax_scale * kdesc;
+    const float cst0 = p.softcap > 0.f ? scale_nat / p.softcap : scale_nat * kLog2e; // times Q's 2^-qe
     const bool has_cap = p.softcap > 0.f, has_alibi = p.alibi_slopes != nullptr;
     const float cap2 = p.softcap * kLog2e;
 
     // Q^T as B fragments (n = query head g = f * 8 + r, k = head dims), zero past G
     uint32_t qb[KS][NF][2];
-    float qsc[NF];
+    int qe[NF]; // Q's scale 2^qe per fragment row's query head (bf16 query, E4M3 K/V; else 0)
     uint2 qraw[FP8 ? NF : 1][FP8 ? KS : 1]; // fp8: Q's raw pairs until the first tiles are issued
     {
         const QT *qp = static_cast<const QT *>(p.q);
@@ -193,7 +209,7 @@ __global__ void __launch_bounds__(kMwWarps * 32, mw_min_blocks(D, FP8, NF))
             const QT *qr = qp + static_cast<int64_t>(h / qhg) * p.q_group_stride +
                            static_cast<int64_t>(h % qhg) * p.q_head_stride +
                            static_cast<int64_t>(q0) * p.q_token_stride;
-            qsc[f] = 1.f;
+            qe[f] = 0;
             if constexpr (!FP8) {
 #pragma unroll
                 for (int s = 0; s < KS; ++s) {
@@ -278,21 +294,22 @@ __global__ void __launch_bounds__(kMwWarps * 32, mw_min_blocks(D, FP8, NF))
 #pragma unroll
         for (int f = 0; f < NF; ++f) {
             if constexpr (std::is_same<QT, __nv_bfloat16>::value) {
-                float amax = 0.f;
+                float v[4 * KS]; // the lane's 4 KS values of the head
 #pragma unroll
                 for (int s = 0; s < KS; ++s) {
                     const __nv_bfloat16 *x = reinterpret_cast<const __nv_bfloat16 *>(&qraw[f][s]);
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) amax = fmaxf(amax, fabsf(to_float(x[i])));
+                    for (int i = 0; i < 4; ++i) v[4 * s + i] = to_float(x[i]);
                 }
+                float amax = fmaxf(tree_absmax<4 * KS>(v), 0.f); // fmaxf drops NaN, as the scale's rule wants
                 amax = fmaxf(amax, __shfl_xor_sync(kAll, amax, 1));
                 amax = fmaxf(amax, __shfl_xor_sync(kAll, amax, 2));
-                qsc[f] = q_f16_scale(amax);
+                qe[f] = q_f16_exp(amax);
+                const float sc = pow2f(qe[f]);
 #pragma unroll
                 for (int s = 0; s < KS; ++s) {
-                    const __nv_bfloat16 *x = reinterpret_cast<const __nv_bfloat16 *>(&qraw[f][s]);
-                    qb[s][f][0] = pack2<__half>(to_float(x[0]) * qsc[f], to_float(x[1]) * qsc[f]);
-                    qb[s][f][1] = pack2<__half>(to_float(x[2]) * qsc[f], to_float(x[3]) * qsc[f]);
+                    qb[s][f][0] = pack2<__half>(v[4 * s] * sc, v[4 * s + 1] * sc);
+                    qb[s][f][1] = pack2<__half>(v[4 * s + 2] * sc, v[4 * s + 3] * sc);
                 }
             } else {
 #pragma unroll
@@ -309,8 +326,8 @@ __global__ void __launch_bounds__(kMwWarps * 32, mw_min_blocks(D, FP8, NF))
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
             const int n = f * 8 + 2 * q + e;
-            const float inv = 1.f / __shfl_sync(kAll, qsc[f], (2 * q + e) * 4); // a power of two
-            cst[f][e] = has_cap ? scale_nat / p.softcap * inv : scale_nat * kLog2e * inv;
+            const float inv = pow2f(-__shfl_sync(kAll, qe[f], (2 * q + e) * 4));
+            cst[f][e] = cst0 * inv;
             slope[f][e] = has_alibi && n < G
                               ? -kLog2e * p.alibi_slopes[static_cast<int64_t>(b) * p.alibi_batch_stride +
                                                          query_head(p, kvh, n)]
