@@ -43,7 +43,11 @@ build() { # tree dir name head_dims
         timeout 300 ninja -C "$2" bench/bench_gpu bench/bench_ops $5 > "$out/build_$3.txt" 2>&1)
 }
 s=$(date +%s)
-build "$root" build-ncuA A 64,128,256 "tests/gpu/test_gpu_attention tests/gpu/test_gpu_checks tests/gpu/test_gpu_ops tests/gpu/test_gpu_fp8q" & pa=$!
+tprogs=""
+if want tests || want gather || want san; then
+    tprogs="tests/gpu/test_gpu_attention tests/gpu/test_gpu_checks tests/gpu/test_gpu_ops tests/gpu/test_gpu_fp8q"
+fi
+build "$root" build-ncuA A 64,128,256 "$tprogs" & pa=$!
 wait $pa; ra=$?
 sum "build: rc $ra, $(( $(date +%s) - s )) s"
 [ $ra -eq 0 ] || { grep -hE "error|FAILED" "$out"/build_*.txt | head -20; exit 1; }
@@ -185,6 +189,7 @@ if want ncu; then
     . tools/ncu_prof.sh # prof NAME KERNEL-REGEX SKIP PROGRAM ARGS...: one report, its line in summary.txt
     dec=(--only decode --heads 32/8 --no-check --no-ceilings --no-graph)
     prof dec_h128_fp8_64x8k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv fp8 --batch 64 --ctx 8k
+    prof dec_h64_bf16_64x8k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 64 --kv bf16 --batch 64 --ctx 8k
     prof dec_h64_fp8_64x8k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 64 --kv fp8 --batch 64 --ctx 8k
     prof dec_h128_bf16_1x32k decode_mw_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv bf16 --batch 1 --ctx 32k
     prof comb_h128_bf16_1x32k combine_kernel 2 "$A/bench/bench_gpu" "${dec[@]}" --dim 128 --kv bf16 --batch 1 --ctx 32k
