@@ -48,6 +48,9 @@ typedef struct acase {
     int nan_v;                    /* > 0: V of key nan_v - 1 of sequence 0 (KV head 0, every dim)
                                      is NaN: a valid key, masked for some rows of a tile */
     float amp;                    /* > 0: q and K drawn amp times larger (extreme logits) */
+    int qscale;                   /* bf16 q: query head h times k_qscale[h % 8] (a zero head, a
+                                     subnormal one, 2^-60 .. 2^100): the E4M3 decode tile's
+                                     per-head power-of-two scale of q into f16 */
     int counters;                 /* > 0: run again with work_counters (zeroed, FA_WORK_COUNTERS
                                      words) this many times: the same output and LSE bits, the
                                      words zero after every call */
@@ -55,6 +58,8 @@ typedef struct acase {
                                      it again with packing off: the same output and LSE bits
                                      (split-KV: checked against the reference instead) */
 } acase;
+
+static const float k_qscale[8] = {0.0f, 0x1p-133f, 0x1p-60f, 0x1p-20f, 1.0f, 0x1p20f, 0x1p60f, 0x1p100f};
 
 static const char *dn(fa_dtype t) { return gt_dtype_name(t); }
 
@@ -98,6 +103,7 @@ static void describe(const acase *c, char *buf, size_t n)
     if (c->sinks) len += snprintf(buf + len, n - len, " sink%s", c->sinks == 2 ? "!" : "");
     if (c->lse) len += snprintf(buf + len, n - len, " lse");
     if (is_fp8(c->kvdt)) len += snprintf(buf + len, n - len, c->descale ? " descale" : " scale");
+    if (c->qscale) len += snprintf(buf + len, n - len, " q-heads 0..2^100");
     if (c->splits > 1)
         len += snprintf(buf + len, n - len, " S=%d%s", c->splits, c->use_plan ? "+plan" : "");
     else if (c->use_plan)
@@ -165,6 +171,9 @@ static int run_case(const acase *c, void **out_bits_ret)
             int64_t o = (int64_t)(qhg ? h / qhg : 0) * qgs + (int64_t)(qhg ? h % qhg : h) * qhs + t * qts;
             gt_fill_uniform((char *)hb.q + o * qsz, D, c->qdt, c->amp > 0 ? -2.0f * c->amp : -2.0f,
                             c->amp > 0 ? 2.0f * c->amp : 2.0f);
+            if (c->qscale)
+                for (i = 0; i < D; ++i)
+                    gt_store(hb.q, o + i, c->qdt, gt_load(hb.q, o + i, c->qdt) * k_qscale[h % 8]);
         }
     for (i = 0; i < q_elems; ++i) hb.qf[i] = gt_load(hb.q, i, c->qdt);
 
@@ -1714,6 +1723,20 @@ static void test_multiwarp_decode(void)
     c.kvdt = FA_DTYPE_FP8_E4M3;
     c.causal = 1;
     c.alone = 4;
+    run_named("multi-warp decode", &c);
+    /* a bf16 query over an E4M3 cache, query heads 0 .. 2^100 in size (the per-head f16 scale:
+       zero, a subnormal largest |q|, the clamp at 2^127, huge heads), one and two fragments */
+    c = base_case(FA_DTYPE_BF16, 64, 16, 16, 2);
+    set_seqs(&c, 5, ql, kl);
+    c.kvdt = FA_DTYPE_FP8_E4M3;
+    c.descale = 1;
+    c.qscale = 1;
+    c.splits = 3;
+    run_named("multi-warp decode", &c);
+    c = base_case(FA_DTYPE_BF16, 128, 16, 32, 2);
+    set_seqs(&c, 5, ql, kl);
+    c.kvdt = FA_DTYPE_FP8_E4M3;
+    c.qscale = 1;
     run_named("multi-warp decode", &c);
 }
 

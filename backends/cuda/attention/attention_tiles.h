@@ -86,9 +86,6 @@ constexpr int mw_stages(int, bool) { return 3; }
 constexpr int kMwDeepStages = 6;
 constexpr int kMwDeepKeys = 8192;
 constexpr bool mw_deep(int D, bool fp8) { return fp8 && D == 64; }
-// E4M3 at head 64 with one n8 fragment of query heads: build the tile's V fragments (byte
-// permutes and conversions) before the softmax instead of after it (decode_mw.cu; same bits)
-constexpr bool kMwEarlyV = false;
 constexpr int mw_ring_bytes(int D, bool fp8, bool deep = false) {
     return kMwWarps * (deep ? kMwDeepStages : mw_stages(D, fp8)) * 2 * mw_keys(D) * D * (fp8 ? 1 : 2);
 }

@@ -359,7 +359,6 @@ __global__ void __launch_bounds__(kMwWarps * 32, mw_min_blocks(D, FP8, NF))
     // 2 h + 1 of word i of each row, two keys paired by a byte permute (v_frag): dims r D / 8 +
     // 4 i + 2 h (A row r) and + 1 (A row r + 8)
     constexpr int NWD = D / 32; // words per lane and row
-    constexpr bool kEarlyV = FP8 && kMwEarlyV && D == 64 && NF == 1;
     auto v_words = [&](uint32_t sv, int km, uint32_t(&x)[4][NWD]) {
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
@@ -424,21 +423,6 @@ __global__ void __launch_bounds__(kMwWarps * 32, mw_min_blocks(D, FP8, NF))
                             mma16816<OT>(acc[km][f], a, qb[4 * g + t][f][0], qb[4 * g + t][f][1]);
                     }
                 }
-            }
-        }
-        // E4M3 V's A fragments of the whole tile, built before the softmax (kMwEarlyV): on a
-        // one-tile call their byte permutes and conversions then fill the softmax's stalls instead
-        // of standing between its exponents and the P V MMAs
-        uint32_t va[kEarlyV ? KM : 1][kEarlyV ? NWD : 1][2][4];
-        if constexpr (kEarlyV) {
-#pragma unroll
-            for (int km = 0; km < KM; ++km) {
-                uint32_t x[4][NWD];
-                v_words(sv, km, x);
-#pragma unroll
-                for (int i = 0; i < NWD; ++i)
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) v_frag(x, i, h, va[km][i][h]);
             }
         }
         // logits in log2 units: scale (or softcap), ALiBi, keys past the split -inf
@@ -519,14 +503,6 @@ __global__ void __launch_bounds__(kMwWarps * 32, mw_min_blocks(D, FP8, NF))
 #pragma unroll
                     for (int f = 0; f < NF; ++f) mma16816<OT>(o[mt][f], a, pb[f][0], pb[f][1]);
                 }
-            } else if constexpr (kEarlyV) {
-#pragma unroll
-                for (int i = 0; i < NWD; ++i)
-#pragma unroll
-                    for (int h = 0; h < 2; ++h)
-#pragma unroll
-                        for (int f = 0; f < NF; ++f)
-                            mma16816<OT>(o[2 * i + h][f], va[km][i][h], pb[f][0], pb[f][1]);
             } else {
                 uint32_t x[4][NWD];
                 v_words(sv, km, x);
