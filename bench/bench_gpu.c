@@ -435,6 +435,17 @@ static void row_init(row *r, const char *cat)
     r->max_abs = -1.0;
 }
 
+/* the row's shape columns: batch, context, heads, head size, cache dtype name */
+static void row_shape(row *r, int batch, int ctx, int hq, int hkv, int d, const char *kv)
+{
+    r->batch = batch;
+    r->ctx = ctx;
+    r->hq = hq;
+    r->hkv = hkv;
+    r->d = d;
+    snprintf(r->kv, sizeof r->kv, "%s", kv);
+}
+
 static double row_gbs(const row *r)
 {
     return r->us > 0 && r->bytes > 0 ? r->bytes / (r->us * 1e-6) / 1e9 : 0.0;
@@ -1292,12 +1303,7 @@ static void split_sweep(pworld *w, const row *planner, ref_sample *ref)
         row *r = &rows_sel[i];
         int s = k_splits[i], k;
         if (!sel[i]) continue;
-        r->batch = w->nreq;
-        r->ctx = w->seq[0];
-        r->hq = w->hq;
-        r->hkv = w->hkv;
-        r->d = w->D;
-        snprintf(r->kv, sizeof r->kv, "%s", w->fp8 ? "fp8" : "bf16");
+        row_shape(r, w->nreq, w->seq[0], w->hq, w->hkv, w->D, w->fp8 ? "fp8" : "bf16");
         r->splits = s;
         r->bytes = w->bytes;
         r->flops = w->flops;
@@ -1340,12 +1346,7 @@ static void split_sweep(pworld *w, const row *planner, ref_sample *ref)
         row_init(&r, "split-choice");
         snprintf(r.name, sizeof r.name, "split-choice b=%d ctx=%d h=%d/%d d=%d kv=%s", w->nreq, w->seq[0],
                  w->hq, w->hkv, w->D, w->fp8 ? "fp8" : "bf16");
-        r.batch = w->nreq;
-        r.ctx = w->seq[0];
-        r.hq = w->hq;
-        r.hkv = w->hkv;
-        r.d = w->D;
-        snprintf(r.kv, sizeof r.kv, "%s", w->fp8 ? "fp8" : "bf16");
+        row_shape(&r, w->nreq, w->seq[0], w->hq, w->hkv, w->D, w->fp8 ? "fp8" : "bf16");
         r.splits = planner->splits;
         r.us = planner->us;
         r.bytes = planner->bytes;
@@ -1373,12 +1374,7 @@ static void bench_decode(int B, int ctx, int hq, int hkv, int D, int fp8, int sw
     row_init(&r, "decode");
     snprintf(r.name, sizeof r.name, "decode b=%d ctx=%d h=%d/%d d=%d kv=%s%s", B, ctx, hq, hkv, D,
              fp8 ? "fp8" : "bf16", block_tag());
-    r.batch = B;
-    r.ctx = ctx;
-    r.hq = hq;
-    r.hkv = hkv;
-    r.d = D;
-    snprintf(r.kv, sizeof r.kv, "%s", fp8 ? "fp8" : "bf16");
+    row_shape(&r, B, ctx, hq, hkv, D, fp8 ? "fp8" : "bf16");
     memset(&ref, 0, sizeof ref);
     if (!(O.cats & want)) return;
     if (O.list) {
@@ -1471,12 +1467,7 @@ static void bench_prefill_dense(int nseq, int L, int D, int q8, int paged)
     row_init(&r, paged ? "prefill-paged" : "prefill-dense");
     snprintf(r.name, sizeof r.name, "%s %dx%d h=%d/%d d=%d%s%s", paged ? "prefill-paged" : "prefill-dense",
              nseq, L, hq, hkv, D, paged ? block_tag() : "", q8 ? " q=fp8" : "");
-    r.batch = nseq;
-    r.ctx = L;
-    r.hq = hq;
-    r.hkv = hkv;
-    r.d = D;
-    snprintf(r.kv, sizeof r.kv, q8 ? "fp8" : "bf16");
+    row_shape(&r, nseq, L, hq, hkv, D, q8 ? "fp8" : "bf16");
     if (!row_selected(&r, C_PREFILL)) return;
     if (g_dead) {
         emit_na(&r, "CUDA context lost earlier");
@@ -1683,12 +1674,7 @@ static void bench_prefill_paged(int nseq, int L, int D, int fp8, int nc)
     row_init(&r, cat);
     snprintf(r.name, sizeof r.name, "%s %dx%d h=%d/%d d=%d%s%s", cat, nseq, L, hq, hkv, D, block_tag(),
              fp8 ? " kv=fp8" : "");
-    r.batch = nseq;
-    r.ctx = L;
-    r.hq = hq;
-    r.hkv = hkv;
-    r.d = D;
-    snprintf(r.kv, sizeof r.kv, fp8 ? "fp8" : "bf16");
+    row_shape(&r, nseq, L, hq, hkv, D, fp8 ? "fp8" : "bf16");
     if (!row_selected(&r, C_PREFILL)) return;
     ql = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)nseq);
     sl = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)nseq);
@@ -1714,12 +1700,7 @@ static void bench_verify(int nseq, int Lq, int ctx)
     row_init(&r, "verify");
     snprintf(r.name, sizeof r.name, "verify %dx%d ctx=%d h=%d/%d d=%d%s", nseq, Lq, ctx, hq, hkv, D,
              block_tag());
-    r.batch = nseq;
-    r.ctx = ctx;
-    r.hq = hq;
-    r.hkv = hkv;
-    r.d = D;
-    snprintf(r.kv, sizeof r.kv, "bf16");
+    row_shape(&r, nseq, ctx, hq, hkv, D, "bf16");
     if (!row_selected(&r, C_VERIFY)) return;
     ql = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)nseq);
     sl = (int32_t *)xmalloc(sizeof(int32_t) * (size_t)nseq);
@@ -1744,12 +1725,7 @@ static void bench_mixed(void)
     int i, creq[2], cm[2];
     row_init(&r, "mixed");
     snprintf(r.name, sizeof r.name, "mixed %dx1+1x%d ctx=%d h=%d/%d d=%d", ndec, chunk, ctx, hq, hkv, D);
-    r.batch = ndec;
-    r.ctx = ctx;
-    r.hq = hq;
-    r.hkv = hkv;
-    r.d = D;
-    snprintf(r.kv, sizeof r.kv, "bf16");
+    row_shape(&r, ndec, ctx, hq, hkv, D, "bf16");
     if (!row_selected(&r, C_MIXED)) return;
     for (i = 0; i < ndec; ++i) {
         ql[i] = 1;
@@ -1790,13 +1766,8 @@ static void bench_cascade(int P, int B)
         ql[i] = 1;
         sl[i] = P + own;
     }
-    rc.batch = rp.batch = B;
-    rc.ctx = rp.ctx = P;
-    rc.hq = rp.hq = hq;
-    rc.hkv = rp.hkv = hkv;
-    rc.d = rp.d = D;
-    snprintf(rc.kv, sizeof rc.kv, "bf16");
-    snprintf(rp.kv, sizeof rp.kv, "bf16");
+    row_shape(&rc, B, P, hq, hkv, D, "bf16");
+    row_shape(&rp, B, P, hq, hkv, D, "bf16");
     batch_counts(B, ql, sl, P, hq, hkv, D, 2, &rc.bytes, &rc.flops);
     rp.bytes = rc.bytes;
     rp.flops = rc.flops;
