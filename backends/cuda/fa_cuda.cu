@@ -436,7 +436,7 @@ extern "C" fa_status fa_cuda_backend_create(int device, void *stream, fa_backend
 }
 
 // Whether be is a backend made by fa_cuda_backend_create (the setters' first check).
-bool is_cuda(const fa_backend *be) {
+static bool is_cuda(const fa_backend *be) {
     return be != nullptr && be->name != nullptr && strcmp(be->name, "cuda") == 0 && be->ctx != nullptr;
 }
 
